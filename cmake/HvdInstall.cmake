@@ -1,0 +1,20 @@
+# Installs libhvd, its public headers and a CMake package so user projects can
+#   find_package(hvd REQUIRED)  target_link_libraries(train PRIVATE hvd::hvd)
+include(CMakePackageConfigHelpers)
+
+install(TARGETS hvd EXPORT hvdTargets
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
+        INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/runtime/include/hvd
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(EXPORT hvdTargets NAMESPACE hvd:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/hvd)
+
+configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/hvdConfig.cmake.in
+                              ${PROJECT_BINARY_DIR}/hvdConfig.cmake
+                              INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/hvd)
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/hvdConfigVersion.cmake
+                                 COMPATIBILITY SameMinorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/hvdConfig.cmake ${PROJECT_BINARY_DIR}/hvdConfigVersion.cmake
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/hvd)

@@ -1,0 +1,3 @@
+target_sources(hvd PRIVATE
+  ${CMAKE_CURRENT_LIST_DIR}/error.cc
+  ${CMAKE_CURRENT_LIST_DIR}/logging.cc)
