@@ -1,0 +1,11 @@
+# --- Peer benchmarks (bench/compare.sh) --------------------------------------------------------
+# memcpy-bw: the machine's single-core memcpy bandwidth, the reference figure of compare.sh.
+add_executable(memcpy-bw ${CMAKE_CURRENT_LIST_DIR}/memcpy_bw.c)
+target_link_libraries(memcpy-bw PRIVATE hvd_warnings)
+
+# mpi-bench: Open MPI MPI_Allreduce with hvd-bench's flags and table format.
+if(HVD_HAVE_MPI)
+  add_executable(mpi-bench ${CMAKE_CURRENT_LIST_DIR}/mpi_bench.c)
+  target_link_libraries(mpi-bench PRIVATE MPI::MPI_C hvd_warnings)
+endif()
+# --- end of peer benchmarks --------------------------------------------------------------------
