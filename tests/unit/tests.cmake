@@ -1,1 +1,9 @@
+add_library(hvd_test_checks STATIC ${CMAKE_CURRENT_LIST_DIR}/../common/collective_checks.cc)
+target_include_directories(hvd_test_checks PUBLIC ${CMAKE_CURRENT_LIST_DIR}/..)
+target_link_libraries(hvd_test_checks PUBLIC hvd_internal PRIVATE hvd_warnings)
 
+hvd_test(NAME collectives_test LABEL unit TIMEOUT 300
+         SOURCES ${CMAKE_CURRENT_LIST_DIR}/collectives_test.cc)
+target_link_libraries(collectives_test PRIVATE hvd_test_checks)
+
+include(${CMAKE_CURRENT_LIST_DIR}/store.cmake)

@@ -1,3 +1,4 @@
 target_sources(hvd PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/error.cc
   ${CMAKE_CURRENT_LIST_DIR}/logging.cc)
+target_sources(hvd PRIVATE ${CMAKE_CURRENT_LIST_DIR}/types.cc)

@@ -1,0 +1,77 @@
+/* libhvd, the C ABI for language bindings. Every function returns an hvd_status; on failure
+ * hvd_last_error() returns a message for the calling thread (valid until its next hvd call).
+ * Semantics are those of the C++ API in hvd/hvd.hpp. Counts are int64_t so that a negative
+ * count from a binding is reported as an error instead of wrapping around. */
+#ifndef HVD_HVD_H_
+#define HVD_HVD_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+  HVD_OK = 0,
+  HVD_ERR_INVALID_ARGUMENT = 1,
+  HVD_ERR_TIMEOUT = 2,
+  HVD_ERR_PEER = 3,
+  HVD_ERR_BACKEND = 4,
+  HVD_ERR_INTERNAL = 5,
+} hvd_status;
+
+/* Values match hvd::DataType and hvd::ReduceOp. */
+typedef enum {
+  HVD_INT8 = 0,
+  HVD_UINT8 = 1,
+  HVD_INT32 = 2,
+  HVD_INT64 = 3,
+  HVD_FLOAT16 = 4,
+  HVD_BFLOAT16 = 5,
+  HVD_FLOAT32 = 6,
+  HVD_FLOAT64 = 7,
+} hvd_datatype;
+
+typedef enum {
+  HVD_SUM = 0,
+  HVD_AVERAGE = 1,
+  HVD_MIN = 2,
+  HVD_MAX = 3,
+  HVD_PRODUCT = 4,
+} hvd_reduce_op;
+
+const char* hvd_last_error(void);
+const char* hvd_status_name(hvd_status status);
+
+hvd_status hvd_init(void);
+hvd_status hvd_shutdown(void);
+int hvd_is_initialized(void);
+
+/* Each writes the value to *out. */
+hvd_status hvd_rank(int* out);
+hvd_status hvd_size(int* out);
+hvd_status hvd_local_rank(int* out);
+hvd_status hvd_local_size(int* out);
+hvd_status hvd_cross_rank(int* out);
+hvd_status hvd_cross_size(int* out);
+
+/* input == output runs in place. */
+hvd_status hvd_allreduce(const void* input, void* output, int64_t count, hvd_datatype type,
+                         hvd_reduce_op op);
+/* counts[size]: every rank's element count; output holds their sum. */
+hvd_status hvd_allgather(const void* input, int64_t count, void* output, const int64_t* counts,
+                         hvd_datatype type);
+hvd_status hvd_broadcast(void* buffer, int64_t count, hvd_datatype type, int root);
+/* output receives this rank's share: rows split with the first rows % size ranks one longer. */
+hvd_status hvd_reducescatter(const void* input, void* output, int64_t count, hvd_datatype type,
+                             hvd_reduce_op op, int64_t row_elements);
+hvd_status hvd_alltoall(const void* input, const int64_t* send_counts, void* output,
+                        const int64_t* recv_counts, hvd_datatype type);
+hvd_status hvd_barrier(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* HVD_HVD_H_ */

@@ -1,0 +1,89 @@
+// libhvd, the C++ API. A training process calls hvd::init() once (it reads the worker
+// environment set by hvdrun / hvdagent: HVD_RANK, HVD_SIZE, HVD_LOCAL_RANK, ...), then uses
+// rank()/size() and the collectives below, and calls hvd::shutdown() at the end.
+//
+// Collectives are blocking and must be called by every rank in the same order with matching
+// arguments. Buffers are pointer + element count + DataType. Passing the same pointer as input
+// and output runs the operation in place. Results are bit-identical on every rank.
+//
+// Errors are exceptions deriving from hvd::Error (hvd/error.hpp): InvalidArgumentError for bad
+// arguments or environment, PeerError when a peer died or closed, TimeoutError when a peer did
+// not answer within the timeout (HVD_TIMEOUT seconds, default 60), BackendError for failing
+// system calls. After a PeerError or TimeoutError the job's collectives are unusable: shut down.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "hvd/error.hpp"
+#include "hvd/types.hpp"
+
+namespace hvd {
+
+// Which algorithm a collective uses; kAuto picks by message size (HVD_SMALL_MESSAGE_BYTES).
+enum class Algorithm { kAuto, kRing, kDirect };
+
+struct AllreduceOptions {
+  ReduceOp op = ReduceOp::kSum;
+  Algorithm algorithm = Algorithm::kAuto;
+};
+
+struct BroadcastOptions {
+  int root = 0;
+  Algorithm algorithm = Algorithm::kAuto;
+};
+
+struct ReducescatterOptions {
+  ReduceOp op = ReduceOp::kSum;
+  // The buffer is split by rows of this many elements: rank r receives rows
+  // [start(r), start(r) + rows(r)) where the first (rows % size) ranks get one extra row.
+  size_t rowElements = 1;
+};
+
+// --- lifecycle ---------------------------------------------------------------------------
+void init();
+void shutdown();
+bool isInitialized();
+
+int rank();
+int size();
+int localRank();
+int localSize();
+int crossRank();
+int crossSize();
+
+// --- collectives -------------------------------------------------------------------------
+void allreduce(const void* input, void* output, size_t count, DataType type,
+               const AllreduceOptions& options = {});
+
+// Every rank contributes `count` elements (which may differ across ranks, zero included);
+// `output` receives the concatenation in rank order, sum(counts) elements. `counts[r]` must be
+// rank r's count; allgatherCounts() obtains them.
+void allgather(const void* input, size_t count, void* output, const std::vector<size_t>& counts,
+               DataType type);
+std::vector<size_t> allgatherCounts(size_t count);
+
+void broadcast(void* buffer, size_t count, DataType type, const BroadcastOptions& options = {});
+
+// Reduces `count` elements across ranks and leaves this rank's share in `output`
+// (reducescatterCount(count, rank()) elements).
+void reducescatter(const void* input, void* output, size_t count, DataType type,
+                   const ReducescatterOptions& options = {});
+size_t reducescatterCount(size_t count, int rank, int size, size_t rowElements = 1);
+
+// Sends sendCounts[p] elements (consecutive in `input`, in rank order) to each rank p and
+// receives recvCounts[p] elements from each rank p into `output` (in rank order).
+// alltoallCounts(sendCounts) returns the matching recvCounts.
+void alltoall(const void* input, const std::vector<size_t>& sendCounts, void* output,
+              const std::vector<size_t>& recvCounts, DataType type);
+std::vector<size_t> alltoallCounts(const std::vector<size_t>& sendCounts);
+
+void barrier();
+
+// Which transports this rank uses ("shm+tcp", "tcp", "self").
+std::string transportDescription();
+
+}  // namespace hvd

@@ -1,0 +1,42 @@
+// Element types and reduction operations of libhvd collectives.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace hvd {
+
+enum class DataType : int {
+  kInt8 = 0,
+  kUInt8 = 1,
+  kInt32 = 2,
+  kInt64 = 3,
+  kFloat16 = 4,
+  kBFloat16 = 5,
+  kFloat32 = 6,
+  kFloat64 = 7,
+};
+constexpr int kNumDataTypes = 8;
+
+enum class ReduceOp : int {
+  kSum = 0,
+  kAverage = 1,
+  kMin = 2,
+  kMax = 3,
+  kProduct = 4,
+};
+constexpr int kNumReduceOps = 5;
+
+// Size of one element in bytes; throws InvalidArgumentError for a value outside the enum.
+size_t dataTypeSize(DataType type);
+// "float32", "bfloat16", ...
+const char* dataTypeName(DataType type);
+// "sum", "average", ...
+const char* reduceOpName(ReduceOp op);
+// Parses the names above (and the aliases float, double, half, int, avg, prod); throws
+// InvalidArgumentError naming the text and the accepted names.
+DataType parseDataType(const std::string& text);
+ReduceOp parseReduceOp(const std::string& text);
+
+}  // namespace hvd

@@ -1,0 +1,77 @@
+// Allgather with a different count on every rank (zero allowed).
+//
+// Ring: at step g (0..n-2) rank r sends block (r-g) to r+1 and receives block (r-g-1) from r-1;
+// the block forwarded at g+1 is the one received at g, so sends are chained to receives and the
+// ring streams. Direct (small totals): every rank sends its block to every other rank.
+#include <cstring>
+
+#include "collectives/collectives.h"
+#include "collectives/validate.h"
+
+namespace hvd::coll {
+
+using transport::RecvAction;
+using transport::Schedule;
+
+void allgather(Context& ctx, const void* input, size_t count, void* output,
+               const std::vector<size_t>& counts, DataType type, Algorithm algorithm) {
+  const int n = ctx.size();
+  const int r = ctx.rank();
+  if (static_cast<int>(counts.size()) != n) {
+    throw InvalidArgumentError("allgather: counts has " + std::to_string(counts.size()) +
+                               " entries for " + std::to_string(n) + " ranks");
+  }
+  if (counts[r] != count) {
+    throw InvalidArgumentError("allgather: counts[" + std::to_string(r) + "] = " +
+                               std::to_string(counts[r]) + " but this rank contributes " +
+                               std::to_string(count));
+  }
+  size_t total = 0;
+  for (size_t c : counts) total += c;
+  validateBuffers("allgather", input, output, total, type);
+  ctx.checkUsable();
+  const size_t elem = dataTypeSize(type);
+  std::vector<size_t> offset(n + 1, 0);
+  for (int p = 0; p < n; ++p) offset[p + 1] = offset[p] + counts[p];
+  auto* out = static_cast<uint8_t*>(output);
+  uint8_t* mine = out + offset[r] * elem;
+  if (count > 0 && mine != input) std::memmove(mine, input, count * elem);
+  if (n == 1 || total == 0) return;
+
+  Schedule& schedule = scheduleOf(ctx);
+  const bool direct = algorithm == Algorithm::kDirect ||
+                      (algorithm == Algorithm::kAuto &&
+                       total * elem <= ctx.options().smallMessageBytes);
+  if (direct) {
+    for (int k = 1; k < n; ++k) schedule.send((r + k) % n, mine, count * elem);
+    for (int k = 1; k < n; ++k) {
+      const int peer = (r - k + n) % n;
+      RecvAction copy;
+      copy.dst = out + offset[peer] * elem;
+      schedule.recv(peer, counts[peer] * elem, elem, copy);
+    }
+  } else {
+    const int next = (r + 1) % n;
+    const int prev = (r - 1 + n) % n;
+    int lastRecv = -1;
+    for (int g = 0; g < n - 1; ++g) {
+      const int sendBlock = ((r - g) % n + n) % n;
+      const int recvBlock = ((r - g - 1) % n + n) % n;
+      schedule.send(next, out + offset[sendBlock] * elem, counts[sendBlock] * elem, lastRecv);
+      RecvAction copy;
+      copy.dst = out + offset[recvBlock] * elem;
+      lastRecv = schedule.recv(prev, counts[recvBlock] * elem, elem, copy);
+    }
+  }
+  transport::run(ctx, schedule, "allgather");
+}
+
+std::vector<size_t> allgatherCounts(Context& ctx, size_t count) {
+  std::vector<uint64_t> all(ctx.size());
+  const uint64_t mine = count;
+  std::vector<size_t> ones(ctx.size(), 1);
+  allgather(ctx, &mine, 1, all.data(), ones, DataType::kInt64, Algorithm::kDirect);
+  return std::vector<size_t>(all.begin(), all.end());
+}
+
+}  // namespace hvd::coll

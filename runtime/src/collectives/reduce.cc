@@ -1,0 +1,180 @@
+// The loops below are written so that GCC/Clang auto-vectorise them at -O3 (checked with
+// objdump for addps on float32 sum): one simple loop per (type, op), __restrict pointers, no
+// calls inside the loop. float16/bfloat16 go through float32 with scalar conversion.
+#include "collectives/reduce.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+
+#include "common/half.h"
+#include "hvd/error.hpp"
+
+namespace hvd::coll {
+namespace {
+
+struct Sum {
+  template <typename T>
+  static T apply(T a, T b) {
+    return a + b;
+  }
+};
+struct Prod {
+  template <typename T>
+  static T apply(T a, T b) {
+    return a * b;
+  }
+};
+struct Min {
+  template <typename T>
+  static T apply(T a, T b) {
+    return b < a ? b : a;
+  }
+};
+struct Max {
+  template <typename T>
+  static T apply(T a, T b) {
+    return a < b ? b : a;
+  }
+};
+
+// Integer sums wrap like the hardware does (unsigned arithmetic avoids signed-overflow UB).
+template <typename T>
+struct Wrapping {
+  using U = std::make_unsigned_t<T>;
+};
+
+template <typename Op, typename T>
+void into(T* __restrict acc, const T* __restrict in, size_t n) {
+  for (size_t i = 0; i < n; ++i) acc[i] = Op::apply(acc[i], in[i]);
+}
+
+template <typename Op, typename T>
+void to(T* __restrict out, const T* __restrict a, const T* __restrict b, size_t n) {
+  for (size_t i = 0; i < n; ++i) out[i] = Op::apply(a[i], b[i]);
+}
+
+// Signed integer sum/product go through the unsigned type (two's complement wrap).
+template <typename Op, typename T>
+void dispatchInt(void* acc, const void* a, const void* b, size_t n) {
+  using U = typename Wrapping<T>::U;
+  constexpr bool kWrap = std::is_same_v<Op, Sum> || std::is_same_v<Op, Prod>;
+  using V = std::conditional_t<kWrap, U, T>;
+  if (b == nullptr) {
+    into<Op>(static_cast<V*>(acc), static_cast<const V*>(a), n);
+  } else {
+    to<Op>(static_cast<V*>(acc), static_cast<const V*>(a), static_cast<const V*>(b), n);
+  }
+}
+
+template <typename Op, typename T>
+void dispatchFloat(void* acc, const void* a, const void* b, size_t n) {
+  if (b == nullptr) {
+    into<Op>(static_cast<T*>(acc), static_cast<const T*>(a), n);
+  } else {
+    to<Op>(static_cast<T*>(acc), static_cast<const T*>(a), static_cast<const T*>(b), n);
+  }
+}
+
+template <typename Op, float (*Load)(uint16_t), uint16_t (*Store)(float)>
+void dispatchHalf(void* acc, const void* a, const void* b, size_t n) {
+  auto* out = static_cast<uint16_t*>(acc);
+  const auto* x = static_cast<const uint16_t*>(b == nullptr ? acc : a);
+  const auto* y = static_cast<const uint16_t*>(b == nullptr ? a : b);
+  for (size_t i = 0; i < n; ++i) out[i] = Store(Op::apply(Load(x[i]), Load(y[i])));
+}
+
+template <typename Op>
+void dispatchType(DataType type, void* acc, const void* a, const void* b, size_t n) {
+  switch (type) {
+    case DataType::kInt8:
+      return dispatchInt<Op, int8_t>(acc, a, b, n);
+    case DataType::kUInt8:
+      return dispatchInt<Op, uint8_t>(acc, a, b, n);
+    case DataType::kInt32:
+      return dispatchInt<Op, int32_t>(acc, a, b, n);
+    case DataType::kInt64:
+      return dispatchInt<Op, int64_t>(acc, a, b, n);
+    case DataType::kFloat16:
+      return dispatchHalf<Op, halfToFloat, floatToHalf>(acc, a, b, n);
+    case DataType::kBFloat16:
+      return dispatchHalf<Op, bfloat16ToFloat, floatToBfloat16>(acc, a, b, n);
+    case DataType::kFloat32:
+      return dispatchFloat<Op, float>(acc, a, b, n);
+    case DataType::kFloat64:
+      return dispatchFloat<Op, double>(acc, a, b, n);
+  }
+  throw InvalidArgumentError("unknown data type " + std::to_string(static_cast<int>(type)));
+}
+
+void dispatch(ReduceOp op, DataType type, void* acc, const void* a, const void* b, size_t n) {
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAverage:
+      return dispatchType<Sum>(type, acc, a, b, n);
+    case ReduceOp::kProduct:
+      return dispatchType<Prod>(type, acc, a, b, n);
+    case ReduceOp::kMin:
+      return dispatchType<Min>(type, acc, a, b, n);
+    case ReduceOp::kMax:
+      return dispatchType<Max>(type, acc, a, b, n);
+  }
+  throw InvalidArgumentError("unknown reduce op " + std::to_string(static_cast<int>(op)));
+}
+
+template <typename T>
+void divideInt(T* data, size_t n, int divisor) {
+  const T d = static_cast<T>(divisor);
+  for (size_t i = 0; i < n; ++i) data[i] = static_cast<T>(data[i] / d);
+}
+
+template <typename T>
+void divideFloat(T* __restrict data, size_t n, int divisor) {
+  const T d = static_cast<T>(divisor);
+  for (size_t i = 0; i < n; ++i) data[i] = data[i] / d;
+}
+
+}  // namespace
+
+void reduceInto(ReduceOp op, DataType type, void* acc, const void* in, size_t count) {
+  if (count == 0) return;
+  dispatch(op, type, acc, in, nullptr, count);
+}
+
+void reduceTo(ReduceOp op, DataType type, void* out, const void* a, const void* b, size_t count) {
+  if (count == 0) return;
+  dispatch(op, type, out, a, b, count);
+}
+
+void finishAverage(DataType type, void* data, size_t count, int divisor) {
+  if (divisor == 1 || count == 0) return;
+  switch (type) {
+    case DataType::kInt8:
+      return divideInt(static_cast<int8_t*>(data), count, divisor);
+    case DataType::kUInt8:
+      return divideInt(static_cast<uint8_t*>(data), count, divisor);
+    case DataType::kInt32:
+      return divideInt(static_cast<int32_t*>(data), count, divisor);
+    case DataType::kInt64:
+      return divideInt(static_cast<int64_t*>(data), count, divisor);
+    case DataType::kFloat16: {
+      auto* h = static_cast<uint16_t*>(data);
+      for (size_t i = 0; i < count; ++i) h[i] = floatToHalf(halfToFloat(h[i]) / divisor);
+      return;
+    }
+    case DataType::kBFloat16: {
+      auto* h = static_cast<uint16_t*>(data);
+      for (size_t i = 0; i < count; ++i) {
+        h[i] = floatToBfloat16(bfloat16ToFloat(h[i]) / divisor);
+      }
+      return;
+    }
+    case DataType::kFloat32:
+      return divideFloat(static_cast<float*>(data), count, divisor);
+    case DataType::kFloat64:
+      return divideFloat(static_cast<double*>(data), count, divisor);
+  }
+  throw InvalidArgumentError("unknown data type " + std::to_string(static_cast<int>(type)));
+}
+
+}  // namespace hvd::coll

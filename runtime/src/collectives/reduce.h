@@ -1,0 +1,22 @@
+// Element-wise reduction kernels used by every collective.
+//
+// Two forms, so the compiler can vectorise both without runtime alias checks:
+//   reduceInto(acc, in):       acc[i] = acc[i] op in[i]   (acc and in never overlap)
+//   reduceTo(out, a, b):       out[i] = a[i] op b[i]      (out, a and b never overlap)
+// float16 and bfloat16 are computed in float32 and rounded once per call. kAverage reduces
+// as kSum; finishAverage() divides by the number of ranks at the end (integers truncate).
+#pragma once
+
+#include <cstddef>
+
+#include "hvd/types.hpp"
+
+namespace hvd::coll {
+
+void reduceInto(ReduceOp op, DataType type, void* acc, const void* in, size_t count);
+void reduceTo(ReduceOp op, DataType type, void* out, const void* a, const void* b, size_t count);
+
+// Divides `count` elements in place by `divisor` (for kAverage after a sum).
+void finishAverage(DataType type, void* data, size_t count, int divisor);
+
+}  // namespace hvd::coll

@@ -1,0 +1,107 @@
+// The C++ API: free functions over the process's one Runtime instance.
+#include <memory>
+#include <mutex>
+
+#include "collectives/collectives.h"
+#include "core/runtime.h"
+#include "hvd/hvd.hpp"
+
+namespace hvd {
+namespace {
+
+// The process's runtime. Collectives are not reentrant: callers serialise them (the engine of
+// a later layer does this for multi-threaded programs); init/shutdown take the lock.
+struct Instance {
+  std::mutex mutex;
+  std::unique_ptr<core::Runtime> runtime;
+  int generation = 0;
+};
+
+Instance& instance() {
+  static Instance global;
+  return global;
+}
+
+core::Runtime& runtime() {
+  auto& self = instance();
+  if (!self.runtime) throw InvalidArgumentError("hvd is not initialised: call hvd::init() first");
+  return *self.runtime;
+}
+
+transport::Context& context() { return runtime().context(); }
+
+}  // namespace
+
+void init() {
+  auto& self = instance();
+  std::lock_guard<std::mutex> lock(self.mutex);
+  if (self.runtime) return;  // idempotent, like horovod.init()
+  const core::Config config = core::configFromEnvironment();
+  self.runtime = std::make_unique<core::Runtime>(config, self.generation);
+  ++self.generation;
+}
+
+void shutdown() {
+  auto& self = instance();
+  std::lock_guard<std::mutex> lock(self.mutex);
+  self.runtime.reset();
+}
+
+bool isInitialized() {
+  auto& self = instance();
+  std::lock_guard<std::mutex> lock(self.mutex);
+  return self.runtime != nullptr;
+}
+
+int rank() { return runtime().config().rank; }
+int size() { return runtime().config().size; }
+int localRank() { return runtime().config().localRank; }
+int localSize() { return runtime().config().localSize; }
+int crossRank() { return runtime().config().crossRank; }
+int crossSize() { return runtime().config().crossSize; }
+
+void allreduce(const void* input, void* output, size_t count, DataType type,
+               const AllreduceOptions& options) {
+  coll::allreduce(context(), input, output, count, type, options);
+}
+
+void allgather(const void* input, size_t count, void* output, const std::vector<size_t>& counts,
+               DataType type) {
+  coll::allgather(context(), input, count, output, counts, type);
+}
+
+std::vector<size_t> allgatherCounts(size_t count) {
+  return coll::allgatherCounts(context(), count);
+}
+
+void broadcast(void* buffer, size_t count, DataType type, const BroadcastOptions& options) {
+  coll::broadcast(context(), buffer, count, type, options);
+}
+
+void reducescatter(const void* input, void* output, size_t count, DataType type,
+                   const ReducescatterOptions& options) {
+  coll::reducescatter(context(), input, output, count, type, options);
+}
+
+size_t reducescatterCount(size_t count, int rank, int size, size_t rowElements) {
+  if (rank < 0 || rank >= size) {
+    throw InvalidArgumentError("reducescatterCount: rank " + std::to_string(rank) +
+                               " is not in 0.." + std::to_string(size - 1));
+  }
+  return coll::reducescatterCounts(count, size, rowElements)[rank];
+}
+
+void alltoall(const void* input, const std::vector<size_t>& sendCounts, void* output,
+              const std::vector<size_t>& recvCounts, DataType type) {
+  coll::alltoall(context(), input, sendCounts, output, recvCounts, type);
+}
+
+std::vector<size_t> alltoallCounts(const std::vector<size_t>& sendCounts) {
+  return coll::alltoallCounts(context(), sendCounts);
+}
+
+void barrier() { coll::barrier(context()); }
+
+std::string transportDescription() { return context().describeTransports(); }
+
+}  // namespace hvd

@@ -1,0 +1,130 @@
+#include "core/config.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <sstream>
+
+#include "hvd/error.hpp"
+
+namespace hvd::core {
+namespace {
+
+constexpr const char* kLauncherHint =
+    " (hvd::init() expects the worker environment that hvdrun or hvdagent sets: HVD_RANK, "
+    "HVD_SIZE, HVD_LOCAL_RANK, HVD_LOCAL_SIZE, HVD_CROSS_RANK, HVD_CROSS_SIZE, HVD_JOB_ID, "
+    "HVD_STORE_ADDR, HVD_STORE_TOKEN)";
+
+std::string required(const EnvReader& getenv, const char* name) {
+  const char* value = getenv(name);
+  if (value == nullptr || *value == '\0') {
+    throw InvalidArgumentError(std::string(name) + " is not set" + kLauncherHint);
+  }
+  return value;
+}
+
+long long parseInteger(const char* name, const std::string& text, long long min, long long max) {
+  errno = 0;
+  char* end = nullptr;
+  const long long value = std::strtoll(text.c_str(), &end, 10);
+  if (errno != 0 || end == text.c_str() || *end != '\0') {
+    throw InvalidArgumentError(std::string(name) + "='" + text + "' is not an integer");
+  }
+  if (value < min || value > max) {
+    throw InvalidArgumentError(std::string(name) + "=" + text + " is out of range (expected " +
+                               std::to_string(min) + ".." + std::to_string(max) + ")");
+  }
+  return value;
+}
+
+int requiredInt(const EnvReader& getenv, const char* name, long long min, long long max) {
+  return static_cast<int>(parseInteger(name, required(getenv, name), min, max));
+}
+
+template <typename T>
+T optionalInt(const EnvReader& getenv, const char* name, T fallback, long long min,
+              long long max) {
+  const char* value = getenv(name);
+  if (value == nullptr || *value == '\0') return fallback;
+  return static_cast<T>(parseInteger(name, value, min, max));
+}
+
+std::chrono::milliseconds optionalSeconds(const EnvReader& getenv, const char* name,
+                                          std::chrono::milliseconds fallback) {
+  const char* value = getenv(name);
+  if (value == nullptr || *value == '\0') return fallback;
+  char* end = nullptr;
+  errno = 0;
+  const double seconds = std::strtod(value, &end);
+  if (errno != 0 || end == value || *end != '\0' || !std::isfinite(seconds) || seconds <= 0 ||
+      seconds > 1e6) {
+    throw InvalidArgumentError(std::string(name) + "='" + value +
+                               "' is not a positive number of seconds");
+  }
+  return std::chrono::milliseconds(static_cast<long long>(std::ceil(seconds * 1000)));
+}
+
+}  // namespace
+
+Config parseConfig(const EnvReader& getenv) {
+  Config c;
+  c.size = requiredInt(getenv, "HVD_SIZE", 1, 1 << 20);
+  c.rank = requiredInt(getenv, "HVD_RANK", 0, c.size - 1);
+  c.localSize = requiredInt(getenv, "HVD_LOCAL_SIZE", 1, c.size);
+  c.localRank = requiredInt(getenv, "HVD_LOCAL_RANK", 0, c.localSize - 1);
+  c.crossSize = requiredInt(getenv, "HVD_CROSS_SIZE", 1, c.size);
+  c.crossRank = requiredInt(getenv, "HVD_CROSS_RANK", 0, c.crossSize - 1);
+  c.jobId = required(getenv, "HVD_JOB_ID");
+  if (c.size > 1) {
+    c.storeAddress = required(getenv, "HVD_STORE_ADDR");
+    c.storeToken = required(getenv, "HVD_STORE_TOKEN");
+  } else {
+    const char* address = getenv("HVD_STORE_ADDR");
+    const char* token = getenv("HVD_STORE_TOKEN");
+    if (address != nullptr) c.storeAddress = address;
+    if (token != nullptr) c.storeToken = token;
+  }
+  c.timeout = optionalSeconds(getenv, "HVD_TIMEOUT", c.timeout);
+  c.startTimeout = optionalSeconds(getenv, "HVD_START_TIMEOUT", c.timeout);
+  if (const char* transport = getenv("HVD_TRANSPORT"); transport != nullptr && *transport) {
+    const std::string t = transport;
+    if (t == "tcp") {
+      c.transport = TransportChoice::kTcp;
+    } else if (t == "auto" || t == "shm") {
+      c.transport = TransportChoice::kAuto;
+    } else {
+      throw InvalidArgumentError("HVD_TRANSPORT='" + t + "' is not a transport (expected auto, "
+                                 "shm or tcp)");
+    }
+  }
+  if (const char* address = getenv("HVD_DATA_ADDR"); address != nullptr) c.dataAddress = address;
+  c.shmRingBytes = optionalInt<size_t>(getenv, "HVD_SHM_RING_BYTES", c.shmRingBytes, 4096,
+                                       1ll << 30);
+  if ((c.shmRingBytes & (c.shmRingBytes - 1)) != 0) {
+    throw InvalidArgumentError("HVD_SHM_RING_BYTES=" + std::to_string(c.shmRingBytes) +
+                               " must be a power of two");
+  }
+  c.smallMessageBytes = optionalInt<size_t>(getenv, "HVD_SMALL_MESSAGE_BYTES",
+                                            c.smallMessageBytes, 0, 1ll << 30);
+  c.spin = std::chrono::microseconds(
+      optionalInt<long long>(getenv, "HVD_SPIN_US", c.spin.count(), 0, 10'000'000));
+  return c;
+}
+
+Config configFromEnvironment() {
+  return parseConfig([](const char* name) { return std::getenv(name); });
+}
+
+std::string Config::summary() const {
+  std::ostringstream out;
+  out << "rank " << rank << "/" << size << " local " << localRank << "/" << localSize
+      << " cross " << crossRank << "/" << crossSize << " job " << jobId << " store "
+      << (storeAddress.empty() ? "-" : storeAddress) << " token "
+      << (storeToken.empty() ? "<unset>" : "<set>") << " timeout " << timeout.count() << "ms"
+      << " transport " << (transport == TransportChoice::kTcp ? "tcp" : "auto") << " shm-ring "
+      << shmRingBytes << "B small-message " << smallMessageBytes << "B spin " << spin.count()
+      << "us";
+  return out.str();
+}
+
+}  // namespace hvd::core

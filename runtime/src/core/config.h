@@ -1,0 +1,41 @@
+// The resolved configuration of one worker: its place in the job (the worker environment
+// contract of DESIGN.md) and the runtime's tuning knobs, parsed once at init.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <string>
+
+namespace hvd::core {
+
+enum class TransportChoice { kAuto, kTcp };
+
+struct Config {
+  int rank = 0;
+  int size = 1;
+  int localRank = 0;
+  int localSize = 1;
+  int crossRank = 0;
+  int crossSize = 1;
+  std::string jobId;
+  std::string storeAddress;  // host:port of the job's TCP store
+  std::string storeToken;    // never logged
+  std::chrono::milliseconds timeout{60000};       // HVD_TIMEOUT (seconds)
+  std::chrono::milliseconds startTimeout{60000};  // HVD_START_TIMEOUT (seconds)
+  TransportChoice transport = TransportChoice::kAuto;  // HVD_TRANSPORT
+  std::string dataAddress;                             // HVD_DATA_ADDR (default: route to store)
+  size_t shmRingBytes = 4 << 20;                       // HVD_SHM_RING_BYTES
+  size_t smallMessageBytes = 32 << 10;                 // HVD_SMALL_MESSAGE_BYTES
+  std::chrono::microseconds spin{50};                  // HVD_SPIN_US
+
+  // One line for the start-up log (the token is shown as "<set>").
+  std::string summary() const;
+};
+
+// Reads the configuration through `getenv` (injectable for tests). A missing or malformed
+// variable throws hvd::InvalidArgumentError naming it and what was expected.
+using EnvReader = std::function<const char*(const char*)>;
+Config parseConfig(const EnvReader& getenv);
+Config configFromEnvironment();
+
+}  // namespace hvd::core

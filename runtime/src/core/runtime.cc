@@ -1,0 +1,143 @@
+#include "core/runtime.h"
+
+#include <unistd.h>
+
+#include "common/logging.h"
+#include "store/tcp_store_client.h"
+#include "transport/mesh.h"
+
+namespace hvd::core {
+namespace {
+
+// Keys of one init cycle live under their own prefix: "g<generation>/mesh/<rank>".
+class PrefixedStore final : public store::Store {
+ public:
+  PrefixedStore(store::Store& inner, std::string prefix)
+      : inner_(inner), prefix_(std::move(prefix)) {}
+  void set(const std::string& key, const store::Bytes& value) override {
+    inner_.set(prefix_ + key, value);
+  }
+  store::Bytes get(const std::string& key, store::Timeout timeout) override {
+    return inner_.get(prefix_ + key, timeout);
+  }
+  int64_t add(const std::string& key, int64_t delta) override {
+    return inner_.add(prefix_ + key, delta);
+  }
+  store::Bytes compareSet(const std::string& key, const store::Bytes& expected,
+                          const store::Bytes& desired) override {
+    return inner_.compareSet(prefix_ + key, expected, desired);
+  }
+  void wait(const std::vector<std::string>& keys, store::Timeout timeout) override {
+    inner_.wait(prefixed(keys), timeout);
+  }
+  bool check(const std::vector<std::string>& keys) override {
+    return inner_.check(prefixed(keys));
+  }
+  void erase(const std::string& key) override { inner_.erase(prefix_ + key); }
+
+ private:
+  std::vector<std::string> prefixed(const std::vector<std::string>& keys) const {
+    std::vector<std::string> out;
+    out.reserve(keys.size());
+    for (const auto& k : keys) out.push_back(prefix_ + k);
+    return out;
+  }
+  store::Store& inner_;
+  std::string prefix_;
+};
+
+// The job's failure board lives in the store under "failure": the first rank to give up
+// records "<kind>\n<message>" there before it tears its links down.
+class StoreFailureBoard final : public transport::FailureBoard {
+ public:
+  explicit StoreFailureBoard(store::Store& store) : store_(store) {}
+  void publish(ErrorKind kind, const std::string& message) noexcept override {
+    try {
+      store_.compareSet(kKey, "", std::to_string(static_cast<int>(kind)) + "\n" + message);
+    } catch (const std::exception&) {
+      // The store is gone too; the local error is still reported.
+    }
+  }
+  bool lookup(ErrorKind* kind, std::string* message) noexcept override {
+    try {
+      if (!store_.check({kKey})) return false;
+      const std::string value = store_.get(kKey, std::chrono::milliseconds(1000));
+      const auto newline = value.find('\n');
+      if (newline == std::string::npos) return false;
+      *kind = static_cast<ErrorKind>(std::stoi(value.substr(0, newline)));
+      *message = value.substr(newline + 1);
+      return true;
+    } catch (const std::exception&) {
+      return false;
+    }
+  }
+
+ private:
+  static constexpr const char* kKey = "failure";
+  store::Store& store_;
+};
+
+std::string hostName() {
+  char buf[256] = {0};
+  ::gethostname(buf, sizeof(buf) - 1);
+  return buf;
+}
+
+std::string hostOf(const std::string& address) {
+  if (!address.empty() && address.front() == '[') {
+    const auto close = address.find(']');
+    return address.substr(1, close == std::string::npos ? std::string::npos : close - 1);
+  }
+  const auto colon = address.rfind(':');
+  return colon == std::string::npos ? address : address.substr(0, colon);
+}
+
+}  // namespace
+
+Runtime::Runtime(const Config& config, int generation) : config_(config) {
+  logging::setRank(config_.rank);
+  auto log = logging::get("init");
+  log->info("configuration: {}", config_.summary());
+
+  transport::ContextOptions options;
+  options.timeout = config_.timeout;
+  options.spin = config_.spin;
+  options.smallMessageBytes = config_.smallMessageBytes;
+
+  if (config_.size == 1) {
+    context_ = std::make_unique<transport::Context>(
+        0, 1, std::vector<std::unique_ptr<transport::Link>>(1), options);
+    return;
+  }
+  store_ = std::make_unique<store::TcpStore>(config_.storeAddress, config_.jobId,
+                                             config_.storeToken, config_.startTimeout);
+  scoped_ = std::make_unique<PrefixedStore>(*store_, "g" + std::to_string(generation) + "/");
+  auto& scoped = *scoped_;
+
+  transport::MeshConfig mesh;
+  mesh.rank = config_.rank;
+  mesh.size = config_.size;
+  mesh.hostKey = transport::localHostKey();
+  mesh.hostName = hostName();
+  mesh.bindAddress = config_.dataAddress.empty()
+                         ? transport::localAddressToward(hostOf(config_.storeAddress))
+                         : config_.dataAddress;
+  mesh.allowShm = config_.transport != TransportChoice::kTcp;
+  mesh.shmRingBytes = config_.shmRingBytes;
+  mesh.setupTimeout = config_.startTimeout;
+  mesh.options = options;
+  context_ = transport::connectMesh(scoped, mesh);
+  failureBoard_ = std::make_unique<StoreFailureBoard>(scoped);
+  context_->setFailureBoard(failureBoard_.get());
+  log->info("connected: {} ranks over {}", config_.size, context_->describeTransports());
+}
+
+Runtime::~Runtime() {
+  // The context refers to the board: tear down in dependency order.
+  context_.reset();
+  failureBoard_.reset();
+  scoped_.reset();
+  store_.reset();
+}
+
+}  // namespace hvd::core

@@ -1,0 +1,100 @@
+// A Context is one rank's view of a communicator: its rank and size, a Link to every peer, the
+// tuning knobs every collective reads, and reusable scratch memory (so no collective allocates
+// or first-touches memory on the hot path once buffers have grown to the working size).
+//
+// After a collective fails (peer error, timeout) the context is "broken": every link has been
+// aborted so peers fail fast too, and further collectives throw the original error's message.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hvd/error.hpp"
+#include "transport/link.h"
+
+namespace hvd::transport {
+
+class Schedule;
+
+// Where a rank that abandons a collective leaves the reason, so that ranks which only see the
+// connection drop can report the root cause (a stopped peer is a timeout everywhere, not a
+// "connection lost" on all but one rank). The runtime backs it with the job's store.
+class FailureBoard {
+ public:
+  virtual ~FailureBoard() = default;
+  // Records the first failure of the job (later ones are ignored). Must not throw.
+  virtual void publish(ErrorKind kind, const std::string& message) noexcept = 0;
+  // Returns true and fills the outputs when some rank has published a failure.
+  virtual bool lookup(ErrorKind* kind, std::string* message) noexcept = 0;
+};
+
+struct ContextOptions {
+  // A collective that makes no progress for this long fails with TimeoutError.
+  std::chrono::milliseconds timeout{60000};
+  // How long a waiting rank polls its links before it blocks in poll(2). Short, because with
+  // more ranks than cores a spinning rank steals the CPU its peer needs.
+  std::chrono::microseconds spin{50};
+  // Messages up to this many bytes use the latency-optimised (direct) algorithms.
+  size_t smallMessageBytes = 32 << 10;
+  // Largest piece moved per link per progress pass: keeps the pipeline stages in cache and
+  // interleaves sending to the next rank with receiving from the previous one.
+  size_t pieceBytes = 256 << 10;
+};
+
+// Grow-only, 64-byte aligned scratch buffers, indexed by slot.
+class Workspace {
+ public:
+  uint8_t* get(int slot, size_t bytes);
+
+ private:
+  struct Buffer {
+    std::unique_ptr<uint8_t, void (*)(void*)> data{nullptr, nullptr};
+    size_t bytes = 0;
+  };
+  std::vector<Buffer> buffers_;
+};
+
+class Context {
+ public:
+  // links[peer] must be set for every peer != rank; links[rank] is null.
+  Context(int rank, int size, std::vector<std::unique_ptr<Link>> links, ContextOptions options);
+  ~Context();
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const ContextOptions& options() const { return options_; }
+  ContextOptions& mutableOptions() { return options_; }
+
+  Link& link(int peer);
+  Workspace& workspace() { return workspace_; }
+  // The schedule collectives fill and run; kept so its capacity is reused call after call.
+  Schedule& schedule() { return *schedule_; }
+
+  // "shm+tcp", "tcp", "shm" or "self": the kinds of links in use.
+  std::string describeTransports() const;
+
+  // Throws if a previous collective broke the context.
+  void checkUsable() const;
+  // Records the failure and aborts every link so that peers fail promptly as well.
+  void markBroken(const std::string& reason);
+  bool broken() const { return !brokenReason_.empty(); }
+
+  // Optional; not owned. Set by the runtime before the first collective.
+  void setFailureBoard(FailureBoard* board) { failureBoard_ = board; }
+  FailureBoard* failureBoard() const { return failureBoard_; }
+
+ private:
+  int rank_;
+  int size_;
+  std::vector<std::unique_ptr<Link>> links_;
+  ContextOptions options_;
+  Workspace workspace_;
+  std::unique_ptr<Schedule> schedule_;
+  std::string brokenReason_;
+  FailureBoard* failureBoard_ = nullptr;
+};
+
+}  // namespace hvd::transport

@@ -1,0 +1,40 @@
+// Builds a Context for one rank of a job: every rank publishes its data-plane address through
+// the job's store, then each pair of ranks opens one TCP connection (the higher rank connects to
+// the lower). Pairs on the same host (same host key) then set up a shared-memory ring pair and
+// keep the socket only for wake-ups and liveness; other pairs use the socket as a TcpLink.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "store/store.h"
+#include "transport/context.h"
+
+namespace hvd::transport {
+
+struct MeshConfig {
+  int rank = 0;
+  int size = 1;
+  // Identifies the machine (hostname, boot id, network namespace): equal keys may share memory.
+  std::string hostKey;
+  std::string hostName;  // for messages
+  // Address the data-plane listener binds and advertises.
+  std::string bindAddress = "127.0.0.1";
+  bool allowShm = true;
+  size_t shmRingBytes = 4 << 20;
+  // Deadline for the whole setup (every rank must arrive within it).
+  std::chrono::milliseconds setupTimeout{60000};
+  ContextOptions options;
+};
+
+std::unique_ptr<Context> connectMesh(store::Store& store, const MeshConfig& config);
+
+// Host identity used for MeshConfig::hostKey: hostname, kernel boot id and network namespace.
+std::string localHostKey();
+
+// The local address that routes to `host` (the interface a peer can reach us on when it can
+// reach the store), or 127.0.0.1 for loopback stores.
+std::string localAddressToward(const std::string& host);
+
+}  // namespace hvd::transport

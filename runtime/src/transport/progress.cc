@@ -1,0 +1,309 @@
+#include "transport/progress.h"
+
+#include <poll.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "collectives/reduce.h"
+#include "common/syscall_error.h"
+#include "hvd/error.hpp"
+
+namespace hvd::transport {
+
+void RecvAction::consume(const uint8_t* data, size_t offset, size_t bytes) {
+  switch (kind) {
+    case Kind::kCopy:
+      std::memcpy(dst + offset, data, bytes);
+      return;
+    case Kind::kReduceInto:
+    case Kind::kReduceTo: {
+      const size_t elem = dataTypeSize(type);
+      if (kind == Kind::kReduceInto) {
+        coll::reduceInto(op, type, dst + offset, data, bytes / elem);
+      } else {
+        coll::reduceTo(op, type, dst + offset, src + offset, data, bytes / elem);
+      }
+      if (averageDivisor > 1) coll::finishAverage(type, dst + offset, bytes / elem, averageDivisor);
+      return;
+    }
+    case Kind::kDiscard:
+      return;
+    case Kind::kExpectU64: {
+      // The 8 bytes arrive in one piece: align is 8 for this receive.
+      uint64_t value;
+      std::memcpy(&value, data, sizeof(value));
+      if (value != expected) {
+        throw InvalidArgumentError(std::string(what) + ": rank " + std::to_string(peer) +
+                                   " sends " + std::to_string(value) + " but this rank expects " +
+                                   std::to_string(expected));
+      }
+      return;
+    }
+  }
+}
+
+void Schedule::clear() {
+  sends_.clear();
+  recvs_.clear();
+}
+
+int Schedule::send(int peer, const void* data, size_t bytes, int afterRecv) {
+  sends_.push_back(Send{peer, static_cast<const uint8_t*>(data), bytes, afterRecv, 0});
+  return static_cast<int>(sends_.size()) - 1;
+}
+
+int Schedule::recv(int peer, size_t bytes, size_t align, const RecvAction& action) {
+  recvs_.push_back(Recv{peer, bytes, align, action, 0});
+  return static_cast<int>(recvs_.size()) - 1;
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+inline void cpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+// Per-link cursor into the schedule: the next unfinished send and receive on that link.
+struct LinkState {
+  int peer;
+  Link* link;
+  std::vector<int> sends;  // indices in schedule order
+  std::vector<int> recvs;
+  size_t nextSend = 0;
+  size_t nextRecv = 0;
+  bool sendBlockedOnLink = false;  // the front send has bytes it may send but the link is full
+};
+
+class Runner {
+ public:
+  Runner(Context& context, Schedule& schedule, const char* opName)
+      : context_(context), schedule_(schedule), opName_(opName) {}
+
+  void run() {
+    buildLinkStates();
+    const auto& options = context_.options();
+    auto lastProgress = Clock::now();
+    while (remaining_ > 0) {
+      if (pass()) {
+        lastProgress = Clock::now();
+        continue;
+      }
+      checkClosedPeers();
+      const auto now = Clock::now();
+      if (now - lastProgress < options.spin) {
+        cpuRelax();
+        continue;
+      }
+      if (now - lastProgress >= options.timeout) throwTimeout();
+      if (sleepUntilWoken(lastProgress + options.timeout)) lastProgress = Clock::now();
+    }
+  }
+
+ private:
+  void buildLinkStates() {
+    const int size = context_.size();
+    states_.clear();
+    std::vector<int> index(size, -1);
+    auto stateFor = [&](int peer) -> LinkState& {
+      if (peer < 0 || peer >= size || peer == context_.rank()) {
+        throw InternalError(std::string(opName_) + ": schedule names invalid peer " +
+                            std::to_string(peer));
+      }
+      if (index[peer] < 0) {
+        index[peer] = static_cast<int>(states_.size());
+        states_.push_back(LinkState{peer, &context_.link(peer), {}, {}, 0, 0, false});
+      }
+      return states_[index[peer]];
+    };
+    auto& sends = schedule_.sends();
+    auto& recvs = schedule_.recvs();
+    remaining_ = 0;
+    for (size_t i = 0; i < sends.size(); ++i) {
+      if (sends[i].bytes == 0) continue;
+      stateFor(sends[i].peer).sends.push_back(static_cast<int>(i));
+      ++remaining_;
+    }
+    for (size_t i = 0; i < recvs.size(); ++i) {
+      if (recvs[i].bytes == 0) continue;
+      stateFor(recvs[i].peer).recvs.push_back(static_cast<int>(i));
+      ++remaining_;
+    }
+  }
+
+  // One sweep over every link: move at most one piece per direction. Returns whether any byte
+  // moved.
+  bool pass() {
+    bool progress = false;
+    const size_t piece = context_.options().pieceBytes;
+    auto& sends = schedule_.sends();
+    auto& recvs = schedule_.recvs();
+    for (auto& state : states_) {
+      // Receive first: it may unblock a send of this very pass (ring forwarding).
+      while (state.nextRecv < state.recvs.size()) {
+        auto& op = recvs[state.recvs[state.nextRecv]];
+        const size_t want = std::min(op.bytes - op.done, piece);
+        const size_t got = state.link->tryRecv(want, op.align, op.done, op.action);
+        if (got == 0) break;
+        op.done += got;
+        progress = true;
+        if (op.done < op.bytes) break;
+        ++state.nextRecv;
+        --remaining_;
+      }
+      state.sendBlockedOnLink = false;
+      while (state.nextSend < state.sends.size()) {
+        auto& op = sends[state.sends[state.nextSend]];
+        size_t allowed = op.bytes;
+        if (op.afterRecv >= 0) {
+          const auto& dependency = recvs[op.afterRecv];
+          if (dependency.done < dependency.bytes) allowed = std::min(allowed, dependency.done);
+        }
+        if (allowed <= op.done) break;
+        const size_t put = state.link->trySend(op.data + op.done, std::min(allowed - op.done, piece));
+        if (put == 0) {
+          state.sendBlockedOnLink = true;
+          break;
+        }
+        op.done += put;
+        progress = true;
+        if (op.done < op.bytes) break;
+        ++state.nextSend;
+        --remaining_;
+      }
+    }
+    return progress;
+  }
+
+  bool pendingRecv(const LinkState& s) const { return s.nextRecv < s.recvs.size(); }
+  bool pendingSend(const LinkState& s) const { return s.nextSend < s.sends.size(); }
+
+  void checkClosedPeers() {
+    for (auto& state : states_) {
+      if ((pendingRecv(state) || pendingSend(state)) && state.link->peerClosed()) {
+        throw PeerError(std::string(opName_) + ": lost the connection to " +
+                        state.link->describe() + " (the peer exited, crashed or failed)");
+      }
+    }
+  }
+
+  // Blocks until a link may have progressed. Returns true when woken by an event.
+  bool sleepUntilWoken(Clock::time_point deadline) {
+    fds_.clear();
+    polled_.clear();
+    for (auto& state : states_) {
+      const bool wantRecv = pendingRecv(state);
+      const bool wantSend = state.sendBlockedOnLink;
+      if (!wantRecv && !wantSend) continue;
+      state.link->prepareSleep();
+      fds_.push_back(pollfd{state.link->waitFd(), state.link->pollEvents(wantSend, wantRecv), 0});
+      polled_.push_back(&state);
+    }
+    // Re-check after announcing sleep: a peer that published just before the announcement
+    // did not see our flag and will not wake us.
+    if (pass()) {
+      for (auto* state : polled_) state->link->afterSleep(0);
+      return true;
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    const int waitMs = static_cast<int>(std::clamp<int64_t>(left.count() + 1, 1, 1000));
+    const int r = fds_.empty() ? 0 : ::poll(fds_.data(), fds_.size(), waitMs);
+    if (r < 0 && errno != EINTR) throwSyscall(std::string(opName_) + ": poll");
+    for (size_t i = 0; i < polled_.size(); ++i) {
+      polled_[i]->link->afterSleep(r > 0 ? fds_[i].revents : 0);
+    }
+    if (fds_.empty()) {
+      // Only sends waiting on receives of other links can be here, which cannot happen
+      // without a pending receive; guard against a malformed schedule spinning forever.
+      throw InternalError(std::string(opName_) + ": schedule cannot make progress");
+    }
+    return r > 0;
+  }
+
+  [[noreturn]] void throwTimeout() {
+    std::string waiting;
+    for (auto& state : states_) {
+      if (!pendingRecv(state) && !state.sendBlockedOnLink) continue;
+      if (!waiting.empty()) waiting += ", ";
+      waiting += (pendingRecv(state) ? "data from " : "buffer space at ") + state.link->describe();
+    }
+    char seconds[32];
+    std::snprintf(seconds, sizeof(seconds), "%.3g",
+                  std::chrono::duration<double>(context_.options().timeout).count());
+    throw TimeoutError(std::string(opName_) + ": no progress for " + seconds +
+                       " s (HVD_TIMEOUT) waiting for " + waiting +
+                       "; the peer may be stopped, hung or overloaded");
+  }
+
+  Context& context_;
+  Schedule& schedule_;
+  const char* opName_;
+  std::vector<LinkState> states_;
+  std::vector<pollfd> fds_;
+  std::vector<LinkState*> polled_;
+  size_t remaining_ = 0;
+};
+
+}  // namespace
+
+namespace {
+
+// A lost connection may only be the echo of another rank's failure: report the root cause
+// that rank published, with its kind (a stopped peer is a timeout everywhere).
+[[noreturn]] void rethrowWithRootCause(Context& context, const Error& error) {
+  FailureBoard* board = context.failureBoard();
+  ErrorKind kind;
+  std::string message;
+  if (error.kind() == ErrorKind::kPeer && board != nullptr && board->lookup(&kind, &message)) {
+    const std::string text = message + " [seen by rank " + std::to_string(context.rank()) +
+                             " as: " + error.what() + "]";
+    context.markBroken(text);
+    switch (kind) {
+      case ErrorKind::kTimeout:
+        throw TimeoutError(text);
+      case ErrorKind::kInvalidArgument:
+        throw InvalidArgumentError(text);
+      case ErrorKind::kBackend:
+        throw BackendError(text);
+      case ErrorKind::kInternal:
+        throw InternalError(text);
+      case ErrorKind::kPeer:
+        throw PeerError(text);
+    }
+  }
+  if (board != nullptr) {
+    board->publish(error.kind(), "rank " + std::to_string(context.rank()) + ": " + error.what());
+  }
+  context.markBroken(error.what());
+  throw;
+}
+
+}  // namespace
+
+void run(Context& context, Schedule& schedule, const char* opName) {
+  context.checkUsable();
+  try {
+    Runner(context, schedule, opName).run();
+  } catch (const Error& error) {
+    rethrowWithRootCause(context, error);
+  } catch (const std::exception& error) {
+    const BackendError wrapped(std::string(opName) + ": " + error.what());
+    if (context.failureBoard() != nullptr) {
+      context.failureBoard()->publish(wrapped.kind(), wrapped.what());
+    }
+    context.markBroken(wrapped.what());
+    throw wrapped;
+  }
+}
+
+}  // namespace hvd::transport

@@ -1,0 +1,78 @@
+// The progress engine: every collective describes its communication as a Schedule of send and
+// receive operations and hands it to run(), the one place that waits.
+//
+//  * Operations on the same link and direction run in the order they were added (a link is a
+//    byte stream); operations on different links run concurrently, so a ring rank sends to its
+//    next peer while it receives from its previous one and no cycle of full buffers deadlocks.
+//  * A send may depend on a receive: it may then only send as many bytes as that receive has
+//    consumed so far. This pipelines a ring across its steps at piece granularity: the chunk a
+//    rank forwards at step g+1 is the chunk it is still receiving and reducing at step g.
+//  * Waiting: poll the links for `spin`, then prepare to sleep, re-check, and block in poll(2)
+//    on the links' descriptors. No progress for `timeout` is a TimeoutError naming the peers
+//    waited on; a peer whose end closed while we still need it is a PeerError naming it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "hvd/types.hpp"
+#include "transport/context.h"
+#include "transport/link.h"
+
+namespace hvd::transport {
+
+// What a receive does with its bytes: copy them to dst, reduce them into dst (dst op= bytes),
+// reduce them with src into dst (dst = src op bytes), or discard them. Optionally divides the
+// result by `averageDivisor` (the final step of an average).
+struct RecvAction final : RecvSink {
+  enum class Kind { kCopy, kReduceInto, kReduceTo, kDiscard, kExpectU64 };
+  Kind kind = Kind::kCopy;
+  uint8_t* dst = nullptr;
+  const uint8_t* src = nullptr;
+  ReduceOp op = ReduceOp::kSum;
+  DataType type = DataType::kUInt8;
+  int averageDivisor = 0;
+  // kExpectU64: the 8-byte value the sender must announce; a mismatch throws
+  // InvalidArgumentError with `what` (describing the field) and both values.
+  uint64_t expected = 0;
+  const char* what = "";
+  int peer = -1;
+
+  void consume(const uint8_t* data, size_t offset, size_t bytes) override;
+};
+
+class Schedule {
+ public:
+  struct Send {
+    int peer;
+    const uint8_t* data;
+    size_t bytes;
+    int afterRecv;  // index of the receive this send is limited by, or -1
+    size_t done;
+  };
+  struct Recv {
+    int peer;
+    size_t bytes;
+    size_t align;
+    RecvAction action;
+    size_t done;
+  };
+
+  void clear();
+  int send(int peer, const void* data, size_t bytes, int afterRecv = -1);
+  int recv(int peer, size_t bytes, size_t align, const RecvAction& action);
+
+  std::vector<Send>& sends() { return sends_; }
+  std::vector<Recv>& recvs() { return recvs_; }
+
+ private:
+  std::vector<Send> sends_;
+  std::vector<Recv> recvs_;
+};
+
+// Runs every operation of `schedule` to completion. `opName` ("allreduce") is used in errors.
+// On any error the context is marked broken (all links aborted) before the error propagates.
+void run(Context& context, Schedule& schedule, const char* opName);
+
+}  // namespace hvd::transport

@@ -1,0 +1,43 @@
+// The collective correctness matrix, written once against a transport Context so the same
+// checks run with ranks as threads (unit tests) and as processes (mp tests through the worker).
+//
+// Inputs are small integers, exact in every data type, chosen per (rank, element, salt); the
+// expected result is computed locally and compared bit for bit. After each operation every rank
+// hashes its result and the hashes are allgathered: all ranks must agree byte for byte.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "hvd/types.hpp"
+#include "transport/context.h"
+
+namespace hvd::testing {
+
+struct CheckReport {
+  int64_t checks = 0;
+  int64_t failures = 0;
+  std::vector<std::string> messages;  // the first few failures
+  void fail(const std::string& message);
+  bool ok() const { return failures == 0 && checks > 0; }
+  std::string summary() const;
+};
+
+// Counts of the matrix for `size` ranks: 0, 1, 2, 3, size-1, size+1, 1023 and 4099 (a prime
+// above the 4 KiB piece size the checks configure, so rings run several pipelined pieces).
+std::vector<size_t> matrixCounts(int size);
+
+// Runs every collective over every data type, op, count, in place and out of place, ring and
+// direct algorithms. Sets small piece and message thresholds on the context for the duration.
+void checkMatrix(transport::Context& ctx, CheckReport& report);
+
+// `iterations` rounds of every collective with iteration-dependent inputs (stale buffers from
+// an earlier round show up as wrong values).
+void checkIterations(transport::Context& ctx, CheckReport& report, int iterations);
+
+// Expected value helpers, exposed for tests of the helpers themselves.
+int64_t inputValue(ReduceOp op, int rank, size_t index, int salt);
+void storeValue(DataType type, void* base, size_t index, double value);
+
+}  // namespace hvd::testing

@@ -1,0 +1,204 @@
+// Ranks as threads over in-process links (the production ShmLink over heap memory, and the
+// TcpLink over socketpairs): the full correctness matrix for np in {1, 2, 3, 4, 5, 7}.
+#include <gtest/gtest.h>
+
+#include <exception>
+#include <functional>
+#include <thread>
+
+#include "collectives/collectives.h"
+#include "common/collective_checks.h"
+#include "transport/local_fabric.h"
+
+namespace hvd {
+namespace {
+
+using transport::Context;
+using transport::LocalLinkKind;
+
+transport::ContextOptions testOptions() {
+  transport::ContextOptions options;
+  options.timeout = std::chrono::seconds(30);
+  options.spin = std::chrono::microseconds(20);
+  return options;
+}
+
+// Runs body(rank context) on one thread per rank; returns each rank's exception (or null).
+std::vector<std::exception_ptr> runRanks(std::vector<std::unique_ptr<Context>>& contexts,
+                                         const std::function<void(Context&)>& body) {
+  std::vector<std::exception_ptr> errors(contexts.size());
+  std::vector<std::thread> threads;
+  for (size_t r = 0; r < contexts.size(); ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        body(*contexts[r]);
+      } catch (...) {
+        errors[r] = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  return errors;
+}
+
+std::string message(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& ex) {
+    return ex.what();
+  }
+  return "?";
+}
+
+struct Param {
+  int np;
+  LocalLinkKind kind;
+};
+
+class CollectivesMatrix : public ::testing::TestWithParam<Param> {};
+
+TEST_P(CollectivesMatrix, EveryCollectiveTypeOpCountAndPlacementIsExactAndIdentical) {
+  auto contexts = transport::makeLocalContexts(GetParam().np, GetParam().kind, testOptions(),
+                                               16 << 10);
+  std::vector<testing::CheckReport> reports(contexts.size());
+  auto errors = runRanks(contexts, [&](Context& ctx) {
+    testing::checkMatrix(ctx, reports[ctx.rank()]);
+  });
+  for (size_t r = 0; r < contexts.size(); ++r) {
+    ASSERT_FALSE(errors[r]) << "rank " << r << ": " << message(errors[r]);
+    EXPECT_TRUE(reports[r].ok()) << "rank " << r << ": " << reports[r].summary();
+    EXPECT_GT(reports[r].checks, 500);
+  }
+}
+
+TEST_P(CollectivesMatrix, TwoHundredIterationsWithIterationDependentInputs) {
+  auto contexts = transport::makeLocalContexts(GetParam().np, GetParam().kind, testOptions(),
+                                               16 << 10);
+  std::vector<testing::CheckReport> reports(contexts.size());
+  auto errors = runRanks(contexts, [&](Context& ctx) {
+    testing::checkIterations(ctx, reports[ctx.rank()], 200);
+  });
+  for (size_t r = 0; r < contexts.size(); ++r) {
+    ASSERT_FALSE(errors[r]) << "rank " << r << ": " << message(errors[r]);
+    EXPECT_TRUE(reports[r].ok()) << "rank " << r << ": " << reports[r].summary();
+  }
+}
+
+std::string paramName(const ::testing::TestParamInfo<Param>& info) {
+  return "np" + std::to_string(info.param.np) +
+         (info.param.kind == LocalLinkKind::kShm ? "_shm" : "_stream");
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, CollectivesMatrix,
+                         ::testing::Values(Param{1, LocalLinkKind::kShm},
+                                           Param{2, LocalLinkKind::kShm},
+                                           Param{3, LocalLinkKind::kShm},
+                                           Param{4, LocalLinkKind::kShm},
+                                           Param{5, LocalLinkKind::kShm},
+                                           Param{7, LocalLinkKind::kShm},
+                                           Param{2, LocalLinkKind::kStream},
+                                           Param{3, LocalLinkKind::kStream},
+                                           Param{4, LocalLinkKind::kStream},
+                                           Param{5, LocalLinkKind::kStream},
+                                           Param{7, LocalLinkKind::kStream}),
+                         paramName);
+
+TEST(CollectivesLarge, RingAllreduceOfAPrimeCountAboveTheDefaultPieceSize) {
+  // 262147 floats (1 MiB + 12 bytes) with the default 256 KiB pieces and 1 MiB rings.
+  constexpr size_t kCount = 262147;
+  for (auto kind : {LocalLinkKind::kShm, LocalLinkKind::kStream}) {
+    auto contexts = transport::makeLocalContexts(3, kind, testOptions());
+    std::vector<std::vector<float>> results(3);
+    auto errors = runRanks(contexts, [&](Context& ctx) {
+      std::vector<float> data(kCount);
+      for (size_t i = 0; i < kCount; ++i) data[i] = static_cast<float>((i + ctx.rank()) % 100);
+      coll::allreduce(ctx, data.data(), data.data(), kCount, DataType::kFloat32);
+      results[ctx.rank()] = data;
+    });
+    for (int r = 0; r < 3; ++r) ASSERT_FALSE(errors[r]) << message(errors[r]);
+    for (size_t i = 0; i < kCount; ++i) {
+      const float want = static_cast<float>(i % 100 + (i + 1) % 100 + (i + 2) % 100);
+      ASSERT_EQ(results[0][i], want) << "element " << i;
+    }
+    EXPECT_EQ(results[0], results[1]);
+    EXPECT_EQ(results[0], results[2]);
+  }
+}
+
+TEST(CollectivesErrors, APeerThatAbandonsTheRingFailsTheOthersWithAPeerError) {
+  auto contexts = transport::makeLocalContexts(3, LocalLinkKind::kShm, testOptions());
+  auto errors = runRanks(contexts, [&](Context& ctx) {
+    std::vector<float> data(1 << 16, 1.0f);
+    if (ctx.rank() == 1) {
+      ctx.markBroken("rank 1 gave up");  // what a crashing rank looks like to its peers
+      return;
+    }
+    coll::allreduce(ctx, data.data(), data.data(), data.size(), DataType::kFloat32);
+  });
+  for (int r : {0, 2}) {
+    ASSERT_TRUE(errors[r]) << "rank " << r << " should have failed";
+    try {
+      std::rethrow_exception(errors[r]);
+    } catch (const PeerError& e) {
+      EXPECT_NE(std::string(e.what()).find("allreduce"), std::string::npos) << e.what();
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "rank " << r << " raised the wrong error: " << e.what();
+    }
+  }
+}
+
+TEST(CollectivesErrors, ARankThatNeverArrivesIsATimeoutNamingThePeer) {
+  auto options = testOptions();
+  options.timeout = std::chrono::milliseconds(300);
+  auto contexts = transport::makeLocalContexts(2, LocalLinkKind::kShm, options);
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<float> data(16, 1.0f);
+  try {
+    coll::allreduce(*contexts[0], data.data(), data.data(), data.size(), DataType::kFloat32);
+    FAIL() << "allreduce without the peer returned";
+  } catch (const TimeoutError& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 1"), std::string::npos) << e.what();
+  }
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  EXPECT_GE(elapsed, std::chrono::milliseconds(300));
+  EXPECT_LT(elapsed, std::chrono::milliseconds(3000));
+  // The context is unusable afterwards and says why.
+  EXPECT_THROW(coll::barrier(*contexts[0]), PeerError);
+}
+
+TEST(CollectivesErrors, MismatchedAlltoallCountsNameBothSides) {
+  auto contexts = transport::makeLocalContexts(2, LocalLinkKind::kShm, testOptions());
+  auto errors = runRanks(contexts, [&](Context& ctx) {
+    std::vector<int32_t> in(8, 1), out(8, 0);
+    // Rank 0 sends 3 elements to rank 1, but rank 1 expects 2 from rank 0.
+    std::vector<size_t> send = ctx.rank() == 0 ? std::vector<size_t>{1, 3}
+                                               : std::vector<size_t>{1, 1};
+    std::vector<size_t> recv = ctx.rank() == 0 ? std::vector<size_t>{1, 1}
+                                               : std::vector<size_t>{2, 1};
+    coll::alltoall(ctx, in.data(), send, out.data(), recv, DataType::kInt32);
+  });
+  ASSERT_TRUE(errors[1]);
+  EXPECT_NE(message(errors[1]).find("rank 0 sends 3"), std::string::npos) << message(errors[1]);
+  EXPECT_NE(message(errors[1]).find("expects 2"), std::string::npos) << message(errors[1]);
+}
+
+TEST(CollectivesErrors, BadArgumentsAreInvalidArgumentErrors) {
+  auto contexts = transport::makeLocalContexts(1, LocalLinkKind::kShm, testOptions());
+  Context& ctx = *contexts[0];
+  float x = 0;
+  EXPECT_THROW(coll::allreduce(ctx, nullptr, &x, 4, DataType::kFloat32), InvalidArgumentError);
+  EXPECT_THROW(coll::allreduce(ctx, &x, &x, 1, static_cast<DataType>(42)), InvalidArgumentError);
+  AllreduceOptions badOp;
+  badOp.op = static_cast<ReduceOp>(9);
+  EXPECT_THROW(coll::allreduce(ctx, &x, &x, 1, DataType::kFloat32, badOp), InvalidArgumentError);
+  BroadcastOptions badRoot;
+  badRoot.root = 3;
+  EXPECT_THROW(coll::broadcast(ctx, &x, 1, DataType::kFloat32, badRoot), InvalidArgumentError);
+  EXPECT_THROW(coll::allgather(ctx, &x, 1, &x, {2}, DataType::kFloat32), InvalidArgumentError);
+  EXPECT_THROW(coll::reducescatterCounts(10, 2, 3), InvalidArgumentError);
+  // Nothing above broke the context.
+  EXPECT_NO_THROW(coll::allreduce(ctx, &x, &x, 1, DataType::kFloat32));
+}
+
+}  // namespace
+}  // namespace hvd
