@@ -9,3 +9,8 @@ if(HVD_HAVE_MPI)
   target_link_libraries(mpi-bench PRIVATE MPI::MPI_C hvd_warnings)
 endif()
 # --- end of peer benchmarks --------------------------------------------------------------------
+
+# hvd-bench: nccl-tests style benchmark of hvd's collectives (allreduce, allgather, broadcast,
+# reducescatter, alltoall); run under hvd-local-run.
+add_executable(hvd-bench ${CMAKE_CURRENT_LIST_DIR}/hvd_bench.cc)
+target_link_libraries(hvd-bench PRIVATE hvd_internal hvd_warnings)
