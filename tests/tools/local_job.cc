@@ -73,7 +73,6 @@ void LocalJob::start() {
   base["LOCAL_WORLD_SIZE"] = np;
   base["HOROVOD_SIZE"] = np;
   base["HOROVOD_LOCAL_SIZE"] = np;
-  for (const auto& [key, value] : spec_.env) base[key] = value;
 
   pids_.assign(spec_.np, 0);
   exits_.assign(spec_.np, RankExit{});
@@ -85,6 +84,7 @@ void LocalJob::start() {
                             "HOROVOD_LOCAL_RANK"}) {
       env[key] = rank;
     }
+    for (const auto& [key, value] : spec_.env) env[key] = value;  // the caller's word is last
     std::vector<std::string> envStrings;
     for (const auto& [key, value] : env) envStrings.push_back(key + "=" + value);
     std::vector<char*> envp, argv;

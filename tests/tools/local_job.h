@@ -18,7 +18,7 @@ namespace hvd::testing {
 struct LocalJobSpec {
   int np = 1;
   std::vector<std::string> argv;
-  std::vector<std::pair<std::string, std::string>> env;  // added to (or overriding) ours
+  std::vector<std::pair<std::string, std::string>> env;  // set last: overrides ours
   // When set, rank r's stdout and stderr go to <outputDir>/rank<r>.out and .err.
   std::string outputDir;
 };

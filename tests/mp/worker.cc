@@ -1,0 +1,112 @@
+// hvd-test-worker: a real libhvd worker process for the multi-process tests.
+//   worker matrix [iterations]   the full correctness matrix, then iteration-dependent rounds
+//   worker loop ITERS COUNT [FAULT_RANK FAULT_ITER kill|stop|exit0]
+//                                allreduce loop through the public API; the fault rank injures
+//                                itself at FAULT_ITER
+//   worker reinit                init / allreduce / shutdown twice
+//   worker init                  init and barrier only (bad-environment tests)
+// Exit codes: 0 success, 1 wrong values, 10 PeerError, 11 TimeoutError, 12 other hvd::Error.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "common/collective_checks.h"
+#include "core/runtime.h"
+#include "hvd/hvd.hpp"
+
+namespace {
+
+int exitCodeFor(const hvd::Error& e) {
+  switch (e.kind()) {
+    case hvd::ErrorKind::kPeer:
+      return 10;
+    case hvd::ErrorKind::kTimeout:
+      return 11;
+    default:
+      return 12;
+  }
+}
+
+int runMatrix(int iterations) {
+  hvd::core::Runtime runtime(hvd::core::configFromEnvironment(), 0);
+  hvd::testing::CheckReport report;
+  hvd::testing::checkMatrix(runtime.context(), report);
+  hvd::testing::checkIterations(runtime.context(), report, iterations);
+  std::printf("rank %d: %s\n", runtime.config().rank, report.summary().c_str());
+  return report.ok() ? 0 : 1;
+}
+
+int runLoop(int iterations, size_t count, int faultRank, int faultIter, const std::string& how) {
+  hvd::init();
+  const int rank = hvd::rank();
+  const int size = hvd::size();
+  std::vector<float> data(count);
+  for (int it = 0; it < iterations; ++it) {
+    if (rank == faultRank && it == faultIter) {
+      std::fprintf(stderr, "rank %d: injecting '%s' at iteration %d\n", rank, how.c_str(), it);
+      std::fflush(stderr);
+      if (how == "kill") raise(SIGKILL);
+      if (how == "stop") raise(SIGSTOP);
+      if (how == "exit0") _exit(0);
+    }
+    for (size_t i = 0; i < count; ++i) data[i] = static_cast<float>((i + rank + it) % 10);
+    hvd::allreduce(data.data(), data.data(), count, hvd::DataType::kFloat32);
+    for (size_t i = 0; i < count; i += 997) {
+      float want = 0;
+      for (int r = 0; r < size; ++r) want += static_cast<float>((i + r + it) % 10);
+      if (data[i] != want) {
+        std::fprintf(stderr, "rank %d: wrong value at %zu: %f != %f\n", rank, i, data[i], want);
+        return 1;
+      }
+    }
+  }
+  hvd::shutdown();
+  return 0;
+}
+
+int runReinit() {
+  for (int round = 0; round < 2; ++round) {
+    hvd::init();
+    int64_t value = hvd::rank() + 1;
+    hvd::allreduce(&value, &value, 1, hvd::DataType::kInt64);
+    const int64_t n = hvd::size();
+    if (value != n * (n + 1) / 2) {
+      std::fprintf(stderr, "round %d: sum %lld\n", round, static_cast<long long>(value));
+      return 1;
+    }
+    hvd::shutdown();
+    if (hvd::isInitialized()) return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "";
+  try {
+    if (mode == "matrix") return runMatrix(argc > 2 ? std::atoi(argv[2]) : 200);
+    if (mode == "loop" && argc >= 4) {
+      const int faultRank = argc > 4 ? std::atoi(argv[4]) : -1;
+      const int faultIter = argc > 5 ? std::atoi(argv[5]) : -1;
+      return runLoop(std::atoi(argv[2]), std::strtoull(argv[3], nullptr, 10), faultRank, faultIter,
+                     argc > 6 ? argv[6] : "");
+    }
+    if (mode == "reinit") return runReinit();
+    if (mode == "init") {
+      hvd::init();
+      hvd::barrier();
+      hvd::shutdown();
+      return 0;
+    }
+    std::fprintf(stderr, "usage: hvd-test-worker matrix|loop|reinit|init ...\n");
+    return 2;
+  } catch (const hvd::Error& e) {
+    std::fprintf(stderr, "worker: %s: %s\n", hvd::errorKindName(e.kind()), e.what());
+    return exitCodeFor(e);
+  }
+}
