@@ -7,3 +7,6 @@ hvd_test(NAME collectives_test LABEL unit TIMEOUT 300
 target_link_libraries(collectives_test PRIVATE hvd_test_checks)
 
 include(${CMAKE_CURRENT_LIST_DIR}/store.cmake)
+hvd_test(NAME config_test LABEL unit TIMEOUT 60 SOURCES ${CMAKE_CURRENT_LIST_DIR}/config_test.cc)
+hvd_test(NAME api_test LABEL unit TIMEOUT 60 SOURCES ${CMAKE_CURRENT_LIST_DIR}/api_test.cc)
+hvd_test(NAME reduce_test LABEL unit TIMEOUT 60 SOURCES ${CMAKE_CURRENT_LIST_DIR}/reduce_test.cc)

@@ -1,0 +1,106 @@
+// The public C++ and C APIs in one process (size 1): lifecycle, errors as status codes with a
+// message, bad input (negative counts, unknown types, missing environment).
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <cstring>
+#include <string>
+
+#include "hvd/hvd.h"
+#include "hvd/hvd.hpp"
+
+namespace {
+
+void setSingleRankEnvironment() {
+  setenv("HVD_RANK", "0", 1);
+  setenv("HVD_SIZE", "1", 1);
+  setenv("HVD_LOCAL_RANK", "0", 1);
+  setenv("HVD_LOCAL_SIZE", "1", 1);
+  setenv("HVD_CROSS_RANK", "0", 1);
+  setenv("HVD_CROSS_SIZE", "1", 1);
+  setenv("HVD_JOB_ID", "api-test", 1);
+}
+
+class Api : public ::testing::Test {
+ protected:
+  void SetUp() override { setSingleRankEnvironment(); }
+  void TearDown() override { hvd_shutdown(); }
+};
+
+TEST_F(Api, SingleRankCollectivesThroughTheCApi) {
+  ASSERT_EQ(hvd_init(), HVD_OK) << hvd_last_error();
+  int rank = -1, size = -1;
+  ASSERT_EQ(hvd_rank(&rank), HVD_OK);
+  ASSERT_EQ(hvd_size(&size), HVD_OK);
+  EXPECT_EQ(rank, 0);
+  EXPECT_EQ(size, 1);
+  float in[3] = {1.5f, 2.5f, -3.0f}, out[3] = {0, 0, 0};
+  ASSERT_EQ(hvd_allreduce(in, out, 3, HVD_FLOAT32, HVD_SUM), HVD_OK) << hvd_last_error();
+  EXPECT_EQ(out[0], 1.5f);
+  EXPECT_EQ(out[2], -3.0f);
+  int64_t counts[1] = {3};
+  float gathered[3] = {0, 0, 0};
+  ASSERT_EQ(hvd_allgather(in, 3, gathered, counts, HVD_FLOAT32), HVD_OK) << hvd_last_error();
+  EXPECT_EQ(gathered[1], 2.5f);
+  EXPECT_EQ(hvd_barrier(), HVD_OK);
+}
+
+TEST_F(Api, NegativeCountsAndUnknownTypesAreInvalidArguments) {
+  ASSERT_EQ(hvd_init(), HVD_OK) << hvd_last_error();
+  float x = 1;
+  EXPECT_EQ(hvd_allreduce(&x, &x, -1, HVD_FLOAT32, HVD_SUM), HVD_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(hvd_last_error()).find("count is negative"), std::string::npos)
+      << hvd_last_error();
+  EXPECT_EQ(hvd_allreduce(&x, &x, 1, static_cast<hvd_datatype>(42), HVD_SUM),
+            HVD_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(hvd_last_error()).find("unknown data type 42"), std::string::npos)
+      << hvd_last_error();
+  EXPECT_EQ(hvd_allreduce(&x, &x, 1, HVD_FLOAT32, static_cast<hvd_reduce_op>(7)),
+            HVD_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(hvd_broadcast(&x, 1, HVD_FLOAT32, 5), HVD_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(hvd_last_error()).find("root 5"), std::string::npos) << hvd_last_error();
+  EXPECT_EQ(hvd_rank(nullptr), HVD_ERR_INVALID_ARGUMENT);
+  // Errors did not break the runtime.
+  EXPECT_EQ(hvd_allreduce(&x, &x, 1, HVD_FLOAT32, HVD_SUM), HVD_OK);
+}
+
+TEST_F(Api, CallsBeforeInitSayHowToFixThem) {
+  int rank = 0;
+  EXPECT_EQ(hvd_rank(&rank), HVD_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(hvd_last_error()).find("hvd::init()"), std::string::npos);
+  EXPECT_THROW(hvd::size(), hvd::InvalidArgumentError);
+}
+
+TEST_F(Api, MissingOrZeroSizeIsAnErrorNamingTheVariable) {
+  setenv("HVD_SIZE", "0", 1);
+  EXPECT_EQ(hvd_init(), HVD_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(hvd_last_error()).find("HVD_SIZE=0"), std::string::npos)
+      << hvd_last_error();
+  unsetenv("HVD_SIZE");
+  EXPECT_EQ(hvd_init(), HVD_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(hvd_last_error()).find("HVD_SIZE is not set"), std::string::npos);
+  EXPECT_EQ(hvd_is_initialized(), 0);
+}
+
+TEST_F(Api, ShutdownThenInitAgain) {
+  ASSERT_EQ(hvd_init(), HVD_OK);
+  ASSERT_EQ(hvd_shutdown(), HVD_OK);
+  EXPECT_EQ(hvd_is_initialized(), 0);
+  ASSERT_EQ(hvd_init(), HVD_OK) << hvd_last_error();
+  EXPECT_EQ(hvd_is_initialized(), 1);
+  EXPECT_EQ(hvd::rank(), 0);
+}
+
+TEST(Types, NamesParseAndUnknownNamesAreListed) {
+  EXPECT_EQ(hvd::parseDataType("float"), hvd::DataType::kFloat32);
+  EXPECT_EQ(hvd::parseDataType("bfloat16"), hvd::DataType::kBFloat16);
+  EXPECT_EQ(hvd::parseReduceOp("avg"), hvd::ReduceOp::kAverage);
+  try {
+    hvd::parseDataType("complex64");
+    FAIL();
+  } catch (const hvd::InvalidArgumentError& e) {
+    EXPECT_NE(std::string(e.what()).find("'complex64'"), std::string::npos);
+  }
+}
+
+}  // namespace

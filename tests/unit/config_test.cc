@@ -1,0 +1,119 @@
+// The worker environment contract: parsing, defaults, and errors that name the variable.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "core/config.h"
+#include "hvd/error.hpp"
+
+namespace hvd::core {
+namespace {
+
+class FakeEnv {
+ public:
+  FakeEnv() {
+    vars_ = {{"HVD_RANK", "2"},       {"HVD_SIZE", "4"},       {"HVD_LOCAL_RANK", "0"},
+             {"HVD_LOCAL_SIZE", "2"}, {"HVD_CROSS_RANK", "1"}, {"HVD_CROSS_SIZE", "2"},
+             {"HVD_JOB_ID", "job-1"}, {"HVD_STORE_ADDR", "10.0.0.1:4000"},
+             {"HVD_STORE_TOKEN", "secret"}};
+  }
+  FakeEnv& set(const std::string& k, const std::string& v) {
+    vars_[k] = v;
+    return *this;
+  }
+  FakeEnv& unset(const std::string& k) {
+    vars_.erase(k);
+    return *this;
+  }
+  EnvReader reader() const {
+    return [this](const char* name) -> const char* {
+      auto it = vars_.find(name);
+      return it == vars_.end() ? nullptr : it->second.c_str();
+    };
+  }
+
+ private:
+  std::map<std::string, std::string> vars_;
+};
+
+std::string errorOf(const FakeEnv& env) {
+  try {
+    parseConfig(env.reader());
+  } catch (const InvalidArgumentError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(Config, ParsesTheWorkerEnvironmentContract) {
+  FakeEnv env;
+  const Config c = parseConfig(env.reader());
+  EXPECT_EQ(c.rank, 2);
+  EXPECT_EQ(c.size, 4);
+  EXPECT_EQ(c.localRank, 0);
+  EXPECT_EQ(c.localSize, 2);
+  EXPECT_EQ(c.crossRank, 1);
+  EXPECT_EQ(c.crossSize, 2);
+  EXPECT_EQ(c.jobId, "job-1");
+  EXPECT_EQ(c.storeAddress, "10.0.0.1:4000");
+  EXPECT_EQ(c.storeToken, "secret");
+  EXPECT_EQ(c.timeout, std::chrono::seconds(60));
+  EXPECT_EQ(c.transport, TransportChoice::kAuto);
+}
+
+TEST(Config, KnobsOverrideDefaults) {
+  FakeEnv env;
+  env.set("HVD_TIMEOUT", "2.5").set("HVD_TRANSPORT", "tcp").set("HVD_SHM_RING_BYTES", "65536");
+  const Config c = parseConfig(env.reader());
+  EXPECT_EQ(c.timeout, std::chrono::milliseconds(2500));
+  EXPECT_EQ(c.startTimeout, std::chrono::milliseconds(2500));
+  EXPECT_EQ(c.transport, TransportChoice::kTcp);
+  EXPECT_EQ(c.shmRingBytes, 65536u);
+}
+
+TEST(Config, MissingVariablesAreNamed) {
+  for (const char* name : {"HVD_RANK", "HVD_SIZE", "HVD_LOCAL_RANK", "HVD_LOCAL_SIZE",
+                           "HVD_CROSS_RANK", "HVD_CROSS_SIZE", "HVD_JOB_ID", "HVD_STORE_ADDR",
+                           "HVD_STORE_TOKEN"}) {
+    FakeEnv env;
+    env.unset(name);
+    EXPECT_NE(errorOf(env).find(std::string(name) + " is not set"), std::string::npos)
+        << name << ": " << errorOf(env);
+  }
+}
+
+TEST(Config, MalformedAndOutOfRangeValuesAreNamed) {
+  EXPECT_NE(errorOf(FakeEnv().set("HVD_RANK", "x1")).find("HVD_RANK='x1' is not an integer"),
+            std::string::npos);
+  EXPECT_NE(errorOf(FakeEnv().set("HVD_RANK", "4")).find("HVD_RANK=4 is out of range"),
+            std::string::npos);
+  EXPECT_NE(errorOf(FakeEnv().set("HVD_RANK", "-1")).find("HVD_RANK=-1 is out of range"),
+            std::string::npos);
+  EXPECT_NE(errorOf(FakeEnv().set("HVD_SIZE", "0")).find("HVD_SIZE=0 is out of range"),
+            std::string::npos);
+  EXPECT_NE(errorOf(FakeEnv().set("HVD_LOCAL_RANK", "2")).find("HVD_LOCAL_RANK=2"),
+            std::string::npos);
+  EXPECT_NE(errorOf(FakeEnv().set("HVD_TIMEOUT", "-3")).find("HVD_TIMEOUT='-3'"),
+            std::string::npos);
+  EXPECT_NE(errorOf(FakeEnv().set("HVD_TRANSPORT", "ib")).find("HVD_TRANSPORT='ib'"),
+            std::string::npos);
+  EXPECT_NE(errorOf(FakeEnv().set("HVD_SHM_RING_BYTES", "5000")).find("power of two"),
+            std::string::npos);
+}
+
+TEST(Config, SingleRankNeedsNoStore) {
+  FakeEnv env;
+  env.set("HVD_SIZE", "1").set("HVD_RANK", "0").set("HVD_LOCAL_SIZE", "1");
+  env.set("HVD_CROSS_SIZE", "1").set("HVD_CROSS_RANK", "0");
+  env.unset("HVD_STORE_ADDR").unset("HVD_STORE_TOKEN");
+  EXPECT_EQ(parseConfig(env.reader()).size, 1);
+}
+
+TEST(Config, SummaryNeverShowsTheToken) {
+  const Config c = parseConfig(FakeEnv().reader());
+  EXPECT_EQ(c.summary().find("secret"), std::string::npos) << c.summary();
+  EXPECT_NE(c.summary().find("<set>"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace hvd::core

@@ -1,0 +1,76 @@
+// Reduction kernels and the float16/bfloat16 conversions they rely on.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "collectives/reduce.h"
+#include "common/half.h"
+
+namespace hvd {
+namespace {
+
+TEST(Half, RoundTripsEveryFiniteHalf) {
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    const uint16_t half = static_cast<uint16_t>(h);
+    const float f = halfToFloat(half);
+    if (std::isnan(f)) {
+      EXPECT_TRUE(std::isnan(halfToFloat(floatToHalf(f))));
+      continue;
+    }
+    ASSERT_EQ(floatToHalf(f), half) << std::hex << h;
+  }
+}
+
+TEST(Half, RoundsToNearestEven) {
+  EXPECT_EQ(floatToHalf(1.0f), 0x3c00);
+  EXPECT_EQ(floatToHalf(65504.0f), 0x7bff);
+  EXPECT_EQ(floatToHalf(65520.0f), 0x7c00);             // halfway to the next: rounds to inf
+  EXPECT_EQ(floatToHalf(1.0f + 1.0f / 2048), 0x3c00);   // tie, even stays
+  EXPECT_EQ(floatToHalf(1.0f + 3.0f / 2048), 0x3c02);   // tie, odd rounds up
+  EXPECT_EQ(floatToHalf(std::ldexp(1.0f, -24)), 0x0001);  // smallest subnormal
+  EXPECT_EQ(floatToHalf(std::ldexp(1.0f, -25)), 0x0000);  // tie to even zero
+}
+
+TEST(BFloat16, RoundsToNearestEvenAndKeepsNaN) {
+  EXPECT_EQ(floatToBfloat16(1.0f), 0x3f80);
+  EXPECT_EQ(bfloat16ToFloat(0x3f80), 1.0f);
+  EXPECT_EQ(floatToBfloat16(1.0f + 1.0f / 256), 0x3f80);
+  EXPECT_EQ(floatToBfloat16(1.0f + 3.0f / 256), 0x3f82);
+  EXPECT_TRUE(std::isnan(bfloat16ToFloat(floatToBfloat16(std::numeric_limits<float>::quiet_NaN()))));
+}
+
+TEST(Reduce, EveryOpOnFloat32) {
+  std::vector<float> a{1, -2, 3, 4}, b{2, 5, -1, 0.5f}, out(4);
+  coll::reduceTo(ReduceOp::kSum, DataType::kFloat32, out.data(), a.data(), b.data(), 4);
+  EXPECT_EQ(out, (std::vector<float>{3, 3, 2, 4.5f}));
+  coll::reduceTo(ReduceOp::kMin, DataType::kFloat32, out.data(), a.data(), b.data(), 4);
+  EXPECT_EQ(out, (std::vector<float>{1, -2, -1, 0.5f}));
+  coll::reduceTo(ReduceOp::kMax, DataType::kFloat32, out.data(), a.data(), b.data(), 4);
+  EXPECT_EQ(out, (std::vector<float>{2, 5, 3, 4}));
+  coll::reduceTo(ReduceOp::kProduct, DataType::kFloat32, out.data(), a.data(), b.data(), 4);
+  EXPECT_EQ(out, (std::vector<float>{2, -10, -3, 2}));
+  coll::reduceInto(ReduceOp::kSum, DataType::kFloat32, a.data(), b.data(), 4);
+  EXPECT_EQ(a, (std::vector<float>{3, 3, 2, 4.5f}));
+  coll::finishAverage(DataType::kFloat32, a.data(), 4, 2);
+  EXPECT_EQ(a, (std::vector<float>{1.5f, 1.5f, 1, 2.25f}));
+}
+
+TEST(Reduce, IntegersWrapAndAverageTruncates) {
+  std::vector<int8_t> a{120, -7}, b{10, 2};
+  coll::reduceInto(ReduceOp::kSum, DataType::kInt8, a.data(), b.data(), 2);
+  EXPECT_EQ(a[0], static_cast<int8_t>(-126));  // two's complement wrap, no UB
+  EXPECT_EQ(a[1], -5);
+  coll::finishAverage(DataType::kInt8, a.data() + 1, 1, 2);
+  EXPECT_EQ(a[1], -2);  // truncation toward zero
+}
+
+TEST(Reduce, HalfAccumulatesInFloatAndRoundsOnce) {
+  std::vector<uint16_t> a{floatToHalf(2048.0f)}, b{floatToHalf(1.0f)};
+  coll::reduceInto(ReduceOp::kSum, DataType::kFloat16, a.data(), b.data(), 1);
+  EXPECT_EQ(halfToFloat(a[0]), 2048.0f);  // 2049 is a tie between 2048 and 2050: even wins
+}
+
+}  // namespace
+}  // namespace hvd
