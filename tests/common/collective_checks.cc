@@ -16,11 +16,6 @@ constexpr DataType kAllTypes[] = {DataType::kInt8,     DataType::kUInt8,   DataT
 constexpr ReduceOp kAllOps[] = {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin,
                                 ReduceOp::kMax, ReduceOp::kProduct};
 
-bool isInteger(DataType t) {
-  return t == DataType::kInt8 || t == DataType::kUInt8 || t == DataType::kInt32 ||
-         t == DataType::kInt64;
-}
-
 uint64_t fnv1a(const void* data, size_t bytes) {
   const auto* p = static_cast<const uint8_t*>(data);
   uint64_t h = 1469598103934665603ull;
