@@ -32,8 +32,7 @@ class Store {
   virtual void set(const std::string& key, const Bytes& value) = 0;
   virtual Bytes get(const std::string& key, Timeout timeout) = 0;
   virtual int64_t add(const std::string& key, int64_t delta) = 0;
-  virtual Bytes compareSet(const std::string& key, const Bytes& expected,
-                           const Bytes& desired) = 0;
+  virtual Bytes compareSet(const std::string& key, const Bytes& expected, const Bytes& desired) = 0;
   virtual void wait(const std::vector<std::string>& keys, Timeout timeout) = 0;
   // Non-blocking existence check.
   virtual bool check(const std::vector<std::string>& keys) = 0;
@@ -44,5 +43,14 @@ class Store {
 // present; missing: addr/1, addr/3" (at most the first 16 missing keys are listed).
 std::string timeoutMessage(const std::vector<std::string>& keys,
                            const std::vector<std::string>& missing, Timeout timeout);
+
+// The steady-clock instant `timeout` from now, saturated so that a huge timeout (for example
+// Timeout::max() meaning "wait forever") cannot overflow the clock's representation.
+std::chrono::steady_clock::time_point deadlineAfter(Timeout timeout);
+
+// The arithmetic of `add`, shared by every implementation: parses `current` (nullptr = absent
+// = 0) as a signed 64-bit decimal and returns it plus `delta`; throws hvd::InvalidArgumentError
+// naming `key` when the value is not such a number or the sum would overflow.
+int64_t addToCounter(const std::string& key, const Bytes* current, int64_t delta);
 
 }  // namespace hvd::store
