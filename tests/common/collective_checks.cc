@@ -10,11 +10,11 @@
 namespace hvd::testing {
 namespace {
 
-constexpr DataType kAllTypes[] = {DataType::kInt8,     DataType::kUInt8,   DataType::kInt32,
-                                  DataType::kInt64,    DataType::kFloat16, DataType::kBFloat16,
-                                  DataType::kFloat32,  DataType::kFloat64};
-constexpr ReduceOp kAllOps[] = {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin,
-                                ReduceOp::kMax, ReduceOp::kProduct};
+constexpr DataType kAllTypes[] = {DataType::kInt8,    DataType::kUInt8,   DataType::kInt32,
+                                  DataType::kInt64,   DataType::kFloat16, DataType::kBFloat16,
+                                  DataType::kFloat32, DataType::kFloat64};
+constexpr ReduceOp kAllOps[] = {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin, ReduceOp::kMax,
+                                ReduceOp::kProduct};
 
 uint64_t fnv1a(const void* data, size_t bytes) {
   const auto* p = static_cast<const uint8_t*>(data);
@@ -144,15 +144,16 @@ void runAllreduce(transport::Context& ctx, CheckReport& report, DataType type, R
   const size_t elem = dataTypeSize(type);
   b.resize(count * elem);
   fillInput(type, op, b.input.data(), count, ctx.rank(), salt);
-  for (size_t i = 0; i < count; ++i) storeExpected(type, op, b.expected.data(), i, ctx.size(), salt);
+  for (size_t i = 0; i < count; ++i)
+    storeExpected(type, op, b.expected.data(), i, ctx.size(), salt);
   void* out = inPlace ? b.input.data() : b.output.data();
   AllreduceOptions options;
   options.op = op;
   options.algorithm = algorithm;
   coll::allreduce(ctx, b.input.data(), out, count, type, options);
-  const std::string what = describe("allreduce", type, op, count, inPlace,
-                                    algorithm == Algorithm::kRing ? "ring" : "direct", ctx.rank(),
-                                    salt);
+  const std::string what =
+      describe("allreduce", type, op, count, inPlace,
+               algorithm == Algorithm::kRing ? "ring" : "direct", ctx.rank(), salt);
   compare(report, what, type, out, b.expected.data(), count);
   checkIdentical(ctx, report, what, out, count * elem);
 }
@@ -185,9 +186,9 @@ void runAllgather(transport::Context& ctx, CheckReport& report, DataType type, s
   for (int r = 0; r < ctx.rank(); ++r) myOffset += counts[r];
   const void* in = inPlace ? b.output.data() + myOffset * elem : b.input.data();
   const auto gotCounts = coll::allgatherCounts(ctx, counts[ctx.rank()]);
-  const std::string what = describe("allgather", type, ReduceOp::kSum, count, inPlace,
-                                    algorithm == Algorithm::kRing ? "ring" : "direct", ctx.rank(),
-                                    salt);
+  const std::string what =
+      describe("allgather", type, ReduceOp::kSum, count, inPlace,
+               algorithm == Algorithm::kRing ? "ring" : "direct", ctx.rank(), salt);
   ++report.checks;
   if (gotCounts != counts) report.fail(what + ": allgatherCounts returned wrong counts");
   coll::allgather(ctx, in, counts[ctx.rank()], b.output.data(), counts, type, algorithm);
@@ -205,9 +206,10 @@ void runBroadcast(transport::Context& ctx, CheckReport& report, DataType type, s
   options.root = root;
   options.algorithm = algorithm;
   coll::broadcast(ctx, b.output.data(), count, type, options);
-  const std::string what = describe("broadcast", type, ReduceOp::kSum, count, true,
-                                    algorithm == Algorithm::kRing ? "chain" : "direct",
-                                    ctx.rank(), salt) + " root " + std::to_string(root);
+  const std::string what =
+      describe("broadcast", type, ReduceOp::kSum, count, true,
+               algorithm == Algorithm::kRing ? "chain" : "direct", ctx.rank(), salt) +
+      " root " + std::to_string(root);
   compare(report, what, type, b.output.data(), b.expected.data(), count);
   checkIdentical(ctx, report, what, b.output.data(), count * elem);
 }
@@ -263,8 +265,8 @@ void runAlltoall(transport::Context& ctx, CheckReport& report, DataType type, si
     }
     offset += recv[p];
   }
-  const std::string what = describe("alltoall", type, ReduceOp::kSum, count, false, "direct", r,
-                                    salt);
+  const std::string what =
+      describe("alltoall", type, ReduceOp::kSum, count, false, "direct", r, salt);
   ++report.checks;
   if (coll::alltoallCounts(ctx, send) != recv) report.fail(what + ": alltoallCounts is wrong");
   coll::alltoall(ctx, b.input.data(), send, b.output.data(), recv, type);
@@ -278,6 +280,7 @@ class ScopedOptions {
       : ctx_(ctx), saved_(ctx.options()) {
     ctx.mutableOptions().pieceBytes = pieceBytes;
     ctx.mutableOptions().smallMessageBytes = smallBytes;
+    ctx.mutableOptions().smallMessageBytesTcp = smallBytes;
   }
   ~ScopedOptions() { ctx_.mutableOptions() = saved_; }
 
@@ -348,7 +351,8 @@ void checkMatrix(transport::Context& ctx, CheckReport& report) {
       for (bool inPlace : {false, true}) {
         for (ReduceOp op : kAllOps) {
           // Unsigned min/max/product behave the same; uint8 sums of negative inputs wrap.
-          if (type == DataType::kUInt8 && op != ReduceOp::kProduct && op != ReduceOp::kSum) continue;
+          if (type == DataType::kUInt8 && op != ReduceOp::kProduct && op != ReduceOp::kSum)
+            continue;
           for (Algorithm a : {Algorithm::kRing, Algorithm::kDirect}) {
             runAllreduce(ctx, report, type, op, count, inPlace, a, 1, b);
           }
@@ -384,8 +388,7 @@ void checkIterations(transport::Context& ctx, CheckReport& report, int iteration
     const size_t count = 4099 + (it % 3);
     runAllreduce(ctx, report, DataType::kFloat32, ReduceOp::kSum, count, it % 2 == 0,
                  it % 4 < 2 ? Algorithm::kRing : Algorithm::kDirect, it, b);
-    runAllreduce(ctx, report, DataType::kInt32, ReduceOp::kMax, 37, false, Algorithm::kRing, it,
-                 b);
+    runAllreduce(ctx, report, DataType::kInt32, ReduceOp::kMax, 37, false, Algorithm::kRing, it, b);
     runAllgather(ctx, report, DataType::kFloat64, 1023, it % 2 == 1, Algorithm::kRing, it, b);
     runBroadcast(ctx, report, DataType::kFloat16, 2049, it % ctx.size(), Algorithm::kRing, it, b);
     runReducescatter(ctx, report, DataType::kBFloat16, ReduceOp::kSum, 1031, it % 2 == 0, it, b);

@@ -67,7 +67,8 @@ JobResult runJob(int np, std::vector<std::string> args,
     while (std::chrono::steady_clock::now() < deadline) {
       job.waitAll(50ms);
       bool othersDone = true;
-      for (int r = 0; r < np; ++r) othersDone = othersDone && (r == stoppedRank || job.exits()[r].exited);
+      for (int r = 0; r < np; ++r)
+        othersDone = othersDone && (r == stoppedRank || job.exits()[r].exited);
       if (othersDone) {
         result.finished = true;
         break;
@@ -108,9 +109,9 @@ struct MatrixParam {
 class ProcessMatrix : public ::testing::TestWithParam<MatrixParam> {};
 
 TEST_P(ProcessMatrix, EveryCollectiveIsExactAndIdenticalAcrossProcesses) {
-  const auto result = runJob(GetParam().np, {"matrix", "200"},
-                             {{"HVD_TRANSPORT", GetParam().transport}, {"HVD_TIMEOUT", "60"}},
-                             240s);
+  const auto result =
+      runJob(GetParam().np, {"matrix", "200"},
+             {{"HVD_TRANSPORT", GetParam().transport}, {"HVD_TIMEOUT", "60"}}, 240s);
   ASSERT_TRUE(result.finished) << describe(result);
   for (size_t r = 0; r < result.exits.size(); ++r) {
     EXPECT_EQ(result.exits[r].status(), 0) << describe(result);
@@ -125,8 +126,7 @@ INSTANTIATE_TEST_SUITE_P(Ranks, ProcessMatrix,
                                            MatrixParam{2, "tcp"}, MatrixParam{3, "tcp"},
                                            MatrixParam{4, "tcp"}),
                          [](const auto& info) {
-                           return "np" + std::to_string(info.param.np) + "_" +
-                                  info.param.transport;
+                           return "np" + std::to_string(info.param.np) + "_" + info.param.transport;
                          });
 
 class Faults : public ::testing::TestWithParam<const char*> {};

@@ -53,7 +53,8 @@ int main(int argc, char** argv) {
       const std::string value = argv[++i];
       if (arg == "-x") {
         const auto eq = value.find('=');
-        if (eq == std::string::npos || eq == 0) return usage("-x expects NAME=VALUE, got '" + value + "'");
+        if (eq == std::string::npos || eq == 0)
+          return usage("-x expects NAME=VALUE, got '" + value + "'");
         spec.env.emplace_back(value.substr(0, eq), value.substr(eq + 1));
         continue;
       }
@@ -81,9 +82,10 @@ int main(int argc, char** argv) {
     hvd::testing::LocalJob job(spec);
     job.start();
     const auto forever = std::chrono::hours(24 * 365);
-    const auto limit = timeoutSeconds > 0
-                           ? std::chrono::milliseconds(static_cast<long long>(timeoutSeconds * 1000))
-                           : std::chrono::duration_cast<std::chrono::milliseconds>(forever);
+    const auto limit =
+        timeoutSeconds > 0
+            ? std::chrono::milliseconds(static_cast<long long>(timeoutSeconds * 1000))
+            : std::chrono::duration_cast<std::chrono::milliseconds>(forever);
     const auto start = std::chrono::steady_clock::now();
     const int failed = job.waitFirstFailure(limit);
     if (failed >= 0) {

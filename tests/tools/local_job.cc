@@ -35,8 +35,8 @@ std::string randomToken() {
 }
 
 LocalJob::LocalJob(LocalJobSpec spec) : spec_(std::move(spec)) {
-  if (spec_.np < 1) throw InvalidArgumentError("-np must be at least 1 (got " +
-                                               std::to_string(spec_.np) + ")");
+  if (spec_.np < 1)
+    throw InvalidArgumentError("-np must be at least 1 (got " + std::to_string(spec_.np) + ")");
   if (spec_.argv.empty()) throw InvalidArgumentError("no program to run");
 }
 
@@ -51,7 +51,8 @@ LocalJob::~LocalJob() {
 void LocalJob::start() {
   server_ = std::make_unique<store::TcpStoreServer>();
   server_->start();
-  const std::string jobId = "local-" + std::to_string(::getpid()) + "-" + randomToken().substr(0, 8);
+  const std::string jobId =
+      "local-" + std::to_string(::getpid()) + "-" + randomToken().substr(0, 8);
   const std::string token = randomToken();
   server_->addJob(jobId, token);
 

@@ -1,12 +1,13 @@
 // Ranks as threads over in-process links (the production ShmLink over heap memory, and the
 // TcpLink over socketpairs): the full correctness matrix for np in {1, 2, 3, 4, 5, 7}.
+#include "collectives/collectives.h"
+
 #include <gtest/gtest.h>
 
 #include <exception>
 #include <functional>
 #include <thread>
 
-#include "collectives/collectives.h"
 #include "common/collective_checks.h"
 #include "transport/local_fabric.h"
 
@@ -58,12 +59,11 @@ struct Param {
 class CollectivesMatrix : public ::testing::TestWithParam<Param> {};
 
 TEST_P(CollectivesMatrix, EveryCollectiveTypeOpCountAndPlacementIsExactAndIdentical) {
-  auto contexts = transport::makeLocalContexts(GetParam().np, GetParam().kind, testOptions(),
-                                               16 << 10);
+  auto contexts =
+      transport::makeLocalContexts(GetParam().np, GetParam().kind, testOptions(), 16 << 10);
   std::vector<testing::CheckReport> reports(contexts.size());
-  auto errors = runRanks(contexts, [&](Context& ctx) {
-    testing::checkMatrix(ctx, reports[ctx.rank()]);
-  });
+  auto errors =
+      runRanks(contexts, [&](Context& ctx) { testing::checkMatrix(ctx, reports[ctx.rank()]); });
   for (size_t r = 0; r < contexts.size(); ++r) {
     ASSERT_FALSE(errors[r]) << "rank " << r << ": " << message(errors[r]);
     EXPECT_TRUE(reports[r].ok()) << "rank " << r << ": " << reports[r].summary();
@@ -72,12 +72,11 @@ TEST_P(CollectivesMatrix, EveryCollectiveTypeOpCountAndPlacementIsExactAndIdenti
 }
 
 TEST_P(CollectivesMatrix, TwoHundredIterationsWithIterationDependentInputs) {
-  auto contexts = transport::makeLocalContexts(GetParam().np, GetParam().kind, testOptions(),
-                                               16 << 10);
+  auto contexts =
+      transport::makeLocalContexts(GetParam().np, GetParam().kind, testOptions(), 16 << 10);
   std::vector<testing::CheckReport> reports(contexts.size());
-  auto errors = runRanks(contexts, [&](Context& ctx) {
-    testing::checkIterations(ctx, reports[ctx.rank()], 200);
-  });
+  auto errors = runRanks(
+      contexts, [&](Context& ctx) { testing::checkIterations(ctx, reports[ctx.rank()], 200); });
   for (size_t r = 0; r < contexts.size(); ++r) {
     ASSERT_FALSE(errors[r]) << "rank " << r << ": " << message(errors[r]);
     EXPECT_TRUE(reports[r].ok()) << "rank " << r << ": " << reports[r].summary();
@@ -89,19 +88,15 @@ std::string paramName(const ::testing::TestParamInfo<Param>& info) {
          (info.param.kind == LocalLinkKind::kShm ? "_shm" : "_stream");
 }
 
-INSTANTIATE_TEST_SUITE_P(Ranks, CollectivesMatrix,
-                         ::testing::Values(Param{1, LocalLinkKind::kShm},
-                                           Param{2, LocalLinkKind::kShm},
-                                           Param{3, LocalLinkKind::kShm},
-                                           Param{4, LocalLinkKind::kShm},
-                                           Param{5, LocalLinkKind::kShm},
-                                           Param{7, LocalLinkKind::kShm},
-                                           Param{2, LocalLinkKind::kStream},
-                                           Param{3, LocalLinkKind::kStream},
-                                           Param{4, LocalLinkKind::kStream},
-                                           Param{5, LocalLinkKind::kStream},
-                                           Param{7, LocalLinkKind::kStream}),
-                         paramName);
+INSTANTIATE_TEST_SUITE_P(
+    Ranks, CollectivesMatrix,
+    ::testing::Values(Param{1, LocalLinkKind::kShm}, Param{2, LocalLinkKind::kShm},
+                      Param{3, LocalLinkKind::kShm}, Param{4, LocalLinkKind::kShm},
+                      Param{5, LocalLinkKind::kShm}, Param{7, LocalLinkKind::kShm},
+                      Param{2, LocalLinkKind::kStream}, Param{3, LocalLinkKind::kStream},
+                      Param{4, LocalLinkKind::kStream}, Param{5, LocalLinkKind::kStream},
+                      Param{7, LocalLinkKind::kStream}),
+    paramName);
 
 TEST(CollectivesLarge, RingAllreduceOfAPrimeCountAboveTheDefaultPieceSize) {
   // 262147 floats (1 MiB + 12 bytes) with the default 256 KiB pieces and 1 MiB rings.
@@ -171,10 +166,10 @@ TEST(CollectivesErrors, MismatchedAlltoallCountsNameBothSides) {
   auto errors = runRanks(contexts, [&](Context& ctx) {
     std::vector<int32_t> in(8, 1), out(8, 0);
     // Rank 0 sends 3 elements to rank 1, but rank 1 expects 2 from rank 0.
-    std::vector<size_t> send = ctx.rank() == 0 ? std::vector<size_t>{1, 3}
-                                               : std::vector<size_t>{1, 1};
-    std::vector<size_t> recv = ctx.rank() == 0 ? std::vector<size_t>{1, 1}
-                                               : std::vector<size_t>{2, 1};
+    std::vector<size_t> send =
+        ctx.rank() == 0 ? std::vector<size_t>{1, 3} : std::vector<size_t>{1, 1};
+    std::vector<size_t> recv =
+        ctx.rank() == 0 ? std::vector<size_t>{1, 1} : std::vector<size_t>{2, 1};
     coll::alltoall(ctx, in.data(), send, out.data(), recv, DataType::kInt32);
   });
   ASSERT_TRUE(errors[1]);

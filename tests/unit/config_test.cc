@@ -1,9 +1,10 @@
 // The worker environment contract: parsing, defaults, and errors that name the variable.
+#include "core/config.h"
+
 #include <gtest/gtest.h>
 
 #include <map>
 
-#include "core/config.h"
 #include "hvd/error.hpp"
 
 namespace hvd::core {
@@ -12,9 +13,14 @@ namespace {
 class FakeEnv {
  public:
   FakeEnv() {
-    vars_ = {{"HVD_RANK", "2"},       {"HVD_SIZE", "4"},       {"HVD_LOCAL_RANK", "0"},
-             {"HVD_LOCAL_SIZE", "2"}, {"HVD_CROSS_RANK", "1"}, {"HVD_CROSS_SIZE", "2"},
-             {"HVD_JOB_ID", "job-1"}, {"HVD_STORE_ADDR", "10.0.0.1:4000"},
+    vars_ = {{"HVD_RANK", "2"},
+             {"HVD_SIZE", "4"},
+             {"HVD_LOCAL_RANK", "0"},
+             {"HVD_LOCAL_SIZE", "2"},
+             {"HVD_CROSS_RANK", "1"},
+             {"HVD_CROSS_SIZE", "2"},
+             {"HVD_JOB_ID", "job-1"},
+             {"HVD_STORE_ADDR", "10.0.0.1:4000"},
              {"HVD_STORE_TOKEN", "secret"}};
   }
   FakeEnv& set(const std::string& k, const std::string& v) {
@@ -72,9 +78,9 @@ TEST(Config, KnobsOverrideDefaults) {
 }
 
 TEST(Config, MissingVariablesAreNamed) {
-  for (const char* name : {"HVD_RANK", "HVD_SIZE", "HVD_LOCAL_RANK", "HVD_LOCAL_SIZE",
-                           "HVD_CROSS_RANK", "HVD_CROSS_SIZE", "HVD_JOB_ID", "HVD_STORE_ADDR",
-                           "HVD_STORE_TOKEN"}) {
+  for (const char* name :
+       {"HVD_RANK", "HVD_SIZE", "HVD_LOCAL_RANK", "HVD_LOCAL_SIZE", "HVD_CROSS_RANK",
+        "HVD_CROSS_SIZE", "HVD_JOB_ID", "HVD_STORE_ADDR", "HVD_STORE_TOKEN"}) {
     FakeEnv env;
     env.unset(name);
     EXPECT_NE(errorOf(env).find(std::string(name) + " is not set"), std::string::npos)

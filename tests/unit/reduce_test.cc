@@ -1,11 +1,12 @@
 // Reduction kernels and the float16/bfloat16 conversions they rely on.
+#include "collectives/reduce.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
 #include <vector>
 
-#include "collectives/reduce.h"
 #include "common/half.h"
 
 namespace hvd {
@@ -26,9 +27,9 @@ TEST(Half, RoundTripsEveryFiniteHalf) {
 TEST(Half, RoundsToNearestEven) {
   EXPECT_EQ(floatToHalf(1.0f), 0x3c00);
   EXPECT_EQ(floatToHalf(65504.0f), 0x7bff);
-  EXPECT_EQ(floatToHalf(65520.0f), 0x7c00);             // halfway to the next: rounds to inf
-  EXPECT_EQ(floatToHalf(1.0f + 1.0f / 2048), 0x3c00);   // tie, even stays
-  EXPECT_EQ(floatToHalf(1.0f + 3.0f / 2048), 0x3c02);   // tie, odd rounds up
+  EXPECT_EQ(floatToHalf(65520.0f), 0x7c00);               // halfway to the next: rounds to inf
+  EXPECT_EQ(floatToHalf(1.0f + 1.0f / 2048), 0x3c00);     // tie, even stays
+  EXPECT_EQ(floatToHalf(1.0f + 3.0f / 2048), 0x3c02);     // tie, odd rounds up
   EXPECT_EQ(floatToHalf(std::ldexp(1.0f, -24)), 0x0001);  // smallest subnormal
   EXPECT_EQ(floatToHalf(std::ldexp(1.0f, -25)), 0x0000);  // tie to even zero
 }
@@ -38,7 +39,8 @@ TEST(BFloat16, RoundsToNearestEvenAndKeepsNaN) {
   EXPECT_EQ(bfloat16ToFloat(0x3f80), 1.0f);
   EXPECT_EQ(floatToBfloat16(1.0f + 1.0f / 256), 0x3f80);
   EXPECT_EQ(floatToBfloat16(1.0f + 3.0f / 256), 0x3f82);
-  EXPECT_TRUE(std::isnan(bfloat16ToFloat(floatToBfloat16(std::numeric_limits<float>::quiet_NaN()))));
+  EXPECT_TRUE(
+      std::isnan(bfloat16ToFloat(floatToBfloat16(std::numeric_limits<float>::quiet_NaN()))));
 }
 
 TEST(Reduce, EveryOpOnFloat32) {

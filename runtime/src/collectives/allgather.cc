@@ -22,8 +22,8 @@ void allgather(Context& ctx, const void* input, size_t count, void* output,
                                " entries for " + std::to_string(n) + " ranks");
   }
   if (counts[r] != count) {
-    throw InvalidArgumentError("allgather: counts[" + std::to_string(r) + "] = " +
-                               std::to_string(counts[r]) + " but this rank contributes " +
+    throw InvalidArgumentError("allgather: counts[" + std::to_string(r) +
+                               "] = " + std::to_string(counts[r]) + " but this rank contributes " +
                                std::to_string(count));
   }
   size_t total = 0;
@@ -39,9 +39,9 @@ void allgather(Context& ctx, const void* input, size_t count, void* output,
   if (n == 1 || total == 0) return;
 
   Schedule& schedule = scheduleOf(ctx);
-  const bool direct = algorithm == Algorithm::kDirect ||
-                      (algorithm == Algorithm::kAuto &&
-                       total * elem <= ctx.options().smallMessageBytes);
+  const bool direct =
+      algorithm == Algorithm::kDirect ||
+      (algorithm == Algorithm::kAuto && total * elem <= ctx.smallMessageThreshold());
   if (direct) {
     for (int k = 1; k < n; ++k) schedule.send((r + k) % n, mine, count * elem);
     for (int k = 1; k < n; ++k) {

@@ -27,6 +27,10 @@ namespace {
 using transport::RecvAction;
 using transport::Schedule;
 
+// Above this many bytes a buffer no longer fits in cache beside its peers' (L2 is 0.5-2 MiB per
+// core); below it, results stay cache-resident for the caller.
+constexpr size_t kStreamingBytes = 4 << 20;
+
 void allreduceDirect(Context& ctx, const uint8_t* in, uint8_t* out, size_t count, DataType type,
                      ReduceOp op) {
   const int n = ctx.size();
@@ -61,9 +65,7 @@ void allreduceRing(Context& ctx, const uint8_t* in, uint8_t* out, size_t count, 
   const int next = (r + 1) % n;
   const int prev = (r - 1 + n) % n;
   auto chunkCount = [&](int c) { return count / n + (static_cast<size_t>(c) < count % n); };
-  auto chunkOffset = [&](int c) {
-    return (count / n) * c + std::min<size_t>(c, count % n);
-  };
+  auto chunkOffset = [&](int c) { return (count / n) * c + std::min<size_t>(c, count % n); };
   auto mod = [n](int x) { return ((x % n) + n) % n; };
 
   Schedule& schedule = scheduleOf(ctx);
@@ -92,7 +94,10 @@ void allreduceRing(Context& ctx, const uint8_t* in, uint8_t* out, size_t count, 
     schedule.send(next, out + chunkOffset(sendChunk) * elem, chunkCount(sendChunk) * elem,
                   lastRecv);
     RecvAction copy;
-    copy.kind = RecvAction::Kind::kCopy;
+    // Chunks received in the allgather phase are final: nobody reads them again during the
+    // collective, so large ones bypass the cache.
+    copy.kind = count * elem >= kStreamingBytes ? RecvAction::Kind::kCopyStreaming
+                                                : RecvAction::Kind::kCopy;
     copy.dst = out + chunkOffset(recvChunk) * elem;
     lastRecv = schedule.recv(prev, chunkCount(recvChunk) * elem, elem, copy);
   }
@@ -114,10 +119,10 @@ void allreduce(Context& ctx, const void* input, void* output, size_t count, Data
     if (out != in) std::memcpy(out, in, bytes);
     return;
   }
-  const bool direct = options.algorithm == Algorithm::kDirect ||
-                      (options.algorithm == Algorithm::kAuto &&
-                       (bytes <= ctx.options().smallMessageBytes ||
-                        count < static_cast<size_t>(ctx.size())));
+  const bool direct =
+      options.algorithm == Algorithm::kDirect ||
+      (options.algorithm == Algorithm::kAuto &&
+       (bytes <= ctx.smallMessageThreshold() || count < static_cast<size_t>(ctx.size())));
   if (direct) {
     allreduceDirect(ctx, in, out, count, type, options.op);
   } else {

@@ -17,15 +17,15 @@ namespace {
 void checkCounts(const char* what, const std::vector<size_t>& counts, int n) {
   if (static_cast<int>(counts.size()) != n) {
     throw InvalidArgumentError(std::string("alltoall: ") + what + " has " +
-                               std::to_string(counts.size()) + " entries for " +
-                               std::to_string(n) + " ranks");
+                               std::to_string(counts.size()) + " entries for " + std::to_string(n) +
+                               " ranks");
   }
 }
 
 }  // namespace
 
-void alltoall(Context& ctx, const void* input, const std::vector<size_t>& sendCounts,
-              void* output, const std::vector<size_t>& recvCounts, DataType type) {
+void alltoall(Context& ctx, const void* input, const std::vector<size_t>& sendCounts, void* output,
+              const std::vector<size_t>& recvCounts, DataType type) {
   const int n = ctx.size();
   const int r = ctx.rank();
   checkCounts("sendCounts", sendCounts, n);

@@ -25,9 +25,9 @@ void broadcast(Context& ctx, void* buffer, size_t count, DataType type,
   const int root = options.root;
 
   Schedule& schedule = scheduleOf(ctx);
-  const bool direct = options.algorithm == Algorithm::kDirect ||
-                      (options.algorithm == Algorithm::kAuto &&
-                       bytes <= ctx.options().smallMessageBytes);
+  const bool direct =
+      options.algorithm == Algorithm::kDirect ||
+      (options.algorithm == Algorithm::kAuto && bytes <= ctx.smallMessageThreshold());
   RecvAction copy;
   copy.dst = data;
   if (direct) {

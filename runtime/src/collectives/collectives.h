@@ -31,8 +31,8 @@ void broadcast(Context& ctx, void* buffer, size_t count, DataType type,
 void reducescatter(Context& ctx, const void* input, void* output, size_t count, DataType type,
                    const ReducescatterOptions& options = {});
 
-void alltoall(Context& ctx, const void* input, const std::vector<size_t>& sendCounts,
-              void* output, const std::vector<size_t>& recvCounts, DataType type);
+void alltoall(Context& ctx, const void* input, const std::vector<size_t>& sendCounts, void* output,
+              const std::vector<size_t>& recvCounts, DataType type);
 
 void barrier(Context& ctx);
 

@@ -5,9 +5,14 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include "common/half.h"
+
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
 #include "hvd/error.hpp"
 
 namespace hvd::coll {
@@ -144,6 +149,39 @@ void reduceInto(ReduceOp op, DataType type, void* acc, const void* in, size_t co
 void reduceTo(ReduceOp op, DataType type, void* out, const void* a, const void* b, size_t count) {
   if (count == 0) return;
   dispatch(op, type, out, a, b, count);
+}
+
+void copyStreaming(void* dst, const void* src, size_t bytes) {
+#if defined(__x86_64__)
+  auto* d = static_cast<uint8_t*>(dst);
+  const auto* s = static_cast<const uint8_t*>(src);
+  // Head: plain copy up to 16-byte alignment of the destination.
+  const size_t head = std::min(bytes, (16 - (reinterpret_cast<uintptr_t>(d) & 15)) & 15);
+  std::memcpy(d, s, head);
+  d += head;
+  s += head;
+  bytes -= head;
+  size_t i = 0;
+  for (; i + 64 <= bytes; i += 64) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 16));
+    const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 32));
+    const __m128i e = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 48));
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i), a);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 16), b);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 32), c);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 48), e);
+  }
+  std::memcpy(d + i, s + i, bytes - i);
+#else
+  std::memcpy(dst, src, bytes);
+#endif
+}
+
+void streamingFence() {
+#if defined(__x86_64__)
+  _mm_sfence();
+#endif
 }
 
 void finishAverage(DataType type, void* data, size_t count, int divisor) {

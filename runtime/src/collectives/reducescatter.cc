@@ -22,8 +22,7 @@ std::vector<size_t> reducescatterCounts(size_t count, int size, size_t rowElemen
   if (rowElements == 0) throw InvalidArgumentError("reducescatter: rowElements must be >= 1");
   if (count % rowElements != 0) {
     throw InvalidArgumentError("reducescatter: count " + std::to_string(count) +
-                               " is not a multiple of rowElements " +
-                               std::to_string(rowElements));
+                               " is not a multiple of rowElements " + std::to_string(rowElements));
   }
   if (size < 1) throw InvalidArgumentError("reducescatter: size must be >= 1");
   const size_t rows = count / rowElements;
@@ -55,7 +54,7 @@ void reducescatter(Context& ctx, const void* input, void* output, size_t count, 
   if (count == 0) return;
 
   Schedule& schedule = scheduleOf(ctx);
-  const bool direct = count * elem <= ctx.options().smallMessageBytes;
+  const bool direct = count * elem <= ctx.smallMessageThreshold();
   if (direct) {
     const size_t mine = counts[r] * elem;
     uint8_t* gathered = ctx.workspace().get(0, mine * n);

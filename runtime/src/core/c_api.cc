@@ -1,10 +1,9 @@
 // The C ABI: converts arguments, calls the C++ API, and turns exceptions into status codes plus
 // a thread-local message. Nothing throws across this boundary.
-#include "hvd/hvd.h"
-
 #include <string>
 #include <vector>
 
+#include "hvd/hvd.h"
 #include "hvd/hvd.hpp"
 
 namespace {
@@ -50,8 +49,8 @@ hvd_status guarded(F&& body) {
 
 size_t checkedCount(const char* what, int64_t count) {
   if (count < 0) {
-    throw hvd::InvalidArgumentError(std::string(what) + " is negative (" +
-                                    std::to_string(count) + ")");
+    throw hvd::InvalidArgumentError(std::string(what) + " is negative (" + std::to_string(count) +
+                                    ")");
   }
   return static_cast<size_t>(count);
 }
@@ -108,8 +107,12 @@ const char* hvd_status_name(hvd_status status) {
   return "unknown status";
 }
 
-hvd_status hvd_init(void) { return guarded([] { hvd::init(); }); }
-hvd_status hvd_shutdown(void) { return guarded([] { hvd::shutdown(); }); }
+hvd_status hvd_init(void) {
+  return guarded([] { hvd::init(); });
+}
+hvd_status hvd_shutdown(void) {
+  return guarded([] { hvd::shutdown(); });
+}
 int hvd_is_initialized(void) { return hvd::isInitialized() ? 1 : 0; }
 
 hvd_status hvd_rank(int* out) { return query(out, hvd::rank); }
@@ -162,6 +165,8 @@ hvd_status hvd_alltoall(const void* input, const int64_t* send_counts, void* out
   });
 }
 
-hvd_status hvd_barrier(void) { return guarded([] { hvd::barrier(); }); }
+hvd_status hvd_barrier(void) {
+  return guarded([] { hvd::barrier(); });
+}
 
 }  // extern "C"

@@ -42,8 +42,7 @@ int requiredInt(const EnvReader& getenv, const char* name, long long min, long l
 }
 
 template <typename T>
-T optionalInt(const EnvReader& getenv, const char* name, T fallback, long long min,
-              long long max) {
+T optionalInt(const EnvReader& getenv, const char* name, T fallback, long long min, long long max) {
   const char* value = getenv(name);
   if (value == nullptr || *value == '\0') return fallback;
   return static_cast<T>(parseInteger(name, value, min, max));
@@ -93,19 +92,23 @@ Config parseConfig(const EnvReader& getenv) {
     } else if (t == "auto" || t == "shm") {
       c.transport = TransportChoice::kAuto;
     } else {
-      throw InvalidArgumentError("HVD_TRANSPORT='" + t + "' is not a transport (expected auto, "
+      throw InvalidArgumentError("HVD_TRANSPORT='" + t +
+                                 "' is not a transport (expected auto, "
                                  "shm or tcp)");
     }
   }
   if (const char* address = getenv("HVD_DATA_ADDR"); address != nullptr) c.dataAddress = address;
-  c.shmRingBytes = optionalInt<size_t>(getenv, "HVD_SHM_RING_BYTES", c.shmRingBytes, 4096,
-                                       1ll << 30);
+  c.shmRingBytes =
+      optionalInt<size_t>(getenv, "HVD_SHM_RING_BYTES", c.shmRingBytes, 4096, 1ll << 30);
   if ((c.shmRingBytes & (c.shmRingBytes - 1)) != 0) {
     throw InvalidArgumentError("HVD_SHM_RING_BYTES=" + std::to_string(c.shmRingBytes) +
                                " must be a power of two");
   }
-  c.smallMessageBytes = optionalInt<size_t>(getenv, "HVD_SMALL_MESSAGE_BYTES",
-                                            c.smallMessageBytes, 0, 1ll << 30);
+  if (const char* small = getenv("HVD_SMALL_MESSAGE_BYTES"); small != nullptr && *small) {
+    c.smallMessageBytes = optionalInt<size_t>(getenv, "HVD_SMALL_MESSAGE_BYTES", 0, 0, 1ll << 30);
+    c.smallMessageBytesTcp = c.smallMessageBytes;
+  }
+  c.pieceBytes = optionalInt<size_t>(getenv, "HVD_PIECE_BYTES", c.pieceBytes, 64, 1ll << 30);
   c.spin = std::chrono::microseconds(
       optionalInt<long long>(getenv, "HVD_SPIN_US", c.spin.count(), 0, 10'000'000));
   return c;
@@ -117,13 +120,13 @@ Config configFromEnvironment() {
 
 std::string Config::summary() const {
   std::ostringstream out;
-  out << "rank " << rank << "/" << size << " local " << localRank << "/" << localSize
-      << " cross " << crossRank << "/" << crossSize << " job " << jobId << " store "
+  out << "rank " << rank << "/" << size << " local " << localRank << "/" << localSize << " cross "
+      << crossRank << "/" << crossSize << " job " << jobId << " store "
       << (storeAddress.empty() ? "-" : storeAddress) << " token "
       << (storeToken.empty() ? "<unset>" : "<set>") << " timeout " << timeout.count() << "ms"
       << " transport " << (transport == TransportChoice::kTcp ? "tcp" : "auto") << " shm-ring "
-      << shmRingBytes << "B small-message " << smallMessageBytes << "B spin " << spin.count()
-      << "us";
+      << shmRingBytes << "B small-message " << smallMessageBytes << "B (tcp "
+      << smallMessageBytesTcp << "B) piece " << pieceBytes << "B spin " << spin.count() << "us";
   return out.str();
 }
 

@@ -18,15 +18,18 @@ struct Config {
   int crossRank = 0;
   int crossSize = 1;
   std::string jobId;
-  std::string storeAddress;  // host:port of the job's TCP store
-  std::string storeToken;    // never logged
-  std::chrono::milliseconds timeout{60000};       // HVD_TIMEOUT (seconds)
-  std::chrono::milliseconds startTimeout{60000};  // HVD_START_TIMEOUT (seconds)
+  std::string storeAddress;                            // host:port of the job's TCP store
+  std::string storeToken;                              // never logged
+  std::chrono::milliseconds timeout{60000};            // HVD_TIMEOUT (seconds)
+  std::chrono::milliseconds startTimeout{60000};       // HVD_START_TIMEOUT (seconds)
   TransportChoice transport = TransportChoice::kAuto;  // HVD_TRANSPORT
   std::string dataAddress;                             // HVD_DATA_ADDR (default: route to store)
-  size_t shmRingBytes = 4 << 20;                       // HVD_SHM_RING_BYTES
-  size_t smallMessageBytes = 32 << 10;                 // HVD_SMALL_MESSAGE_BYTES
-  std::chrono::microseconds spin{50};                  // HVD_SPIN_US
+  size_t shmRingBytes = 1 << 20;                       // HVD_SHM_RING_BYTES
+  // HVD_SMALL_MESSAGE_BYTES sets both crossovers when given.
+  size_t smallMessageBytes = 8 << 10;
+  size_t smallMessageBytesTcp = 128 << 10;
+  std::chrono::microseconds spin{50};  // HVD_SPIN_US
+  size_t pieceBytes = 256 << 10;       // HVD_PIECE_BYTES
 
   // One line for the start-up log (the token is shown as "<set>").
   std::string summary() const;

@@ -30,9 +30,7 @@ class PrefixedStore final : public store::Store {
   void wait(const std::vector<std::string>& keys, store::Timeout timeout) override {
     inner_.wait(prefixed(keys), timeout);
   }
-  bool check(const std::vector<std::string>& keys) override {
-    return inner_.check(prefixed(keys));
-  }
+  bool check(const std::vector<std::string>& keys) override { return inner_.check(prefixed(keys)); }
   void erase(const std::string& key) override { inner_.erase(prefix_ + key); }
 
  private:
@@ -103,6 +101,8 @@ Runtime::Runtime(const Config& config, int generation) : config_(config) {
   options.timeout = config_.timeout;
   options.spin = config_.spin;
   options.smallMessageBytes = config_.smallMessageBytes;
+  options.smallMessageBytesTcp = config_.smallMessageBytesTcp;
+  options.pieceBytes = config_.pieceBytes;
 
   if (config_.size == 1) {
     context_ = std::make_unique<transport::Context>(

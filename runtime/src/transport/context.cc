@@ -20,8 +20,8 @@ uint8_t* Workspace::get(int slot, size_t bytes) {
     void* memory = std::aligned_alloc(64, grown);
     if (memory == nullptr) throw std::bad_alloc();
     std::memset(memory, 0, grown);  // first touch here, once, not inside a timed collective
-    buffer.data = std::unique_ptr<uint8_t, void (*)(void*)>(static_cast<uint8_t*>(memory),
-                                                             std::free);
+    buffer.data =
+        std::unique_ptr<uint8_t, void (*)(void*)>(static_cast<uint8_t*>(memory), std::free);
     buffer.bytes = grown;
   }
   return buffer.data.get();
@@ -45,6 +45,7 @@ Context::Context(int rank, int size, std::vector<std::unique_ptr<Link>> links,
     if (peer != rank_ && links_[peer] == nullptr) {
       throw InternalError("context has no link to rank " + std::to_string(peer));
     }
+    if (peer != rank_ && std::string(links_[peer]->kind()) == "tcp") hasTcp_ = true;
   }
 }
 

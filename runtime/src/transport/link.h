@@ -27,6 +27,9 @@ namespace hvd::transport {
 class RecvSink {
  public:
   virtual void consume(const uint8_t* data, size_t offset, size_t bytes) = 0;
+  // Where bytes at `offset` may be written directly when this sink is a plain copy, so a
+  // transport that reads into memory (TCP) can skip its staging buffer; null otherwise.
+  virtual uint8_t* directTarget(size_t offset) { return nullptr; }
 
  protected:
   ~RecvSink() = default;

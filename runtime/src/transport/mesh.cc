@@ -38,7 +38,11 @@ struct PeerInfo {
 
 std::string encodePeer(const PeerInfo& p) {
   std::ostringstream out;
-  out << "v1\n" << p.address << "\n" << p.port << "\n" << p.hostKey << "\n" << p.hostName << "\n"
+  out << "v1\n"
+      << p.address << "\n"
+      << p.port << "\n"
+      << p.hostKey << "\n"
+      << p.hostName << "\n"
       << p.nonce << "\n";
   return out.str();
 }
@@ -235,10 +239,11 @@ std::unique_ptr<Context> connectMesh(store::Store& store, const MeshConfig& conf
                          const int from = static_cast<int>(h.rank);
                          if (rerr || h.magic != kHelloMagic || h.nonce != self.nonce ||
                              from <= rank || from >= size || sockets[from]) {
-                           log->warn("rejected a data-plane connection from {} (not a peer of "
-                                     "this job)",
-                                     rerr ? std::string("?")
-                                          : incoming->socket.remote_endpoint().address().to_string());
+                           log->warn(
+                               "rejected a data-plane connection from {} (not a peer of "
+                               "this job)",
+                               rerr ? std::string("?")
+                                    : incoming->socket.remote_endpoint().address().to_string());
                            return;
                          }
                          sockets[from].emplace(std::move(incoming->socket));
@@ -276,8 +281,8 @@ std::unique_ptr<Context> connectMesh(store::Store& store, const MeshConfig& conf
     // Phase 1: the lower rank of each local pair creates the segment and sends its name.
     for (int p = rank + 1; p < size; ++p) {
       if (!local(p)) continue;
-      const std::string name = "/hvd-" + std::to_string(::getpid()) + "-" +
-                               std::to_string(rank) + "-" + std::to_string(p) + "-" +
+      const std::string name = "/hvd-" + std::to_string(::getpid()) + "-" + std::to_string(rank) +
+                               "-" + std::to_string(p) + "-" +
                                std::to_string(self.nonce % 1000000007ull);
       rings[p] = createShmRing(name, config.shmRingBytes);
       created.push_back(name);

@@ -22,7 +22,7 @@ struct MeshConfig {
   // Address the data-plane listener binds and advertises.
   std::string bindAddress = "127.0.0.1";
   bool allowShm = true;
-  size_t shmRingBytes = 4 << 20;
+  size_t shmRingBytes = 1 << 20;
   // Deadline for the whole setup (every rank must arrive within it).
   std::chrono::milliseconds setupTimeout{60000};
   ContextOptions options;

@@ -20,6 +20,9 @@ void RecvAction::consume(const uint8_t* data, size_t offset, size_t bytes) {
     case Kind::kCopy:
       std::memcpy(dst + offset, data, bytes);
       return;
+    case Kind::kCopyStreaming:
+      coll::copyStreaming(dst + offset, data, bytes);
+      return;
     case Kind::kReduceInto:
     case Kind::kReduceTo: {
       const size_t elem = dataTypeSize(type);
@@ -83,6 +86,7 @@ struct LinkState {
   size_t nextSend = 0;
   size_t nextRecv = 0;
   bool sendBlockedOnLink = false;  // the front send has bytes it may send but the link is full
+  size_t piece = 0;                // most bytes moved per call on this link
 };
 
 class Runner {
@@ -122,7 +126,11 @@ class Runner {
       }
       if (index[peer] < 0) {
         index[peer] = static_cast<int>(states_.size());
-        states_.push_back(LinkState{peer, &context_.link(peer), {}, {}, 0, 0, false});
+        Link* link = &context_.link(peer);
+        const auto& options = context_.options();
+        const size_t piece = std::string(link->kind()) == "tcp" ? options.pieceBytesTcp
+                                                                 : options.pieceBytes;
+        states_.push_back(LinkState{peer, link, {}, {}, 0, 0, false, piece});
       }
       return states_[index[peer]];
     };
@@ -145,10 +153,10 @@ class Runner {
   // moved.
   bool pass() {
     bool progress = false;
-    const size_t piece = context_.options().pieceBytes;
     auto& sends = schedule_.sends();
     auto& recvs = schedule_.recvs();
     for (auto& state : states_) {
+      const size_t piece = state.piece;
       // Receive first: it may unblock a send of this very pass (ring forwarding).
       while (state.nextRecv < state.recvs.size()) {
         auto& op = recvs[state.recvs[state.nextRecv]];
@@ -170,7 +178,8 @@ class Runner {
           if (dependency.done < dependency.bytes) allowed = std::min(allowed, dependency.done);
         }
         if (allowed <= op.done) break;
-        const size_t put = state.link->trySend(op.data + op.done, std::min(allowed - op.done, piece));
+        const size_t put =
+            state.link->trySend(op.data + op.done, std::min(allowed - op.done, piece));
         if (put == 0) {
           state.sendBlockedOnLink = true;
           break;
@@ -215,7 +224,8 @@ class Runner {
       for (auto* state : polled_) state->link->afterSleep(0);
       return true;
     }
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     const int waitMs = static_cast<int>(std::clamp<int64_t>(left.count() + 1, 1, 1000));
     const int r = fds_.empty() ? 0 : ::poll(fds_.data(), fds_.size(), waitMs);
     if (r < 0 && errno != EINTR) throwSyscall(std::string(opName_) + ": poll");
@@ -265,8 +275,8 @@ namespace {
   ErrorKind kind;
   std::string message;
   if (error.kind() == ErrorKind::kPeer && board != nullptr && board->lookup(&kind, &message)) {
-    const std::string text = message + " [seen by rank " + std::to_string(context.rank()) +
-                             " as: " + error.what() + "]";
+    const std::string text =
+        message + " [seen by rank " + std::to_string(context.rank()) + " as: " + error.what() + "]";
     context.markBroken(text);
     switch (kind) {
       case ErrorKind::kTimeout:
@@ -294,6 +304,7 @@ void run(Context& context, Schedule& schedule, const char* opName) {
   context.checkUsable();
   try {
     Runner(context, schedule, opName).run();
+    coll::streamingFence();  // results written with streaming stores are complete
   } catch (const Error& error) {
     rethrowWithRootCause(context, error);
   } catch (const std::exception& error) {

@@ -26,7 +26,7 @@ namespace hvd::transport {
 // reduce them with src into dst (dst = src op bytes), or discard them. Optionally divides the
 // result by `averageDivisor` (the final step of an average).
 struct RecvAction final : RecvSink {
-  enum class Kind { kCopy, kReduceInto, kReduceTo, kDiscard, kExpectU64 };
+  enum class Kind { kCopy, kCopyStreaming, kReduceInto, kReduceTo, kDiscard, kExpectU64 };
   Kind kind = Kind::kCopy;
   uint8_t* dst = nullptr;
   const uint8_t* src = nullptr;
@@ -40,6 +40,9 @@ struct RecvAction final : RecvSink {
   int peer = -1;
 
   void consume(const uint8_t* data, size_t offset, size_t bytes) override;
+  uint8_t* directTarget(size_t offset) override {
+    return kind == Kind::kCopy ? dst + offset : nullptr;
+  }
 };
 
 class Schedule {

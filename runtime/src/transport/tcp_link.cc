@@ -38,7 +38,8 @@ TcpLink::~TcpLink() {
 size_t TcpLink::trySend(const uint8_t* data, size_t bytes) {
   if (closed_ || bytes == 0) return 0;
   while (true) {
-    const ssize_t n = ::send(fd_, data, std::min(bytes, kMaxWriteBytes), MSG_DONTWAIT | MSG_NOSIGNAL);
+    const ssize_t n =
+        ::send(fd_, data, std::min(bytes, kMaxWriteBytes), MSG_DONTWAIT | MSG_NOSIGNAL);
     if (n >= 0) return static_cast<size_t>(n);
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
@@ -62,6 +63,27 @@ size_t TcpLink::tryRecv(size_t bytes, size_t align, size_t offset, RecvSink& sin
       continue;
     }
     if (closed_) break;
+    if (staged == 0) {
+      // A plain copy reads straight into its destination (one copy fewer than staging).
+      if (uint8_t* target = sink.directTarget(offset + consumed)) {
+        const ssize_t r = ::recv(fd_, target, bytes - consumed, MSG_DONTWAIT);
+        if (r > 0) {
+          consumed += static_cast<size_t>(r);
+          continue;
+        }
+        if (r == 0) {
+          closed_ = true;
+          break;
+        }
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+        if (errno == ECONNRESET || errno == ENOTCONN) {
+          closed_ = true;
+          break;
+        }
+        throwSyscall("recv from " + description_);
+      }
+    }
     // Keep the partial element (fewer than `align` bytes) at the front, then read more.
     if (stagedBegin_ > 0) {
       std::memmove(staging_.get(), staging_.get() + stagedBegin_, staged);
