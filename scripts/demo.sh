@@ -18,11 +18,13 @@ cmake --build "$BUILD" -j"$(nproc)" --target hvd-bench hvd-local-run >/dev/null
 echo "== running: hvd-local-run -np $NP -- hvd-bench --coll allreduce -b 1K -e 64M -f 4"
 echo "   ($NP ranks on this machine, shared memory between them; each row is checked)"
 echo
-"$BUILD/bin/hvd-local-run" -np "$NP" --timeout 600 -- \
-  "$BUILD/bin/hvd-bench" --coll allreduce -b 1K -e 64M -f 4 -n 10 -w 3 -c 1
-status=$?
-echo
-if [[ $status -eq 0 ]]; then
+if "$BUILD/bin/hvd-local-run" -np "$NP" --timeout 600 -- \
+  "$BUILD/bin/hvd-bench" --coll allreduce -b 1K -e 64M -f 4 -n 10 -w 3 -c 1; then
+  echo
   echo "== demo finished: $NP ranks allreduced 1 KiB..64 MiB, every element correct"
+else
+  status=$?
+  echo
+  echo "== demo FAILED (exit $status): see the output above" >&2
+  exit $status
 fi
-exit $status

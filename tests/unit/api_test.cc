@@ -51,12 +51,10 @@ TEST_F(Api, NegativeCountsAndUnknownTypesAreInvalidArguments) {
   EXPECT_EQ(hvd_allreduce(&x, &x, -1, HVD_FLOAT32, HVD_SUM), HVD_ERR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(hvd_last_error()).find("count is negative"), std::string::npos)
       << hvd_last_error();
-  EXPECT_EQ(hvd_allreduce(&x, &x, 1, static_cast<hvd_datatype>(42), HVD_SUM),
-            HVD_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(hvd_allreduce(&x, &x, 1, 42, HVD_SUM), HVD_ERR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(hvd_last_error()).find("unknown data type 42"), std::string::npos)
       << hvd_last_error();
-  EXPECT_EQ(hvd_allreduce(&x, &x, 1, HVD_FLOAT32, static_cast<hvd_reduce_op>(7)),
-            HVD_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(hvd_allreduce(&x, &x, 1, HVD_FLOAT32, 7), HVD_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(hvd_broadcast(&x, 1, HVD_FLOAT32, 5), HVD_ERR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(hvd_last_error()).find("root 5"), std::string::npos) << hvd_last_error();
   EXPECT_EQ(hvd_rank(nullptr), HVD_ERR_INVALID_ARGUMENT);

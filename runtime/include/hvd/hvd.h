@@ -21,7 +21,8 @@ typedef enum {
   HVD_ERR_INTERNAL = 5,
 } hvd_status;
 
-/* Values match hvd::DataType and hvd::ReduceOp. */
+/* Values match hvd::DataType and hvd::ReduceOp. Functions take them as int so that a binding
+ * passing an out-of-range value gets HVD_ERR_INVALID_ARGUMENT, not undefined behaviour. */
 typedef enum {
   HVD_INT8 = 0,
   HVD_UINT8 = 1,
@@ -57,17 +58,16 @@ hvd_status hvd_cross_rank(int* out);
 hvd_status hvd_cross_size(int* out);
 
 /* input == output runs in place. */
-hvd_status hvd_allreduce(const void* input, void* output, int64_t count, hvd_datatype type,
-                         hvd_reduce_op op);
+hvd_status hvd_allreduce(const void* input, void* output, int64_t count, int type, int op);
 /* counts[size]: every rank's element count; output holds their sum. */
 hvd_status hvd_allgather(const void* input, int64_t count, void* output, const int64_t* counts,
-                         hvd_datatype type);
-hvd_status hvd_broadcast(void* buffer, int64_t count, hvd_datatype type, int root);
+                         int type);
+hvd_status hvd_broadcast(void* buffer, int64_t count, int type, int root);
 /* output receives this rank's share: rows split with the first rows % size ranks one longer. */
-hvd_status hvd_reducescatter(const void* input, void* output, int64_t count, hvd_datatype type,
-                             hvd_reduce_op op, int64_t row_elements);
+hvd_status hvd_reducescatter(const void* input, void* output, int64_t count, int type, int op,
+                             int64_t row_elements);
 hvd_status hvd_alltoall(const void* input, const int64_t* send_counts, void* output,
-                        const int64_t* recv_counts, hvd_datatype type);
+                        const int64_t* recv_counts, int type);
 hvd_status hvd_barrier(void);
 
 #ifdef __cplusplus

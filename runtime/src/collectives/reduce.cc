@@ -49,14 +49,24 @@ struct Wrapping {
   using U = std::make_unsigned_t<T>;
 };
 
-template <typename Op, typename T>
-void into(T* __restrict acc, const T* __restrict in, size_t n) {
-  for (size_t i = 0; i < n; ++i) acc[i] = Op::apply(acc[i], in[i]);
+// The received operand may sit at any byte address (a ring or socket buffer position after
+// traffic of other sizes), so it is read through memcpy: no alignment assumption, and the
+// compiler still emits (unaligned) vector loads.
+template <typename T>
+inline T loadAt(const void* base, size_t i) {
+  T value;
+  std::memcpy(&value, static_cast<const uint8_t*>(base) + i * sizeof(T), sizeof(T));
+  return value;
 }
 
 template <typename Op, typename T>
-void to(T* __restrict out, const T* __restrict a, const T* __restrict b, size_t n) {
-  for (size_t i = 0; i < n; ++i) out[i] = Op::apply(a[i], b[i]);
+void into(T* __restrict acc, const void* __restrict in, size_t n) {
+  for (size_t i = 0; i < n; ++i) acc[i] = Op::apply(acc[i], loadAt<T>(in, i));
+}
+
+template <typename Op, typename T>
+void to(T* __restrict out, const T* __restrict a, const void* __restrict b, size_t n) {
+  for (size_t i = 0; i < n; ++i) out[i] = Op::apply(a[i], loadAt<T>(b, i));
 }
 
 // Signed integer sum/product go through the unsigned type (two's complement wrap).
@@ -66,18 +76,18 @@ void dispatchInt(void* acc, const void* a, const void* b, size_t n) {
   constexpr bool kWrap = std::is_same_v<Op, Sum> || std::is_same_v<Op, Prod>;
   using V = std::conditional_t<kWrap, U, T>;
   if (b == nullptr) {
-    into<Op>(static_cast<V*>(acc), static_cast<const V*>(a), n);
+    into<Op, V>(static_cast<V*>(acc), a, n);
   } else {
-    to<Op>(static_cast<V*>(acc), static_cast<const V*>(a), static_cast<const V*>(b), n);
+    to<Op, V>(static_cast<V*>(acc), static_cast<const V*>(a), b, n);
   }
 }
 
 template <typename Op, typename T>
 void dispatchFloat(void* acc, const void* a, const void* b, size_t n) {
   if (b == nullptr) {
-    into<Op>(static_cast<T*>(acc), static_cast<const T*>(a), n);
+    into<Op, T>(static_cast<T*>(acc), a, n);
   } else {
-    to<Op>(static_cast<T*>(acc), static_cast<const T*>(a), static_cast<const T*>(b), n);
+    to<Op, T>(static_cast<T*>(acc), static_cast<const T*>(a), b, n);
   }
 }
 
@@ -85,8 +95,9 @@ template <typename Op, float (*Load)(uint16_t), uint16_t (*Store)(float)>
 void dispatchHalf(void* acc, const void* a, const void* b, size_t n) {
   auto* out = static_cast<uint16_t*>(acc);
   const auto* x = static_cast<const uint16_t*>(b == nullptr ? acc : a);
-  const auto* y = static_cast<const uint16_t*>(b == nullptr ? a : b);
-  for (size_t i = 0; i < n; ++i) out[i] = Store(Op::apply(Load(x[i]), Load(y[i])));
+  const void* y = b == nullptr ? a : b;
+  for (size_t i = 0; i < n; ++i)
+    out[i] = Store(Op::apply(Load(x[i]), Load(loadAt<uint16_t>(y, i))));
 }
 
 template <typename Op>

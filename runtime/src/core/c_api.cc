@@ -64,16 +64,20 @@ std::vector<size_t> checkedCounts(const char* what, const int64_t* counts) {
   return out;
 }
 
-hvd::DataType dataType(hvd_datatype type) {
-  const auto t = static_cast<hvd::DataType>(type);
-  (void)hvd::dataTypeSize(t);  // validates
-  return t;
+hvd::DataType dataType(int type) {
+  if (type < 0 || type >= hvd::kNumDataTypes) {
+    throw hvd::InvalidArgumentError("unknown data type " + std::to_string(type) +
+                                    " (valid: HVD_INT8 .. HVD_FLOAT64)");
+  }
+  return static_cast<hvd::DataType>(type);
 }
 
-hvd::ReduceOp reduceOp(hvd_reduce_op op) {
-  const auto o = static_cast<hvd::ReduceOp>(op);
-  (void)hvd::reduceOpName(o);  // validates
-  return o;
+hvd::ReduceOp reduceOp(int op) {
+  if (op < 0 || op >= hvd::kNumReduceOps) {
+    throw hvd::InvalidArgumentError("unknown reduce op " + std::to_string(op) +
+                                    " (valid: HVD_SUM .. HVD_PRODUCT)");
+  }
+  return static_cast<hvd::ReduceOp>(op);
 }
 
 hvd_status query(int* out, int (*getter)()) {
@@ -122,8 +126,7 @@ hvd_status hvd_local_size(int* out) { return query(out, hvd::localSize); }
 hvd_status hvd_cross_rank(int* out) { return query(out, hvd::crossRank); }
 hvd_status hvd_cross_size(int* out) { return query(out, hvd::crossSize); }
 
-hvd_status hvd_allreduce(const void* input, void* output, int64_t count, hvd_datatype type,
-                         hvd_reduce_op op) {
+hvd_status hvd_allreduce(const void* input, void* output, int64_t count, int type, int op) {
   return guarded([&] {
     hvd::AllreduceOptions options;
     options.op = reduceOp(op);
@@ -132,14 +135,14 @@ hvd_status hvd_allreduce(const void* input, void* output, int64_t count, hvd_dat
 }
 
 hvd_status hvd_allgather(const void* input, int64_t count, void* output, const int64_t* counts,
-                         hvd_datatype type) {
+                         int type) {
   return guarded([&] {
     hvd::allgather(input, checkedCount("count", count), output, checkedCounts("counts", counts),
                    dataType(type));
   });
 }
 
-hvd_status hvd_broadcast(void* buffer, int64_t count, hvd_datatype type, int root) {
+hvd_status hvd_broadcast(void* buffer, int64_t count, int type, int root) {
   return guarded([&] {
     hvd::BroadcastOptions options;
     options.root = root;
@@ -147,8 +150,8 @@ hvd_status hvd_broadcast(void* buffer, int64_t count, hvd_datatype type, int roo
   });
 }
 
-hvd_status hvd_reducescatter(const void* input, void* output, int64_t count, hvd_datatype type,
-                             hvd_reduce_op op, int64_t row_elements) {
+hvd_status hvd_reducescatter(const void* input, void* output, int64_t count, int type, int op,
+                             int64_t row_elements) {
   return guarded([&] {
     hvd::ReducescatterOptions options;
     options.op = reduceOp(op);
@@ -158,7 +161,7 @@ hvd_status hvd_reducescatter(const void* input, void* output, int64_t count, hvd
 }
 
 hvd_status hvd_alltoall(const void* input, const int64_t* send_counts, void* output,
-                        const int64_t* recv_counts, hvd_datatype type) {
+                        const int64_t* recv_counts, int type) {
   return guarded([&] {
     hvd::alltoall(input, checkedCounts("send_counts", send_counts), output,
                   checkedCounts("recv_counts", recv_counts), dataType(type));
