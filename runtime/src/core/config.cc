@@ -109,8 +109,13 @@ Config parseConfig(const EnvReader& getenv) {
     c.smallMessageBytesTcp = c.smallMessageBytes;
   }
   c.pieceBytes = optionalInt<size_t>(getenv, "HVD_PIECE_BYTES", c.pieceBytes, 64, 1ll << 30);
-  c.spin = std::chrono::microseconds(
-      optionalInt<long long>(getenv, "HVD_SPIN_US", c.spin.count(), 0, 10'000'000));
+  c.yield = std::chrono::microseconds(
+      optionalInt<long long>(getenv, "HVD_YIELD_US", c.yield.count(), 0, 10'000'000));
+  if (const char* spin = getenv("HVD_SPIN_US"); spin != nullptr && *spin) {
+    c.spin =
+        std::chrono::microseconds(optionalInt<long long>(getenv, "HVD_SPIN_US", 0, 0, 10'000'000));
+    c.spinFromEnvironment = true;
+  }
   return c;
 }
 
@@ -126,7 +131,8 @@ std::string Config::summary() const {
       << (storeToken.empty() ? "<unset>" : "<set>") << " timeout " << timeout.count() << "ms"
       << " transport " << (transport == TransportChoice::kTcp ? "tcp" : "auto") << " shm-ring "
       << shmRingBytes << "B small-message " << smallMessageBytes << "B (tcp "
-      << smallMessageBytesTcp << "B) piece " << pieceBytes << "B spin " << spin.count() << "us";
+      << smallMessageBytesTcp << "B) piece " << pieceBytes << "B spin " << spin.count()
+      << "us yield " << yield.count() << "us";
   return out.str();
 }
 

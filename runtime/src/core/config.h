@@ -28,8 +28,12 @@ struct Config {
   // HVD_SMALL_MESSAGE_BYTES sets both crossovers when given.
   size_t smallMessageBytes = 8 << 10;
   size_t smallMessageBytesTcp = 128 << 10;
-  std::chrono::microseconds spin{50};  // HVD_SPIN_US
-  size_t pieceBytes = 256 << 10;       // HVD_PIECE_BYTES
+  // HVD_SPIN_US; when unset, 50 us, or 0 when this host runs more ranks than this process may
+  // use CPUs (a spinning rank would hold the core its peer needs; yielding hands it over).
+  std::chrono::microseconds spin{50};
+  bool spinFromEnvironment = false;
+  std::chrono::microseconds yield{2000};  // HVD_YIELD_US
+  size_t pieceBytes = 256 << 10;          // HVD_PIECE_BYTES
 
   // One line for the start-up log (the token is shown as "<set>").
   std::string summary() const;

@@ -1,6 +1,9 @@
 #include "core/runtime.h"
 
+#include <sched.h>
 #include <unistd.h>
+
+#include <algorithm>
 
 #include "common/logging.h"
 #include "store/tcp_store_client.h"
@@ -75,6 +78,13 @@ class StoreFailureBoard final : public transport::FailureBoard {
   store::Store& store_;
 };
 
+int usableCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
+  return std::max(1, CPU_COUNT(&set));
+}
+
 std::string hostName() {
   char buf[256] = {0};
   ::gethostname(buf, sizeof(buf) - 1);
@@ -100,6 +110,13 @@ Runtime::Runtime(const Config& config, int generation) : config_(config) {
   transport::ContextOptions options;
   options.timeout = config_.timeout;
   options.spin = config_.spin;
+  const int cpus = usableCpus();
+  if (!config_.spinFromEnvironment && config_.localSize > cpus) {
+    options.spin = std::chrono::microseconds(0);
+    log->info("{} local ranks on {} usable CPUs: waiting ranks yield instead of spinning",
+              config_.localSize, cpus);
+  }
+  options.yield = config_.yield;
   options.smallMessageBytes = config_.smallMessageBytes;
   options.smallMessageBytesTcp = config_.smallMessageBytesTcp;
   options.pieceBytes = config_.pieceBytes;

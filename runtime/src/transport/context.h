@@ -34,9 +34,13 @@ class FailureBoard {
 struct ContextOptions {
   // A collective that makes no progress for this long fails with TimeoutError.
   std::chrono::milliseconds timeout{60000};
-  // How long a waiting rank polls its links before it blocks in poll(2). Short, because with
-  // more ranks than cores a spinning rank steals the CPU its peer needs.
+  // Waiting has three phases. First a rank polls its links for `spin` (a peer on another core
+  // answers within microseconds). Then, until `yield` has passed, it calls sched_yield(2)
+  // between polls: with more ranks than cores (np 4 on 2 cores) the peer it waits for is often
+  // runnable on this very core, and yielding hands it the CPU at once instead of after a
+  // sleep and a wake-up. Finally it blocks in poll(2), so a long wait costs no CPU.
   std::chrono::microseconds spin{50};
+  std::chrono::microseconds yield{2000};
   // Messages up to this many bytes use the latency-optimised (direct) algorithms: one round
   // instead of 2(n-1). Over TCP a round costs ~10 us of loopback or network latency, so the
   // crossover sits much higher than over shared memory (measured with hvd-bench, np 2 and 4).

@@ -105,8 +105,13 @@ class Runner {
       }
       checkClosedPeers();
       const auto now = Clock::now();
-      if (now - lastProgress < options.spin) {
+      const auto idle = now - lastProgress;
+      if (idle < options.spin) {
         cpuRelax();
+        continue;
+      }
+      if (idle < options.spin + options.yield) {
+        ::sched_yield();
         continue;
       }
       if (now - lastProgress >= options.timeout) throwTimeout();
@@ -128,8 +133,8 @@ class Runner {
         index[peer] = static_cast<int>(states_.size());
         Link* link = &context_.link(peer);
         const auto& options = context_.options();
-        const size_t piece = std::string(link->kind()) == "tcp" ? options.pieceBytesTcp
-                                                                 : options.pieceBytes;
+        const size_t piece =
+            std::string(link->kind()) == "tcp" ? options.pieceBytesTcp : options.pieceBytes;
         states_.push_back(LinkState{peer, link, {}, {}, 0, 0, false, piece});
       }
       return states_[index[peer]];
