@@ -100,6 +100,12 @@ bool runUntil(asio::io_context& io, Clock::time_point deadline, Done done) {
   return true;
 }
 
+std::string peerAddress(const tcp::socket& socket) {
+  boost::system::error_code error;
+  const auto endpoint = socket.remote_endpoint(error);
+  return error ? std::string("an unknown address") : endpoint.address().to_string();
+}
+
 std::string readFirstLine(const char* path) {
   std::ifstream in(path);
   std::string line;
@@ -242,8 +248,7 @@ std::unique_ptr<Context> connectMesh(store::Store& store, const MeshConfig& conf
                            log->warn(
                                "rejected a data-plane connection from {} (not a peer of "
                                "this job)",
-                               rerr ? std::string("?")
-                                    : incoming->socket.remote_endpoint().address().to_string());
+                               peerAddress(incoming->socket));
                            return;
                          }
                          sockets[from].emplace(std::move(incoming->socket));

@@ -50,6 +50,9 @@ void RecvAction::consume(const uint8_t* data, size_t offset, size_t bytes) {
   }
 }
 
+Schedule::Schedule() : scratch_(std::make_unique<ProgressScratch>()) {}
+Schedule::~Schedule() = default;
+
 void Schedule::clear() {
   sends_.clear();
   recvs_.clear();
@@ -77,10 +80,12 @@ inline void cpuRelax() {
 #endif
 }
 
+}  // namespace
+
 // Per-link cursor into the schedule: the next unfinished send and receive on that link.
 struct LinkState {
-  int peer;
-  Link* link;
+  int peer = -1;
+  Link* link = nullptr;
   std::vector<int> sends;  // indices in schedule order
   std::vector<int> recvs;
   size_t nextSend = 0;
@@ -89,10 +94,27 @@ struct LinkState {
   size_t piece = 0;                // most bytes moved per call on this link
 };
 
+// Per-link state of a run, kept by the Schedule between collectives so that a run allocates
+// nothing once the vectors have grown to the job's shape.
+struct ProgressScratch {
+  std::vector<LinkState> states;  // [0, active) are in use by the current run
+  size_t active = 0;
+  std::vector<int> index;  // peer -> position in states, or -1
+  std::vector<pollfd> fds;
+  std::vector<LinkState*> polled;
+};
+
+namespace {
+
 class Runner {
  public:
   Runner(Context& context, Schedule& schedule, const char* opName)
-      : context_(context), schedule_(schedule), opName_(opName) {}
+      : context_(context),
+        schedule_(schedule),
+        opName_(opName),
+        scratch_(schedule.scratch()),
+        fds_(scratch_.fds),
+        polled_(scratch_.polled) {}
 
   void run() {
     buildLinkStates();
@@ -122,22 +144,34 @@ class Runner {
  private:
   void buildLinkStates() {
     const int size = context_.size();
-    states_.clear();
-    std::vector<int> index(size, -1);
+    auto& index = scratch_.index;
+    // Reset the previous run's entries (index holds -1 everywhere else).
+    if (index.size() != static_cast<size_t>(size)) index.assign(size, -1);
+    for (size_t i = 0; i < scratch_.active; ++i) index[scratch_.states[i].peer] = -1;
+    scratch_.active = 0;
     auto stateFor = [&](int peer) -> LinkState& {
       if (peer < 0 || peer >= size || peer == context_.rank()) {
         throw InternalError(std::string(opName_) + ": schedule names invalid peer " +
                             std::to_string(peer));
       }
       if (index[peer] < 0) {
-        index[peer] = static_cast<int>(states_.size());
         Link* link = &context_.link(peer);
         const auto& options = context_.options();
         const size_t piece =
             std::string(link->kind()) == "tcp" ? options.pieceBytesTcp : options.pieceBytes;
-        states_.push_back(LinkState{peer, link, {}, {}, 0, 0, false, piece});
+        if (scratch_.active == scratch_.states.size()) scratch_.states.emplace_back();
+        LinkState& state = scratch_.states[scratch_.active];
+        state.peer = peer;
+        state.link = link;
+        state.sends.clear();
+        state.recvs.clear();
+        state.nextSend = 0;
+        state.nextRecv = 0;
+        state.sendBlockedOnLink = false;
+        state.piece = piece;
+        index[peer] = static_cast<int>(scratch_.active++);
       }
-      return states_[index[peer]];
+      return scratch_.states[index[peer]];
     };
     auto& sends = schedule_.sends();
     auto& recvs = schedule_.recvs();
@@ -152,6 +186,7 @@ class Runner {
       stateFor(recvs[i].peer).recvs.push_back(static_cast<int>(i));
       ++remaining_;
     }
+    states_ = {scratch_.states.data(), scratch_.active};
   }
 
   // One sweep over every link: move at most one piece per direction. Returns whether any byte
@@ -263,9 +298,16 @@ class Runner {
   Context& context_;
   Schedule& schedule_;
   const char* opName_;
-  std::vector<LinkState> states_;
-  std::vector<pollfd> fds_;
-  std::vector<LinkState*> polled_;
+  ProgressScratch& scratch_;
+  // The links of this run: a view of the first scratch_.active states.
+  struct States {
+    LinkState* first = nullptr;
+    size_t count = 0;
+    LinkState* begin() const { return first; }
+    LinkState* end() const { return first + count; }
+  } states_;
+  std::vector<pollfd>& fds_;
+  std::vector<LinkState*>& polled_;
   size_t remaining_ = 0;
 };
 

@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "hvd/types.hpp"
@@ -45,8 +46,13 @@ struct RecvAction final : RecvSink {
   }
 };
 
+struct ProgressScratch;
+
 class Schedule {
  public:
+  Schedule();
+  ~Schedule();
+
   struct Send {
     int peer;
     const uint8_t* data;
@@ -68,10 +74,12 @@ class Schedule {
 
   std::vector<Send>& sends() { return sends_; }
   std::vector<Recv>& recvs() { return recvs_; }
+  ProgressScratch& scratch() { return *scratch_; }
 
  private:
   std::vector<Send> sends_;
   std::vector<Recv> recvs_;
+  std::unique_ptr<ProgressScratch> scratch_;  // the progress engine's reusable state
 };
 
 // Runs every operation of `schedule` to completion. `opName` ("allreduce") is used in errors.
