@@ -10,3 +10,12 @@ include(${CMAKE_CURRENT_LIST_DIR}/store.cmake)
 hvd_test(NAME config_test LABEL unit TIMEOUT 60 SOURCES ${CMAKE_CURRENT_LIST_DIR}/config_test.cc)
 hvd_test(NAME api_test LABEL unit TIMEOUT 60 SOURCES ${CMAKE_CURRENT_LIST_DIR}/api_test.cc)
 hvd_test(NAME reduce_test LABEL unit TIMEOUT 60 SOURCES ${CMAKE_CURRENT_LIST_DIR}/reduce_test.cc)
+hvd_test(NAME mesh_test LABEL unit TIMEOUT 120 SOURCES ${CMAKE_CURRENT_LIST_DIR}/mesh_test.cc)
+
+# "Reduction loops that the compiler vectorises": the float32 sum kernel must contain packed
+# SSE/AVX additions (not meaningful in sanitizer builds, which instrument every access).
+if(NOT HVD_SANITIZE)
+  add_test(NAME reduce_kernels_are_vectorised
+           COMMAND sh -c "objdump -d --no-show-raw-insn $<TARGET_FILE:hvd> | grep -qE 'v?addps'")
+  set_tests_properties(reduce_kernels_are_vectorised PROPERTIES LABELS unit TIMEOUT 60)
+endif()

@@ -57,7 +57,8 @@ void allgather(Context& ctx, const void* input, size_t count, void* output,
     for (int g = 0; g < n - 1; ++g) {
       const int sendBlock = ((r - g) % n + n) % n;
       const int recvBlock = ((r - g - 1) % n + n) % n;
-      schedule.send(next, out + offset[sendBlock] * elem, counts[sendBlock] * elem, lastRecv);
+      schedule.send(next, out + offset[sendBlock] * elem, counts[sendBlock] * elem, lastRecv,
+                    /*forwards=*/g > 0);
       RecvAction copy;
       copy.dst = out + offset[recvBlock] * elem;
       lastRecv = schedule.recv(prev, counts[recvBlock] * elem, elem, copy);

@@ -74,7 +74,7 @@ void allreduceRing(Context& ctx, const uint8_t* in, uint8_t* out, size_t count, 
     const int sendChunk = mod(r - s);
     const int recvChunk = mod(r - s - 1);
     const uint8_t* source = (s == 0 ? in : out) + chunkOffset(sendChunk) * elem;
-    schedule.send(next, source, chunkCount(sendChunk) * elem, lastRecv);
+    schedule.send(next, source, chunkCount(sendChunk) * elem, lastRecv, /*forwards=*/s > 0);
     RecvAction reduce;
     reduce.op = op;
     reduce.type = type;
@@ -86,13 +86,15 @@ void allreduceRing(Context& ctx, const uint8_t* in, uint8_t* out, size_t count, 
       reduce.src = in + chunkOffset(recvChunk) * elem;
     }
     if (op == ReduceOp::kAverage && s == n - 2) reduce.averageDivisor = n;
+    // Partial sums of earlier steps are overwritten by the allgather phase: only forwarded.
+    reduce.resultNeeded = s == n - 2;
     lastRecv = schedule.recv(prev, chunkCount(recvChunk) * elem, elem, reduce);
   }
   for (int t = 0; t < n - 1; ++t) {
     const int sendChunk = mod(r + 1 - t);
     const int recvChunk = mod(r - t);
-    schedule.send(next, out + chunkOffset(sendChunk) * elem, chunkCount(sendChunk) * elem,
-                  lastRecv);
+    schedule.send(next, out + chunkOffset(sendChunk) * elem, chunkCount(sendChunk) * elem, lastRecv,
+                  /*forwards=*/true);
     RecvAction copy;
     // Chunks received in the allgather phase are final: nobody reads them again during the
     // collective, so large ones bypass the cache.

@@ -44,7 +44,7 @@ void broadcast(Context& ctx, void* buffer, size_t count, DataType type,
       schedule.send(next, data, bytes);
     } else {
       const int received = schedule.recv(prev, bytes, elem, copy);
-      if (position < n - 1) schedule.send(next, data, bytes, received);
+      if (position < n - 1) schedule.send(next, data, bytes, received, /*forwards=*/true);
     }
   }
   transport::run(ctx, schedule, "broadcast");

@@ -92,7 +92,7 @@ void reducescatter(Context& ctx, const void* input, void* output, size_t count, 
     const int sendChunk = mod(r - s - 1);
     const int recvChunk = mod(r - s - 2);
     const uint8_t* source = (s == 0 ? in : partial) + offset[sendChunk] * elem;
-    schedule.send(next, source, counts[sendChunk] * elem, lastRecv);
+    schedule.send(next, source, counts[sendChunk] * elem, lastRecv, /*forwards=*/s > 0);
     RecvAction reduce;
     reduce.kind = RecvAction::Kind::kReduceTo;
     reduce.op = op;
@@ -104,6 +104,7 @@ void reducescatter(Context& ctx, const void* input, void* output, size_t count, 
       if (op == ReduceOp::kAverage) reduce.averageDivisor = n;
     } else {
       reduce.dst = partial + offset[recvChunk] * elem;
+      reduce.resultNeeded = false;  // a partial sum: only forwarded
     }
     lastRecv = schedule.recv(prev, counts[recvChunk] * elem, elem, reduce);
   }

@@ -49,6 +49,17 @@ class Link {
   // receive operation (only passed through to the sink).
   virtual size_t tryRecv(size_t bytes, size_t align, size_t offset, RecvSink& sink) = 0;
 
+  // Zero-copy sending, for transports whose outgoing stream lives in memory (shared-memory
+  // rings): reserveSend returns a contiguous, writable region at the tail of the stream of up to
+  // `bytes` bytes (its size in *granted, 0 when there is no room or no support); the caller
+  // fills a prefix of it and publishes that prefix with commitSend. Lets a ring rank reduce a
+  // received piece straight into the next rank's ring instead of into memory it reads back.
+  virtual uint8_t* reserveSend(size_t bytes, size_t* granted) {
+    *granted = 0;
+    return nullptr;
+  }
+  virtual void commitSend(size_t bytes) {}
+
   virtual int waitFd() const = 0;
   virtual short pollEvents(bool wantSend, bool wantRecv) const = 0;
   virtual void prepareSleep() = 0;

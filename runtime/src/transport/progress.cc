@@ -58,15 +58,67 @@ void Schedule::clear() {
   recvs_.clear();
 }
 
-int Schedule::send(int peer, const void* data, size_t bytes, int afterRecv) {
+int Schedule::send(int peer, const void* data, size_t bytes, int afterRecv, bool forwards) {
   sends_.push_back(Send{peer, static_cast<const uint8_t*>(data), bytes, afterRecv, 0});
-  return static_cast<int>(sends_.size()) - 1;
+  const int index = static_cast<int>(sends_.size()) - 1;
+  if (forwards && afterRecv >= 0) {
+    Recv& source = recvs_.at(afterRecv);
+    if (source.bytes == bytes && source.action.dst == data &&
+        source.action.kind != RecvAction::Kind::kDiscard &&
+        source.action.kind != RecvAction::Kind::kExpectU64) {
+      source.forwardedBy = index;
+    }
+  }
+  return index;
 }
 
 int Schedule::recv(int peer, size_t bytes, size_t align, const RecvAction& action) {
-  recvs_.push_back(Recv{peer, bytes, align, action, 0});
+  recvs_.push_back(Recv{peer, bytes, align, action, 0, -1});
   return static_cast<int>(recvs_.size()) - 1;
 }
+
+namespace {
+
+// Receives a piece and writes its result (a reduction or a copy) into the next rank's ring
+// instead of into memory that the forwarding send would read back; stores the result at the
+// receive's destination too when it is needed there.
+struct ForwardingSink final : RecvSink {
+  const RecvAction* action = nullptr;
+  uint8_t* tx = nullptr;  // reserved ring space for stream offsets [base, base + granted)
+  size_t base = 0;
+
+  void consume(const uint8_t* data, size_t offset, size_t bytes) override {
+    const RecvAction& a = *action;
+    uint8_t* out = tx + (offset - base);
+    const size_t elem = dataTypeSize(a.type);
+    switch (a.kind) {
+      case RecvAction::Kind::kCopy:
+      case RecvAction::Kind::kCopyStreaming:
+        std::memcpy(out, data, bytes);
+        break;
+      case RecvAction::Kind::kReduceInto:
+        coll::reduceTo(a.op, a.type, out, a.dst + offset, data, bytes / elem);
+        break;
+      case RecvAction::Kind::kReduceTo:
+        coll::reduceTo(a.op, a.type, out, a.src + offset, data, bytes / elem);
+        break;
+      default:
+        throw InternalError("receive kind cannot be forwarded");
+    }
+    if (a.averageDivisor > 1) coll::finishAverage(a.type, out, bytes / elem, a.averageDivisor);
+    if (a.resultNeeded) {
+      // Final results (the last reduce-scatter step, allgather copies) are not read again
+      // during the collective: large ones bypass the cache.
+      if (a.kind == RecvAction::Kind::kCopyStreaming) {
+        coll::copyStreaming(a.dst + offset, out, bytes);
+      } else {
+        std::memcpy(a.dst + offset, out, bytes);
+      }
+    }
+  }
+};
+
+}  // namespace
 
 namespace {
 
@@ -201,7 +253,10 @@ class Runner {
       while (state.nextRecv < state.recvs.size()) {
         auto& op = recvs[state.recvs[state.nextRecv]];
         const size_t want = std::min(op.bytes - op.done, piece);
-        const size_t got = state.link->tryRecv(want, op.align, op.done, op.action);
+        size_t got = 0;
+        if (!tryForwarding(state, op, want, &got)) {
+          got = state.link->tryRecv(want, op.align, op.done, op.action);
+        }
         if (got == 0) break;
         op.done += got;
         progress = true;
@@ -232,6 +287,37 @@ class Runner {
       }
     }
     return progress;
+  }
+
+  // Reduce-and-forward: when the send that forwards this receive's result has caught up with
+  // it (all earlier bytes sent, nothing else queued before it on its link) and the next link
+  // can lend ring space, the received piece is reduced or copied straight into that space and
+  // published. Saves writing the result and reading it back; for a ring's intermediate steps
+  // the result is never written to memory at all. Returns false when it did not apply (the
+  // caller then receives normally); *got is the number of bytes moved.
+  bool tryForwarding(LinkState& state, Schedule::Recv& op, size_t want, size_t* got) {
+    if (op.forwardedBy < 0) return false;
+    auto& sendOp = schedule_.sends()[op.forwardedBy];
+    if (sendOp.done != op.done) return false;
+    LinkState& out = scratch_.states[scratch_.index[sendOp.peer]];
+    if (out.nextSend >= out.sends.size() || out.sends[out.nextSend] != op.forwardedBy) return false;
+    size_t granted = 0;
+    uint8_t* tx = out.link->reserveSend(want, &granted);
+    granted &= ~(op.align - 1);
+    // The reduction writes typed elements into the ring: only when they are aligned there.
+    if (granted == 0 || reinterpret_cast<uintptr_t>(tx) % op.align != 0) return false;
+    forwarding_.action = &op.action;
+    forwarding_.tx = tx;
+    forwarding_.base = op.done;
+    const size_t moved = state.link->tryRecv(granted, op.align, op.done, forwarding_);
+    out.link->commitSend(moved);
+    sendOp.done += moved;
+    if (moved > 0 && sendOp.done == sendOp.bytes) {
+      ++out.nextSend;
+      --remaining_;
+    }
+    *got = moved;
+    return true;
   }
 
   bool pendingRecv(const LinkState& s) const { return s.nextRecv < s.recvs.size(); }
@@ -308,6 +394,7 @@ class Runner {
   } states_;
   std::vector<pollfd>& fds_;
   std::vector<LinkState*>& polled_;
+  ForwardingSink forwarding_;
   size_t remaining_ = 0;
 };
 

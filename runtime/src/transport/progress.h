@@ -34,6 +34,9 @@ struct RecvAction final : RecvSink {
   ReduceOp op = ReduceOp::kSum;
   DataType type = DataType::kUInt8;
   int averageDivisor = 0;
+  // False when the result at dst is only needed to be forwarded (a ring's intermediate partial
+  // sums): if the progress engine forwards a piece straight from the reduction, dst is skipped.
+  bool resultNeeded = true;
   // kExpectU64: the 8-byte value the sender must announce; a mismatch throws
   // InvalidArgumentError with `what` (describing the field) and both values.
   uint64_t expected = 0;
@@ -66,10 +69,13 @@ class Schedule {
     size_t align;
     RecvAction action;
     size_t done;
+    int forwardedBy;  // the send that forwards exactly this receive's result, or -1
   };
 
   void clear();
-  int send(int peer, const void* data, size_t bytes, int afterRecv = -1);
+  // `forwards`: the send transmits exactly the bytes receive `afterRecv` leaves at its
+  // destination (same region, same size), so the engine may fuse the two (see progress.cc).
+  int send(int peer, const void* data, size_t bytes, int afterRecv = -1, bool forwards = false);
   int recv(int peer, size_t bytes, size_t align, const RecvAction& action);
 
   std::vector<Send>& sends() { return sends_; }

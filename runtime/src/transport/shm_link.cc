@@ -90,6 +90,25 @@ size_t ShmLink::trySend(const uint8_t* data, size_t bytes) {
   return n;
 }
 
+uint8_t* ShmLink::reserveSend(size_t bytes, size_t* granted) {
+  *granted = 0;
+  if (closed_ || bytes == 0) return nullptr;
+  if (capacity_ - (txTail_ - txHeadSeen_) < bytes) {
+    txHeadSeen_ = header_->head[side_].value.load(std::memory_order_acquire);
+  }
+  const size_t pos = txTail_ & mask_;
+  const uint64_t space = capacity_ - (txTail_ - txHeadSeen_);
+  *granted = std::min<uint64_t>({bytes, space, capacity_ - pos});
+  return tx_ + pos;
+}
+
+void ShmLink::commitSend(size_t bytes) {
+  if (bytes == 0) return;
+  txTail_ += bytes;
+  header_->tail[side_].value.store(txTail_, std::memory_order_release);
+  wakePeer();
+}
+
 size_t ShmLink::tryRecv(size_t bytes, size_t align, size_t offset, RecvSink& sink) {
   if (bytes == 0) return 0;
   if (rxTailSeen_ - rxHead_ < bytes) {
