@@ -88,6 +88,9 @@ void allreduceRing(Context& ctx, const uint8_t* in, uint8_t* out, size_t count, 
     if (op == ReduceOp::kAverage && s == n - 2) reduce.averageDivisor = n;
     // Partial sums of earlier steps are overwritten by the allgather phase: only forwarded.
     reduce.resultNeeded = s == n - 2;
+    // The final reduced chunk is forwarded from the ring (progress.cc), so its copy in the
+    // output is not read again: stream it when large.
+    reduce.streaming = reduce.resultNeeded && count * elem >= kStreamingBytes;
     lastRecv = schedule.recv(prev, chunkCount(recvChunk) * elem, elem, reduce);
   }
   for (int t = 0; t < n - 1; ++t) {
@@ -98,8 +101,8 @@ void allreduceRing(Context& ctx, const uint8_t* in, uint8_t* out, size_t count, 
     RecvAction copy;
     // Chunks received in the allgather phase are final: nobody reads them again during the
     // collective, so large ones bypass the cache.
-    copy.kind = count * elem >= kStreamingBytes ? RecvAction::Kind::kCopyStreaming
-                                                : RecvAction::Kind::kCopy;
+    copy.kind = RecvAction::Kind::kCopy;
+    copy.streaming = count * elem >= kStreamingBytes;
     copy.dst = out + chunkOffset(recvChunk) * elem;
     lastRecv = schedule.recv(prev, chunkCount(recvChunk) * elem, elem, copy);
   }

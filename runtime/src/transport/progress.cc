@@ -18,10 +18,11 @@ namespace hvd::transport {
 void RecvAction::consume(const uint8_t* data, size_t offset, size_t bytes) {
   switch (kind) {
     case Kind::kCopy:
-      std::memcpy(dst + offset, data, bytes);
-      return;
-    case Kind::kCopyStreaming:
-      coll::copyStreaming(dst + offset, data, bytes);
+      if (streaming) {
+        coll::copyStreaming(dst + offset, data, bytes);
+      } else {
+        std::memcpy(dst + offset, data, bytes);
+      }
       return;
     case Kind::kReduceInto:
     case Kind::kReduceTo: {
@@ -93,7 +94,6 @@ struct ForwardingSink final : RecvSink {
     const size_t elem = dataTypeSize(a.type);
     switch (a.kind) {
       case RecvAction::Kind::kCopy:
-      case RecvAction::Kind::kCopyStreaming:
         std::memcpy(out, data, bytes);
         break;
       case RecvAction::Kind::kReduceInto:
@@ -109,7 +109,7 @@ struct ForwardingSink final : RecvSink {
     if (a.resultNeeded) {
       // Final results (the last reduce-scatter step, allgather copies) are not read again
       // during the collective: large ones bypass the cache.
-      if (a.kind == RecvAction::Kind::kCopyStreaming) {
+      if (a.streaming) {
         coll::copyStreaming(a.dst + offset, out, bytes);
       } else {
         std::memcpy(a.dst + offset, out, bytes);

@@ -27,7 +27,7 @@ namespace hvd::transport {
 // reduce them with src into dst (dst = src op bytes), or discard them. Optionally divides the
 // result by `averageDivisor` (the final step of an average).
 struct RecvAction final : RecvSink {
-  enum class Kind { kCopy, kCopyStreaming, kReduceInto, kReduceTo, kDiscard, kExpectU64 };
+  enum class Kind { kCopy, kReduceInto, kReduceTo, kDiscard, kExpectU64 };
   Kind kind = Kind::kCopy;
   uint8_t* dst = nullptr;
   const uint8_t* src = nullptr;
@@ -37,6 +37,10 @@ struct RecvAction final : RecvSink {
   // False when the result at dst is only needed to be forwarded (a ring's intermediate partial
   // sums): if the progress engine forwards a piece straight from the reduction, dst is skipped.
   bool resultNeeded = true;
+  // The result is final and not read again during the collective: store it with streaming
+  // (non-temporal) stores, skipping the read-for-ownership of each destination line. For
+  // results larger than the caches only.
+  bool streaming = false;
   // kExpectU64: the 8-byte value the sender must announce; a mismatch throws
   // InvalidArgumentError with `what` (describing the field) and both values.
   uint64_t expected = 0;
@@ -45,7 +49,7 @@ struct RecvAction final : RecvSink {
 
   void consume(const uint8_t* data, size_t offset, size_t bytes) override;
   uint8_t* directTarget(size_t offset) override {
-    return kind == Kind::kCopy ? dst + offset : nullptr;
+    return kind == Kind::kCopy && !streaming ? dst + offset : nullptr;
   }
 };
 

@@ -66,22 +66,10 @@ size_t TcpLink::tryRecv(size_t bytes, size_t align, size_t offset, RecvSink& sin
     if (staged == 0) {
       // A plain copy reads straight into its destination (one copy fewer than staging).
       if (uint8_t* target = sink.directTarget(offset + consumed)) {
-        const ssize_t r = ::recv(fd_, target, bytes - consumed, MSG_DONTWAIT);
-        if (r > 0) {
-          consumed += static_cast<size_t>(r);
-          continue;
-        }
-        if (r == 0) {
-          closed_ = true;
-          break;
-        }
-        if (errno == EINTR) continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-        if (errno == ECONNRESET || errno == ENOTCONN) {
-          closed_ = true;
-          break;
-        }
-        throwSyscall("recv from " + description_);
+        const size_t got = readSome(target, bytes - consumed);
+        if (got == 0) break;
+        consumed += got;
+        continue;
       }
     }
     // Keep the partial element (fewer than `align` bytes) at the front, then read more.
@@ -95,24 +83,29 @@ size_t TcpLink::tryRecv(size_t bytes, size_t align, size_t offset, RecvSink& sin
     const size_t want = std::max(align, bytes - consumed);
     const size_t room = std::min(kStagingBytes - stagedEnd_, want - std::min(want, staged));
     if (room == 0) break;
-    const ssize_t r = ::recv(fd_, staging_.get() + stagedEnd_, room, MSG_DONTWAIT);
-    if (r > 0) {
-      stagedEnd_ += static_cast<size_t>(r);
-      continue;
-    }
+    const size_t got = readSome(staging_.get() + stagedEnd_, room);
+    if (got == 0) break;
+    stagedEnd_ += got;
+  }
+  return consumed;
+}
+
+size_t TcpLink::readSome(uint8_t* dst, size_t max) {
+  while (true) {
+    const ssize_t r = ::recv(fd_, dst, max, MSG_DONTWAIT);
+    if (r > 0) return static_cast<size_t>(r);
     if (r == 0) {
       closed_ = true;
-      break;
+      return 0;
     }
     if (errno == EINTR) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
     if (errno == ECONNRESET || errno == ENOTCONN) {
       closed_ = true;
-      break;
+      return 0;
     }
     throwSyscall("recv from " + description_);
   }
-  return consumed;
 }
 
 short TcpLink::pollEvents(bool wantSend, bool wantRecv) const {

@@ -36,6 +36,10 @@ class TcpLink final : public Link {
   void abort() override;
 
  private:
+  // Reads up to `max` bytes without blocking. Returns 0 when nothing is there now or the peer
+  // has closed its end (then closed_ is set).
+  size_t readSome(uint8_t* dst, size_t max);
+
   int peer_;
   int fd_;
   std::string description_;
