@@ -37,7 +37,7 @@ void checkMatrix(transport::Context& ctx, CheckReport& report);
 void checkIterations(transport::Context& ctx, CheckReport& report, int iterations);
 
 // Expected value helpers, exposed for tests of the helpers themselves.
-int64_t inputValue(ReduceOp op, int rank, size_t index, int salt);
+int64_t inputValue(DataType type, ReduceOp op, int rank, size_t index, int salt);
 void storeValue(DataType type, void* base, size_t index, double value);
 
 }  // namespace hvd::testing
