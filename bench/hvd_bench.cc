@@ -26,70 +26,28 @@
 // Only rank 0 prints. Exit status: 0 when every element was right, 1 when some were wrong,
 // 2 for a usage error, 3 when hvd (or the process) failed.
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
-#include <climits>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <functional>
+#include <stdexcept>
 #include <string>
-#include <type_traits>
 #include <vector>
 
-#include "common/half.h"
+#include "bench_options.h"
+#include "bench_patterns.h"
 #include "hvd/error.hpp"
 #include "hvd/hvd.hpp"
 #include "hvd/types.hpp"
 
+namespace hvd::bench {
 namespace {
-
-constexpr int kPeriod = 17;  // the input pattern repeats every 17 elements
-constexpr size_t kMaxElem = 8;
-
-enum class Coll { kAllreduce, kAllgather, kBroadcast, kReducescatter, kAlltoall };
-
-struct CollInfo {
-  const char* name;
-  Coll coll;
-};
-constexpr CollInfo kColls[] = {{"allreduce", Coll::kAllreduce},
-                               {"allgather", Coll::kAllgather},
-                               {"broadcast", Coll::kBroadcast},
-                               {"reducescatter", Coll::kReducescatter},
-                               {"alltoall", Coll::kAlltoall}};
-
-bool reduces(Coll c) { return c == Coll::kAllreduce || c == Coll::kReducescatter; }
-
-struct Options {
-  Coll coll = Coll::kAllreduce;
-  size_t minBytes = 8;
-  size_t maxBytes = size_t{64} << 20;
-  size_t factor = 2;
-  int iters = 20;
-  int warmup = 5;
-  int check = 1;
-  hvd::DataType type = hvd::DataType::kFloat32;
-  hvd::ReduceOp op = hvd::ReduceOp::kSum;
-  int root = 0;
-};
-
-// A command-line mistake: printed as "hvd-bench: <message>" with a usage hint, exit status 2.
-struct UsageError {
-  std::string message;
-};
 
 // Only rank 0 prints. Before hvd::init() the rank comes from the environment the launcher set.
 bool g_quiet = false;
-
-const char* collName(Coll c) {
-  for (const auto& info : kColls) {
-    if (info.coll == c) return info.name;
-  }
-  return "?";
-}
 
 // nccl-tests' short type names, for the table.
 const char* typeColumn(hvd::DataType t) {
@@ -128,365 +86,6 @@ const char* opColumn(hvd::ReduceOp op) {
       return "prod";
   }
   return "?";
-}
-
-void printUsage(FILE* out) {
-  std::fprintf(
-      out,
-      "usage: hvd-bench [--coll NAME] [-b MINBYTES] [-e MAXBYTES] [-f FACTOR] [-n ITERS]\n"
-      "                 [-w WARMUP] [-c 0|1] [-d DTYPE] [-o OP] [-r ROOT]\n"
-      "\n"
-      "nccl-tests style benchmark of hvd's collectives; run one copy per rank under a launcher\n"
-      "(hvd-local-run -np N -- hvd-bench ...). Only rank 0 prints.\n"
-      "\n"
-      "  --coll NAME          allreduce (default), allgather, broadcast, reducescatter, alltoall\n"
-      "  -b, --minbytes N     smallest total buffer size in bytes (default 8)\n"
-      "  -e, --maxbytes N     largest total buffer size in bytes (default 64M)\n"
-      "  -f, --stepfactor N   multiply the size by N (an integer >= 2) between rows (default 2)\n"
-      "  -n, --iters N        timed calls per size and mode (default 20)\n"
-      "  -w, --warmup_iters N untimed warm-up calls before them (default 5)\n"
-      "  -c, --check 0|1      check every element of one more call per mode (default 1)\n"
-      "  -d, --datatype T     float32 (float), float64 (double), float16 (half), bfloat16,\n"
-      "                       int8, uint8, int32 (int), int64 (default float32)\n"
-      "  -o, --op OP          sum, average (avg), min, max, product (prod) (default sum);\n"
-      "                       allreduce and reducescatter only\n"
-      "  -r, --root R         broadcast root rank (default 0)\n"
-      "  -h, --help           this text\n"
-      "\n"
-      "Sizes take K, M or G suffixes (powers of 1024; a trailing B or iB is allowed). For\n"
-      "allgather, reducescatter and alltoall the size is the total buffer, as in nccl-tests.\n"
-      "Options also take the --name=value form.\n"
-      "Exit status: 0 all elements right, 1 wrong elements, 2 usage error, 3 hvd error.\n");
-}
-
-// "64", "8K", "256M", "1G", "4KiB", "16MB": binary multiples.
-bool parseSize(const std::string& s, size_t* out) {
-  if (s.empty() || s[0] < '0' || s[0] > '9') return false;
-  char* end = nullptr;
-  errno = 0;
-  const unsigned long long v = std::strtoull(s.c_str(), &end, 10);
-  if (errno != 0) return false;
-  unsigned long long mult = 1;
-  switch (*end) {
-    case 'k':
-    case 'K':
-      mult = 1ULL << 10;
-      ++end;
-      break;
-    case 'm':
-    case 'M':
-      mult = 1ULL << 20;
-      ++end;
-      break;
-    case 'g':
-    case 'G':
-      mult = 1ULL << 30;
-      ++end;
-      break;
-    default:
-      break;
-  }
-  if (mult > 1 && *end == 'i') ++end;
-  if (*end == 'B' || *end == 'b') ++end;
-  if (*end != '\0' || v > SIZE_MAX / mult) return false;
-  *out = static_cast<size_t>(v * mult);
-  return true;
-}
-
-bool parseInt(const std::string& s, long min, long max, long* out) {
-  if (s.empty()) return false;
-  char* end = nullptr;
-  errno = 0;
-  const long v = std::strtol(s.c_str(), &end, 10);
-  if (errno != 0 || *end != '\0' || v < min || v > max) return false;
-  *out = v;
-  return true;
-}
-
-Options parseOptions(int argc, char** argv, bool* help) {
-  Options o;
-  *help = false;
-  struct Flag {
-    const char* shortName;
-    const char* longName;
-  };
-  static const Flag kFlags[] = {
-      {"-b", "--minbytes"},     {"-e", "--maxbytes"}, {"-f", "--stepfactor"}, {"-n", "--iters"},
-      {"-w", "--warmup_iters"}, {"-c", "--check"},    {"-d", "--datatype"},   {"-o", "--op"},
-      {"-r", "--root"},         {nullptr, "--coll"}};
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg == "-h" || arg == "--help") {
-      *help = true;
-      return o;
-    }
-    std::string value;
-    bool hasValue = false;
-    if (arg.rfind("--", 0) == 0) {
-      const size_t eq = arg.find('=');
-      if (eq != std::string::npos) {
-        value = arg.substr(eq + 1);
-        arg = arg.substr(0, eq);
-        hasValue = true;
-      }
-    }
-    const Flag* flag = nullptr;
-    for (const auto& f : kFlags) {
-      if ((f.shortName && arg == f.shortName) || arg == f.longName) flag = &f;
-    }
-    if (flag == nullptr) {
-      if (!arg.empty() && arg[0] == '-') throw UsageError{"unknown option '" + arg + "'"};
-      throw UsageError{"unexpected argument '" + arg + "'"};
-    }
-    const std::string name = flag->shortName ? flag->shortName : flag->longName;
-    if (!hasValue) {
-      if (i + 1 >= argc) throw UsageError{"option " + arg + " needs a value"};
-      value = argv[++i];
-    }
-    auto bad = [&](const std::string& what) {
-      return UsageError{"bad value '" + value + "' for " + arg + ": " + what};
-    };
-    long v = 0;
-    if (name == "-b") {
-      if (!parseSize(value, &o.minBytes)) throw bad("expected a size such as 8, 64K or 1M");
-    } else if (name == "-e") {
-      if (!parseSize(value, &o.maxBytes)) throw bad("expected a size such as 8, 64K or 1M");
-    } else if (name == "-f") {
-      if (!parseInt(value, 2, INT_MAX, &v)) throw bad("expected an integer >= 2");
-      o.factor = static_cast<size_t>(v);
-    } else if (name == "-n") {
-      if (!parseInt(value, 1, INT_MAX, &v)) throw bad("expected an integer >= 1");
-      o.iters = static_cast<int>(v);
-    } else if (name == "-w") {
-      if (!parseInt(value, 0, INT_MAX, &v)) throw bad("expected an integer >= 0");
-      o.warmup = static_cast<int>(v);
-    } else if (name == "-c") {
-      if (!parseInt(value, 0, 1, &v)) throw bad("expected 0 or 1");
-      o.check = static_cast<int>(v);
-    } else if (name == "-r") {
-      if (!parseInt(value, 0, INT_MAX, &v)) throw bad("expected a rank >= 0");
-      o.root = static_cast<int>(v);
-    } else if (name == "-d") {
-      try {
-        o.type = hvd::parseDataType(value);
-      } catch (const hvd::Error& e) {
-        throw UsageError{std::string(arg) + ": " + e.what()};
-      }
-    } else if (name == "-o") {
-      try {
-        o.op = hvd::parseReduceOp(value);
-      } catch (const hvd::Error& e) {
-        throw UsageError{std::string(arg) + ": " + e.what()};
-      }
-    } else if (name == "--coll") {
-      bool found = false;
-      for (const auto& info : kColls) {
-        if (value == info.name) {
-          o.coll = info.coll;
-          found = true;
-        }
-      }
-      if (!found) {
-        throw bad("expected allreduce, allgather, broadcast, reducescatter or alltoall");
-      }
-    }
-  }
-  if (o.minBytes == 0) throw UsageError{"-b must be at least 1 byte"};
-  if (o.minBytes > o.maxBytes) {
-    throw UsageError{"-b (" + std::to_string(o.minBytes) + ") is larger than -e (" +
-                     std::to_string(o.maxBytes) + ")"};
-  }
-  return o;
-}
-
-// --- exact patterns ---------------------------------------------------------------------------
-
-// One period (17 elements) of a buffer, as bytes of the element type.
-struct Pattern {
-  uint8_t bytes[kPeriod * kMaxElem];
-};
-
-int64_t inputValue(hvd::ReduceOp op, bool reduction, int k, int r, int salt) {
-  const int64_t x = (static_cast<int64_t>(k) * 7 + static_cast<int64_t>(r) * 13 + salt) % kPeriod;
-  return reduction && op == hvd::ReduceOp::kProduct ? 1 + (x & 1) : x;
-}
-
-template <typename T>
-void storeAs(T value, uint8_t* dst) {
-  std::memcpy(dst, &value, sizeof(T));
-}
-
-// Stores the small exact integer v as the element type.
-void storeInput(hvd::DataType t, int64_t v, uint8_t* dst) {
-  switch (t) {
-    case hvd::DataType::kInt8:
-      return storeAs(static_cast<int8_t>(v), dst);
-    case hvd::DataType::kUInt8:
-      return storeAs(static_cast<uint8_t>(v), dst);
-    case hvd::DataType::kInt32:
-      return storeAs(static_cast<int32_t>(v), dst);
-    case hvd::DataType::kInt64:
-      return storeAs(static_cast<int64_t>(v), dst);
-    case hvd::DataType::kFloat16:
-      return storeAs(hvd::floatToHalf(static_cast<float>(v)), dst);
-    case hvd::DataType::kBFloat16:
-      return storeAs(hvd::floatToBfloat16(static_cast<float>(v)), dst);
-    case hvd::DataType::kFloat32:
-      return storeAs(static_cast<float>(v), dst);
-    case hvd::DataType::kFloat64:
-      return storeAs(static_cast<double>(v), dst);
-  }
-}
-
-// Integer result: sum and product wrap in two's complement like the runtime; the average is the
-// wrapped sum divided by n in the element type (truncating toward zero).
-template <typename T>
-void storeIntResult(hvd::ReduceOp op, uint64_t wrapped, int64_t exact, int n, uint8_t* dst) {
-  using U = std::make_unsigned_t<T>;
-  T value;
-  if (op == hvd::ReduceOp::kMin || op == hvd::ReduceOp::kMax) {
-    value = static_cast<T>(exact);
-  } else {
-    value = static_cast<T>(static_cast<U>(wrapped));
-    if (op == hvd::ReduceOp::kAverage) value = static_cast<T>(value / static_cast<T>(n));
-  }
-  storeAs(value, dst);
-}
-
-// Floating-point result: the exact value rounded to the type; the average converts the sum to
-// float (double for float64), divides by n and rounds to the type, as the runtime does.
-void storeFloatResult(hvd::DataType t, hvd::ReduceOp op, double exact, int n, uint8_t* dst) {
-  const bool avg = op == hvd::ReduceOp::kAverage;
-  switch (t) {
-    case hvd::DataType::kFloat16: {
-      uint16_t h = hvd::floatToHalf(static_cast<float>(exact));
-      if (avg) h = hvd::floatToHalf(hvd::halfToFloat(h) / static_cast<float>(n));
-      return storeAs(h, dst);
-    }
-    case hvd::DataType::kBFloat16: {
-      uint16_t h = hvd::floatToBfloat16(static_cast<float>(exact));
-      if (avg) h = hvd::floatToBfloat16(hvd::bfloat16ToFloat(h) / static_cast<float>(n));
-      return storeAs(h, dst);
-    }
-    case hvd::DataType::kFloat32: {
-      float f = static_cast<float>(exact);
-      if (avg) f = f / static_cast<float>(n);
-      return storeAs(f, dst);
-    }
-    case hvd::DataType::kFloat64: {
-      double d = exact;
-      if (avg) d = d / static_cast<double>(n);
-      return storeAs(d, dst);
-    }
-    default:
-      return;
-  }
-}
-
-// Period of rank r's input (also the expected output of non-reducing collectives).
-Pattern inputPattern(const Options& o, int r, int salt) {
-  Pattern p{};
-  const size_t es = hvd::dataTypeSize(o.type);
-  for (int k = 0; k < kPeriod; ++k) {
-    storeInput(o.type, inputValue(o.op, reduces(o.coll), k, r, salt), p.bytes + k * es);
-  }
-  return p;
-}
-
-// Period of the reduction over n ranks.
-Pattern reducedPattern(const Options& o, int n, int salt) {
-  Pattern p{};
-  const size_t es = hvd::dataTypeSize(o.type);
-  for (int k = 0; k < kPeriod; ++k) {
-    int64_t exact = inputValue(o.op, true, k, 0, salt);
-    uint64_t wrapped = static_cast<uint64_t>(exact);
-    double real = static_cast<double>(exact);
-    for (int r = 1; r < n; ++r) {
-      const int64_t v = inputValue(o.op, true, k, r, salt);
-      switch (o.op) {
-        case hvd::ReduceOp::kSum:
-        case hvd::ReduceOp::kAverage:
-          wrapped += static_cast<uint64_t>(v);
-          real += static_cast<double>(v);
-          break;
-        case hvd::ReduceOp::kProduct:
-          wrapped *= static_cast<uint64_t>(v);
-          real *= static_cast<double>(v);
-          break;
-        case hvd::ReduceOp::kMin:
-          exact = std::min(exact, v);
-          break;
-        case hvd::ReduceOp::kMax:
-          exact = std::max(exact, v);
-          break;
-      }
-    }
-    if (o.op == hvd::ReduceOp::kMin || o.op == hvd::ReduceOp::kMax) {
-      real = static_cast<double>(exact);
-    }
-    uint8_t* dst = p.bytes + k * es;
-    switch (o.type) {
-      case hvd::DataType::kInt8:
-        storeIntResult<int8_t>(o.op, wrapped, exact, n, dst);
-        break;
-      case hvd::DataType::kUInt8:
-        storeIntResult<uint8_t>(o.op, wrapped, exact, n, dst);
-        break;
-      case hvd::DataType::kInt32:
-        storeIntResult<int32_t>(o.op, wrapped, exact, n, dst);
-        break;
-      case hvd::DataType::kInt64:
-        storeIntResult<int64_t>(o.op, wrapped, exact, n, dst);
-        break;
-      default:
-        storeFloatResult(o.type, o.op, real, n, dst);
-        break;
-    }
-  }
-  return p;
-}
-
-// The pattern rotated so that its element 0 is the one of global index `first`.
-Pattern rotated(const Pattern& p, size_t first, size_t es) {
-  Pattern out{};
-  const size_t phase = first % kPeriod;
-  for (size_t k = 0; k < static_cast<size_t>(kPeriod); ++k) {
-    std::memcpy(out.bytes + k * es, p.bytes + ((phase + k) % kPeriod) * es, es);
-  }
-  return out;
-}
-
-// Fills count elements; element j gets the pattern's element of global index first + j.
-void fill(uint8_t* buf, size_t count, size_t first, const Pattern& p, size_t es) {
-  if (count == 0) return;
-  const Pattern rot = rotated(p, first, es);
-  const size_t total = count * es;
-  size_t filled = std::min(total, kPeriod * es);
-  std::memcpy(buf, rot.bytes, filled);
-  while (filled < total) {  // filled is a whole number of periods here
-    const size_t n = std::min(filled, total - filled);
-    std::memcpy(buf + filled, buf, n);
-    filled += n;
-  }
-}
-
-// Number of elements that differ (bit for bit) from the pattern, indexed as in fill().
-long long countWrong(const uint8_t* buf, size_t count, size_t first, const Pattern& p, size_t es) {
-  if (count == 0) return 0;
-  const Pattern rot = rotated(p, first, es);
-  const size_t total = count * es;
-  const size_t period = kPeriod * es;
-  long long wrong = 0;
-  for (size_t off = 0; off < total; off += period) {
-    const size_t n = std::min(period, total - off);
-    if (std::memcmp(buf + off, rot.bytes, n) == 0) continue;
-    for (size_t e = 0; e < n; e += es) wrong += std::memcmp(buf + off + e, rot.bytes + e, es) != 0;
-  }
-  return wrong;
-}
-
-void poison(uint8_t* buf, size_t count, size_t es) {
-  if (count > 0) std::memset(buf, 0xff, count * es);
 }
 
 // --- sizes ------------------------------------------------------------------------------------
@@ -811,9 +410,8 @@ void shutdownQuietly() {
   }
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// main() of the tool; every error ends here as an exit status.
+int benchMain(int argc, char** argv) {
   const char* envRank = std::getenv("HVD_RANK");
   g_quiet = envRank != nullptr && std::strcmp(envRank, "0") != 0;
 
@@ -856,3 +454,8 @@ int main(int argc, char** argv) {
   shutdownQuietly();
   return status;
 }
+
+}  // namespace
+}  // namespace hvd::bench
+
+int main(int argc, char** argv) { return hvd::bench::benchMain(argc, argv); }

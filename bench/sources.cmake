@@ -12,5 +12,7 @@ endif()
 
 # hvd-bench: nccl-tests style benchmark of hvd's collectives (allreduce, allgather, broadcast,
 # reducescatter, alltoall); run under hvd-local-run.
-add_executable(hvd-bench ${CMAKE_CURRENT_LIST_DIR}/hvd_bench.cc)
+add_executable(hvd-bench ${CMAKE_CURRENT_LIST_DIR}/hvd_bench.cc
+                         ${CMAKE_CURRENT_LIST_DIR}/bench_options.cc
+                         ${CMAKE_CURRENT_LIST_DIR}/bench_patterns.cc)
 target_link_libraries(hvd-bench PRIVATE hvd_internal hvd_warnings)

@@ -1,0 +1,121 @@
+// One connection of the TCP store server, and the job namespace it serves. Internal to
+// tcp_store_server.cc, which owns the io thread, the listener and the jobs; a Session only
+// runs on that io thread and reaches its server through SessionOwner.
+#pragma once
+
+#include <atomic>
+#include <boost/asio.hpp>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "common/logging.h"
+#include "hvd/error.hpp"
+#include "store/store.h"
+#include "store/tcp_protocol.h"
+
+namespace hvd::store {
+
+class Session;
+
+// One job's namespace. The id and token never change; `removed` is read by every thread;
+// everything else belongs to the io thread.
+struct Job {
+  Job(std::string id, std::string token) : id(std::move(id)), token(std::move(token)) {}
+
+  const std::string id;
+  const std::string token;
+  std::atomic<bool> removed{false};
+  std::unordered_map<std::string, Bytes> data;
+  // Parked sessions by the key they wait for next. A parked session is listed exactly once,
+  // under the first of its keys that is missing; it is re-listed when that key arrives and
+  // others are still missing. Weak, so that a job never keeps a connection alive.
+  std::unordered_map<std::string, std::vector<std::weak_ptr<Session>>> waiters;
+};
+
+// Callbacks a session needs from its server; keeps Session independent of Impl's layout.
+class SessionOwner {
+ public:
+  virtual ~SessionOwner() = default;
+  virtual std::shared_ptr<Job> findJob(const std::string& id) = 0;
+  virtual void forget(Session* session) = 0;
+  virtual size_t maxFrameBytes() const = 0;
+  virtual std::chrono::milliseconds helloTimeout() const = 0;
+};
+
+// One client connection. Requests are served one at a time in arrival order; while a GET or
+// WAIT is parked the session keeps reading, so a client that disconnects is noticed at once
+// and a frame sent before the answer (which a synchronous client never does) drops it.
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(SessionOwner& owner, boost::asio::ip::tcp::socket socket, std::string peer);
+
+  // Starts reading, and gives the peer helloTimeout to present its credentials: a connection
+  // that never says HELLO would otherwise hold a descriptor for ever.
+  void start();
+
+  // Ends the connection; idempotent.
+  void close();
+
+  // A key this session was listed under has arrived (it is no longer listed).
+  void onKeyArrived();
+
+  // The job was removed while this session was parked (it is no longer listed).
+  void onJobRemoved();
+
+ private:
+  void maybeRead();
+  void onHeader(const boost::system::error_code& ec);
+  void onPayload(const boost::system::error_code& ec);
+  void handle(const protocol::Request& request);
+  void hello(const protocol::Request& request);
+  // The reason goes to the log, once; the client only learns that it was refused, so that
+  // probing cannot tell a wrong token from an unknown job. Never log the token.
+  void deny(const std::string& reason);
+  size_t frameLimit() const;
+  void checkValueSize(const Bytes& value) const;
+  std::vector<std::string> missingKeys(const std::vector<std::string>& keys) const;
+  // Wakes the sessions listed under `key` in this session's job.
+  void notify(const std::string& key);
+  void park(bool isGet, std::vector<std::string> keys, int64_t timeoutMs);
+  void listUnder(const std::string& key);
+  // Leaves the parked state and the job's waiter list.
+  void unpark();
+  void answerParked();
+  void sendOk(const Bytes& value = Bytes(), int64_t number = 0);
+  void sendTimeout(std::vector<std::string> missing);
+  void sendError(ErrorKind kind, const std::string& message);
+  void send(const protocol::Response& response);
+  void writeFront();
+  void onWritten(const boost::system::error_code& ec);
+  void disconnected(const boost::system::error_code& ec);
+  void drop(const std::string& reason);
+
+  SessionOwner& owner_;
+  boost::asio::ip::tcp::socket socket_;
+  const std::string peer_;
+  boost::asio::steady_timer timer_;
+  std::shared_ptr<spdlog::logger> log_;
+
+  unsigned char header_[protocol::kFrameHeaderBytes] = {};
+  std::string payload_;
+  std::shared_ptr<Job> job_;  // set by a successful HELLO
+  std::deque<Bytes> writes_;
+  bool closed_ = false;
+  bool reading_ = false;
+  bool closeAfterWrite_ = false;
+
+  bool parked_ = false;
+  bool parkedIsGet_ = false;
+  std::vector<std::string> parkedKeys_;
+  std::string listedUnder_;  // the key of job_->waiters that lists this session, if any
+  uint64_t parkGeneration_ = 0;
+};
+
+}  // namespace hvd::store
