@@ -109,6 +109,8 @@ Config parseConfig(const EnvReader& getenv) {
     c.smallMessageBytesTcp = c.smallMessageBytes;
   }
   c.pieceBytes = optionalInt<size_t>(getenv, "HVD_PIECE_BYTES", c.pieceBytes, 64, 1ll << 30);
+  c.pieceBytesTcp =
+      optionalInt<size_t>(getenv, "HVD_PIECE_BYTES_TCP", c.pieceBytesTcp, 64, 1ll << 30);
   c.yield = std::chrono::microseconds(
       optionalInt<long long>(getenv, "HVD_YIELD_US", c.yield.count(), 0, 10'000'000));
   if (const char* spin = getenv("HVD_SPIN_US"); spin != nullptr && *spin) {
@@ -131,8 +133,8 @@ std::string Config::summary() const {
       << (storeToken.empty() ? "<unset>" : "<set>") << " timeout " << timeout.count() << "ms"
       << " transport " << (transport == TransportChoice::kTcp ? "tcp" : "auto") << " shm-ring "
       << shmRingBytes << "B small-message " << smallMessageBytes << "B (tcp "
-      << smallMessageBytesTcp << "B) piece " << pieceBytes << "B spin " << spin.count()
-      << "us yield " << yield.count() << "us";
+      << smallMessageBytesTcp << "B) piece " << pieceBytes << "B (tcp " << pieceBytesTcp
+      << "B) spin " << spin.count() << "us yield " << yield.count() << "us";
   return out.str();
 }
 

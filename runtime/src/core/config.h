@@ -33,7 +33,8 @@ struct Config {
   std::chrono::microseconds spin{50};
   bool spinFromEnvironment = false;
   std::chrono::microseconds yield{2000};  // HVD_YIELD_US
-  size_t pieceBytes = 256 << 10;          // HVD_PIECE_BYTES
+  size_t pieceBytes = 256 << 10;          // HVD_PIECE_BYTES (shared memory)
+  size_t pieceBytesTcp = 1 << 20;         // HVD_PIECE_BYTES_TCP
 
   // One line for the start-up log (the token is shown as "<set>").
   std::string summary() const;

@@ -120,6 +120,7 @@ Runtime::Runtime(const Config& config, int generation) : config_(config) {
   options.smallMessageBytes = config_.smallMessageBytes;
   options.smallMessageBytesTcp = config_.smallMessageBytesTcp;
   options.pieceBytes = config_.pieceBytes;
+  options.pieceBytesTcp = config_.pieceBytesTcp;
 
   if (config_.size == 1) {
     context_ = std::make_unique<transport::Context>(
