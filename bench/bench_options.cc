@@ -1,5 +1,7 @@
 #include "bench_options.h"
 
+#include "size_parse.h"
+
 #include <cerrno>
 #include <climits>
 #include <cstdint>
@@ -71,36 +73,7 @@ void printUsage(FILE* out) {
 }
 
 bool parseSize(const std::string& s, size_t* out) {
-  if (s.empty() || s[0] < '0' || s[0] > '9') return false;
-  char* end = nullptr;
-  errno = 0;
-  const unsigned long long v = std::strtoull(s.c_str(), &end, 10);
-  if (errno != 0) return false;
-  unsigned long long mult = 1;
-  switch (*end) {
-    case 'k':
-    case 'K':
-      mult = 1ULL << 10;
-      ++end;
-      break;
-    case 'm':
-    case 'M':
-      mult = 1ULL << 20;
-      ++end;
-      break;
-    case 'g':
-    case 'G':
-      mult = 1ULL << 30;
-      ++end;
-      break;
-    default:
-      break;
-  }
-  if (mult > 1 && *end == 'i') ++end;
-  if (*end == 'B' || *end == 'b') ++end;
-  if (*end != '\0' || v > SIZE_MAX / mult) return false;
-  *out = static_cast<size_t>(v * mult);
-  return true;
+  return hvd_bench_parse_size(s.c_str(), out) == 0;
 }
 
 Options parseOptions(int argc, char** argv, bool* help) {

@@ -23,6 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "size_parse.h"
+
 enum { kPeriod = 17 };  // the input pattern repeats every 17 elements
 
 typedef enum { K_F32, K_F64, K_I8, K_U8, K_I32, K_I64 } Kind;
@@ -82,37 +84,8 @@ static const OpInfo* find_op(const char* s) {
   return NULL;
 }
 
-// Parses "64", "8K", "256M", "1G" (binary multiples; a trailing "B" or "iB" is allowed).
-static int parse_size(const char* s, size_t* out) {
-  char* end = NULL;
-  unsigned long long v = strtoull(s, &end, 10);
-  if (end == s) return -1;
-  unsigned long long mult = 1;
-  switch (*end) {
-    case 'k':
-    case 'K':
-      mult = 1ULL << 10;
-      ++end;
-      break;
-    case 'm':
-    case 'M':
-      mult = 1ULL << 20;
-      ++end;
-      break;
-    case 'g':
-    case 'G':
-      mult = 1ULL << 30;
-      ++end;
-      break;
-    default:
-      break;
-  }
-  if (mult > 1 && *end == 'i') ++end;
-  if (*end == 'B' || *end == 'b') ++end;
-  if (*end != '\0' || v > SIZE_MAX / mult) return -1;
-  *out = (size_t)(v * mult);
-  return 0;
-}
+// Sizes: see size_parse.h (shared with hvd-bench).
+static int parse_size(const char* s, size_t* out) { return hvd_bench_parse_size(s, out); }
 
 static int parse_int(const char* s, int min, int* out) {
   char* end = NULL;
