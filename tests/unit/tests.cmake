@@ -19,3 +19,7 @@ if(NOT HVD_SANITIZE)
            COMMAND sh -c "objdump -d --no-show-raw-insn $<TARGET_FILE:hvd> | grep -qE 'v?addps'")
   set_tests_properties(reduce_kernels_are_vectorised PROPERTIES LABELS unit TIMEOUT 60)
 endif()
+
+# Launcher and agent pieces (issue 3), each in its own file.
+include(${CMAKE_CURRENT_LIST_DIR}/launcher.cmake OPTIONAL)
+include(${CMAKE_CURRENT_LIST_DIR}/agent.cmake OPTIONAL)
