@@ -10,6 +10,7 @@ PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libgtest-dev libgmock-dev
   openmpi-bin libopenmpi-dev
+  libssl-dev
   iproute2 procps psmisc
 )
 

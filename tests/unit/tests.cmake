@@ -23,3 +23,4 @@ endif()
 # Launcher and agent pieces (issue 3), each in its own file.
 include(${CMAKE_CURRENT_LIST_DIR}/launcher.cmake OPTIONAL)
 include(${CMAKE_CURRENT_LIST_DIR}/agent.cmake OPTIONAL)
+include(${CMAKE_CURRENT_LIST_DIR}/auth.cmake OPTIONAL)

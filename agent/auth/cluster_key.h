@@ -1,0 +1,64 @@
+// The cluster key: the one secret every hvdagent and hvdrun of a cluster shares. Requests are
+// signed with it (request_signer.h), so whoever can read the key file can start processes on
+// every host. That is why loading is strict and fails closed: a key that others could have read
+// or replaced is refused at start-up rather than trusted.
+//
+// Key file format: exactly 32 raw bytes (what generate() writes), or the same 32 bytes as 64
+// lowercase or uppercase hex characters with an optional single trailing '\n' (what
+// `openssl rand -hex 32 > key` writes). The file must be a regular file owned by the process's
+// effective uid, with no group or other permission bits (0600 or 0400).
+//
+// The key bytes never leave this class: it computes the MAC itself and offers no accessor,
+// stream operator or formatter for them. fingerprint() identifies a key in logs.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace hvd::agent::auth {
+
+class ClusterKey {
+ public:
+  static constexpr size_t kSize = 32;
+
+  // Reads and checks the key file. Throws hvd::InvalidArgumentError naming the path and the
+  // reason (missing, not a regular file, wrong owner, wrong mode, empty, wrong length, not hex);
+  // never includes the file's contents in the message.
+  static ClusterKey load(const std::string& path);
+
+  // Creates `path` (O_EXCL, mode 0600) holding 32 bytes from the kernel CSPRNG and returns the
+  // key. Refuses to overwrite an existing file; the parent directory must exist. Throws
+  // hvd::InvalidArgumentError for those, hvd::BackendError when a system call fails.
+  static ClusterKey generate(const std::string& path);
+
+  ClusterKey(const ClusterKey&) = default;
+  ClusterKey& operator=(const ClusterKey&) = default;
+  ~ClusterKey();  // wipes the bytes so they do not linger in freed memory
+
+  // HMAC-SHA256 of `message` under this key, as 64 lowercase hex characters.
+  std::string hmacSha256Hex(std::string_view message) const;
+
+  // First 8 hex characters of SHA-256(key): tells keys apart in logs without revealing them.
+  std::string fingerprint() const;
+
+ private:
+  explicit ClusterKey(const std::array<unsigned char, kSize>& bytes) : bytes_(bytes) {}
+
+  std::array<unsigned char, kSize> bytes_;
+};
+
+// Primitives shared by the key and the request signer.
+
+// SHA-256 of `data` as 64 lowercase hex characters; the body digest that requests sign.
+std::string sha256Hex(std::string_view data);
+
+// `size` bytes as 2*size lowercase hex characters.
+std::string hexEncode(const unsigned char* data, size_t size);
+
+// Fills `out` with `size` bytes from the kernel CSPRNG (getrandom(2)). Throws hvd::BackendError
+// if the kernel cannot provide them.
+void fillFromKernelRandom(unsigned char* out, size_t size);
+
+}  // namespace hvd::agent::auth
