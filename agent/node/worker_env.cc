@@ -1,0 +1,210 @@
+#include "agent/node/worker_env.h"
+
+#include <algorithm>
+#include <cctype>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+
+#include "hvd/error.hpp"
+
+namespace hvd::agent::node {
+namespace {
+
+constexpr std::string_view kRedacted = "<redacted>";
+constexpr std::string_view kSecretSuffixes[] = {"_TOKEN", "_SECRET", "_KEY", "_PASSWORD"};
+
+// Ordered name -> value list in which a later set() replaces the value but keeps the position:
+// the worker sees the forwarded variables in the user's order and hvd's in a fixed order.
+class EnvList {
+ public:
+  void set(const std::string& name, std::string value) {
+    auto [it, inserted] = positions_.emplace(name, entries_.size());
+    if (inserted) {
+      entries_.emplace_back(name, std::move(value));
+    } else {
+      entries_[it->second].second = std::move(value);
+    }
+  }
+  bool has(const std::string& name) const { return positions_.count(name) != 0; }
+  void erase(const std::string& name) {
+    auto it = positions_.find(name);
+    if (it == positions_.end()) return;
+    entries_.erase(entries_.begin() + static_cast<std::ptrdiff_t>(it->second));
+    positions_.clear();
+    for (size_t i = 0; i < entries_.size(); ++i) positions_[entries_[i].first] = i;
+  }
+  std::vector<std::string> render() const {
+    std::vector<std::string> out;
+    out.reserve(entries_.size());
+    for (const auto& [name, value] : entries_) out.push_back(name + "=" + value);
+    return out;
+  }
+
+ private:
+  std::vector<std::pair<std::string, std::string>> entries_;
+  std::unordered_map<std::string, size_t> positions_;
+};
+
+std::string joinInts(const std::vector<int>& values) {
+  std::string out;
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (i > 0) out += ',';
+    out += std::to_string(values[i]);
+  }
+  return out;
+}
+
+bool isSecretName(std::string_view name) {
+  std::string upper(name);
+  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (upper == "HVD_STORE_TOKEN") return true;
+  for (std::string_view suffix : kSecretSuffixes) {
+    if (upper.size() >= suffix.size() &&
+        std::string_view(upper).substr(upper.size() - suffix.size()) == suffix) {
+      return true;
+    }
+  }
+  return false;
+}
+
+void validate(const WorkerEnvInput& in) {
+  const RankPlacement& p = in.placement;
+  auto fail = [&](const std::string& what) {
+    throw InvalidArgumentError("worker environment for rank " + std::to_string(p.rank) +
+                               " on host '" + in.hostName + "': " + what);
+  };
+  if (in.size < 1) fail("world size " + std::to_string(in.size) + " < 1");
+  if (p.rank < 0 || p.rank >= in.size) fail("rank outside 0.." + std::to_string(in.size - 1));
+  if (p.localSize < 1 || p.localRank < 0 || p.localRank >= p.localSize) {
+    fail("local rank " + std::to_string(p.localRank) + " of " + std::to_string(p.localSize));
+  }
+  if (p.crossSize < 1 || p.crossRank < 0 || p.crossRank >= p.crossSize) {
+    fail("cross rank " + std::to_string(p.crossRank) + " of " + std::to_string(p.crossSize));
+  }
+  if (in.groupRank < 0) fail("groupRank not set (use groupRankOfHost)");
+  if (in.jobId.empty()) fail("empty job id");
+  if (in.storeAddr.empty()) fail("empty store address");
+  if (in.masterAddr.empty()) fail("empty MASTER_ADDR");
+  if (in.masterPort < 1 || in.masterPort > 65535) {
+    fail("MASTER_PORT " + std::to_string(in.masterPort) + " outside 1..65535");
+  }
+}
+
+}  // namespace
+
+int groupRankOfHost(const Placement& placement, int hostIndex) {
+  const int hosts = static_cast<int>(placement.hostRanks.size());
+  if (hostIndex < 0 || hostIndex >= hosts) {
+    throw InvalidArgumentError("host index " + std::to_string(hostIndex) + " outside 0.." +
+                               std::to_string(hosts - 1));
+  }
+  if (placement.hostRanks[hostIndex].empty()) {
+    throw InvalidArgumentError("host index " + std::to_string(hostIndex) + " has no ranks");
+  }
+  int group = 0;
+  for (int h = 0; h < hostIndex; ++h) {
+    if (!placement.hostRanks[h].empty()) ++group;
+  }
+  return group;
+}
+
+std::vector<int> assignGpus(const std::string& hostName, const std::vector<int>& hostGpus,
+                            int localRank, int localSize, int gpusPerRank, bool oversubscribe) {
+  if (hostGpus.empty()) return {};
+  const int available = static_cast<int>(hostGpus.size());
+  if (gpusPerRank < 1 || gpusPerRank > available) {
+    throw InvalidArgumentError("host '" + hostName + "' has " + std::to_string(available) +
+                               " GPU(s); cannot give each rank " + std::to_string(gpusPerRank));
+  }
+  const long needed = static_cast<long>(localSize) * gpusPerRank;
+  if (needed > available && !oversubscribe) {
+    throw InvalidArgumentError(
+        "host '" + hostName + "' has " + std::to_string(available) + " GPU(s) but " +
+        std::to_string(localSize) + " rank(s) x " + std::to_string(gpusPerRank) +
+        " GPU(s) per rank were requested; use fewer ranks or --oversubscribe to share GPUs");
+  }
+  // Consecutive blocks in local-rank order keep a rank's GPUs adjacent (same PCIe switch / NVLink
+  // island on typical nodes). Oversubscribed ranks wrap around so sharing is spread evenly.
+  std::vector<int> gpus;
+  for (int i = 0; i < gpusPerRank; ++i) {
+    gpus.push_back(hostGpus[(static_cast<long>(localRank) * gpusPerRank + i) % available]);
+  }
+  return gpus;
+}
+
+std::vector<std::string> buildWorkerEnvironment(const WorkerEnvInput& in) {
+  validate(in);
+  EnvList env;
+  for (const std::string& entry : in.forwarded) {
+    const size_t eq = entry.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      // Print only the name part: a malformed entry may still hold a secret after all.
+      throw InvalidArgumentError("forwarded environment entry '" + entry.substr(0, eq) +
+                                 "' is not NAME=value");
+    }
+    env.set(entry.substr(0, eq), entry.substr(eq + 1));
+  }
+
+  const RankPlacement& p = in.placement;
+  const std::vector<int> gpus = assignGpus(in.hostName, in.hostGpus, p.localRank, p.localSize,
+                                           in.gpusPerRank, in.oversubscribe);
+  const bool userOrder = env.has("CUDA_DEVICE_ORDER");
+
+  // hvd's own variables go after the forwarded ones, in contract order; erase first so that an
+  // overridden name moves to its contract position instead of staying among the user's.
+  std::vector<std::pair<std::string, std::string>> own = {
+      {"HVD_RANK", std::to_string(p.rank)},
+      {"HVD_SIZE", std::to_string(in.size)},
+      {"HVD_LOCAL_RANK", std::to_string(p.localRank)},
+      {"HVD_LOCAL_SIZE", std::to_string(p.localSize)},
+      {"HVD_CROSS_RANK", std::to_string(p.crossRank)},
+      {"HVD_CROSS_SIZE", std::to_string(p.crossSize)},
+      {"HVD_JOB_ID", in.jobId},
+      {"HVD_STORE_ADDR", in.storeAddr},
+      {"HVD_STORE_TOKEN", in.storeToken},
+      {"RANK", std::to_string(p.rank)},
+      {"WORLD_SIZE", std::to_string(in.size)},
+      {"LOCAL_RANK", std::to_string(p.localRank)},
+      {"LOCAL_WORLD_SIZE", std::to_string(p.localSize)},
+      {"GROUP_RANK", std::to_string(in.groupRank)},
+      {"MASTER_ADDR", in.masterAddr},
+      {"MASTER_PORT", std::to_string(in.masterPort)},
+      {"HOROVOD_RANK", std::to_string(p.rank)},
+      {"HOROVOD_SIZE", std::to_string(in.size)},
+      {"HOROVOD_LOCAL_RANK", std::to_string(p.localRank)},
+      {"HOROVOD_LOCAL_SIZE", std::to_string(p.localSize)},
+      {"HOROVOD_CROSS_RANK", std::to_string(p.crossRank)},
+      {"HOROVOD_CROSS_SIZE", std::to_string(p.crossSize)},
+  };
+  if (!gpus.empty()) {
+    own.emplace_back("HVD_GPU", joinInts(gpus));
+    if (in.gpuBind == GpuBind::kVisible) own.emplace_back("CUDA_VISIBLE_DEVICES", joinInts(gpus));
+  }
+  // HVD_GPU belongs to hvd even on a CPU-only host: a stale one from the user's shell would send
+  // the worker to a GPU it was not given.
+  env.erase("HVD_GPU");
+  for (auto& [name, value] : own) {
+    env.erase(name);
+    env.set(name, std::move(value));
+  }
+  if (!gpus.empty() && !userOrder) env.set("CUDA_DEVICE_ORDER", "PCI_BUS_ID");
+  return env.render();
+}
+
+std::string describeForLog(const std::vector<std::string>& env) {
+  std::string out;
+  for (const std::string& entry : env) {
+    if (!out.empty()) out += ' ';
+    const size_t eq = entry.find('=');
+    const std::string_view name = std::string_view(entry).substr(0, eq);
+    if (eq != std::string::npos && isSecretName(name)) {
+      out.append(name).append("=").append(kRedacted);
+    } else {
+      out += entry;
+    }
+  }
+  return out;
+}
+
+}  // namespace hvd::agent::node
