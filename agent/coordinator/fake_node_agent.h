@@ -1,0 +1,67 @@
+// A NodeAgent for unit tests of the coordinator: its description (or failure) is set by the test,
+// launches and stops are recorded, and the test plays the agent's side of a job by emitting
+// output, exits and agent loss. Events go to the JobEvents given to the last launch(), on the
+// calling thread, so tests need no threads.
+#pragma once
+
+#include <chrono>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agent/coordinator/node_agent.h"
+
+namespace hvd::agent::coordinator {
+
+class FakeNodeAgent : public NodeAgent {
+ public:
+  struct StopCall {
+    std::string jobId;
+    int signal = 0;
+    std::chrono::milliseconds grace{0};
+  };
+
+  // Describes itself as `host` with no GPUs, 4 CPUs and version "fake" until told otherwise.
+  explicit FakeNodeAgent(std::string host, std::string address = "");
+
+  // Configuration.
+  void setGpuCount(int count);  // count GPUs with NVML-like facts
+  void setDescription(NodeDescription description);
+  void failDescribe(std::string reason);  // describe() reports the agent unreachable
+  void failLaunch(std::string reason);    // launch() refuses with this error
+
+  // Observation.
+  std::vector<LaunchRequest> launches() const;
+  std::vector<StopCall> stops() const;
+  int describeCalls() const;
+
+  // The agent's side of the job: delivered to the JobEvents of the last successful launch.
+  // Returns false when nothing was launched yet (a test set-up mistake).
+  bool emitOutput(int rank, process::Stream stream, const std::string& line);
+  bool emitExit(int rank, process::ExitStatus status);
+  bool loseAgent(const std::string& reason);
+
+  // NodeAgent.
+  std::string host() const override { return host_; }
+  std::string address() const override { return address_; }
+  DescribeResult describe() override;
+  LaunchStatus launch(const LaunchRequest& request, JobEvents* events) override;
+  void stop(const std::string& jobId, int signal, std::chrono::milliseconds grace) override;
+
+ private:
+  JobEvents* events() const;
+
+  const std::string host_;
+  const std::string address_;
+  mutable std::mutex mutex_;
+  NodeDescription description_;
+  std::optional<std::string> describeError_;
+  std::optional<std::string> launchError_;
+  std::vector<LaunchRequest> launches_;
+  std::vector<StopCall> stops_;
+  int describeCalls_ = 0;
+  JobEvents* events_ = nullptr;
+};
+
+}  // namespace hvd::agent::coordinator

@@ -1,0 +1,363 @@
+#include "agent/coordinator/job_coordinator.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "agent/coordinator/exit_codes.h"
+#include "hvd/error.hpp"
+
+namespace hvd::agent::coordinator {
+
+namespace {
+
+constexpr int kStopGraceful = 1;
+constexpr int kStopKill = 2;
+
+}  // namespace
+
+std::string describeRankFailure(int rank, const std::string& host,
+                                const process::ExitStatus& status) {
+  std::string line = "hvdrun: rank " + std::to_string(rank) + " on " + host;
+  if (status.signal != 0) return line + " was killed by " + status.describe();
+  return line + " exited with code " + std::to_string(status.exitCode);
+}
+
+JobCoordinator::JobCoordinator(JobSpec spec, std::vector<NodeAgent*> agents, StoreEndpoint store,
+                               ClientEvents* client, Clock* clock)
+    : spec_(std::move(spec)),
+      agents_(std::move(agents)),
+      store_(std::move(store)),
+      client_(client),
+      clock_(clock) {
+  for (NodeAgent* agent : agents_) agentHosts_.push_back(agent ? agent->host() : std::string());
+}
+
+JobResult JobCoordinator::baseResult(JobOutcome outcome, int exitCode, std::string summary) const {
+  JobResult r;
+  r.jobId = spec_.jobId;
+  r.outcome = outcome;
+  r.exitCode = exitCode;
+  r.summary = std::move(summary);
+  return r;
+}
+
+bool JobCoordinator::start() {
+  if (spec_.hosts.empty() || agents_.size() != spec_.hosts.size() ||
+      std::count(agents_.begin(), agents_.end(), nullptr) > 0) {
+    JobResult r = baseResult(JobOutcome::kInvalidJob, kExitUsage,
+                             "hvdrun: internal error: " + std::to_string(spec_.hosts.size()) +
+                                 " hosts but " + std::to_string(agents_.size()) + " agents");
+    endNow(std::move(r));
+    return false;
+  }
+  // Every host is described before anything starts: an unreachable host must fail the job
+  // before a single worker runs, or the others would wait in rendezvous until their timeout.
+  std::vector<NodeDescription> nodes;
+  for (size_t h = 0; h < agents_.size(); ++h) {
+    DescribeResult described = agents_[h]->describe();
+    if (!described.ok()) {
+      AgentError error = described.error;
+      if (error.host.empty()) error.host = spec_.hosts[h].host;
+      if (error.address.empty()) error.address = agents_[h]->address();
+      JobResult r = baseResult(JobOutcome::kAgentUnreachable, kExitAgentUnreachable,
+                               "hvdrun: " + error.describeUnreachable());
+      r.host = error.host;
+      r.reason = error.reason;
+      endNow(std::move(r));
+      return false;
+    }
+    nodes.push_back(std::move(*described.description));
+  }
+  std::vector<LaunchRequest> requests;
+  if (std::optional<JobResult> refused = placeAndBuild(nodes, &requests)) {
+    endNow(std::move(*refused));
+    return false;
+  }
+  launchAll(requests);
+  return !finished();
+}
+
+std::optional<JobResult> JobCoordinator::placeAndBuild(const std::vector<NodeDescription>& nodes,
+                                                       std::vector<LaunchRequest>* requests) {
+  Placement placement;
+  requests->assign(spec_.hosts.size(), LaunchRequest{});
+  try {
+    // Slots: what -H says, else one per GPU (one rank per GPU is the usual layout), else 1.
+    std::vector<HostCapacity> capacity;
+    for (size_t h = 0; h < spec_.hosts.size(); ++h) {
+      int slots = spec_.hosts[h].slots.value_or(static_cast<int>(nodes[h].gpus.size()));
+      capacity.push_back({spec_.hosts[h].host, slots > 0 ? slots : 1});
+    }
+    placement = placeRanks(capacity, spec_.np, spec_.oversubscribe);
+    for (size_t h = 0; h < spec_.hosts.size(); ++h) {
+      LaunchRequest& request = (*requests)[h];
+      request.jobId = spec_.jobId;
+      if (placement.hostRanks[h].empty()) continue;
+      node::WorkerEnvInput input;
+      input.forwarded = spec_.env;
+      input.size = spec_.np;
+      input.groupRank = node::groupRankOfHost(placement, static_cast<int>(h));
+      input.hostName = spec_.hosts[h].host;
+      input.jobId = spec_.jobId;
+      input.storeAddr = store_.address;
+      input.storeToken = store_.token;
+      input.masterAddr = spec_.hosts[0].host;  // rank 0 always lands on the first host
+      input.masterPort = spec_.masterPort;
+      for (const node::GpuInfo& gpu : nodes[h].gpus) input.hostGpus.push_back(gpu.index);
+      input.gpusPerRank = spec_.gpusPerRank;
+      input.gpuBind = spec_.gpuBind;
+      input.oversubscribe = spec_.oversubscribe;
+      for (int rank : placement.hostRanks[h]) {
+        input.placement = placement.ranks[rank];
+        RankLaunch launch;
+        launch.rank = rank;
+        launch.spec.argv = spec_.argv;
+        launch.spec.cwd = spec_.cwd;
+        launch.spec.env = node::buildWorkerEnvironment(input);
+        request.ranks.push_back(std::move(launch));
+      }
+    }
+  } catch (const hvd::Error& e) {
+    // -np above the slots, a GPU shortage, a bad forwarded variable: the request is wrong, and
+    // the messages already say how (slots per host, GPUs available).
+    JobResult r =
+        baseResult(JobOutcome::kInvalidJob, kExitUsage, std::string("hvdrun: ") + e.what());
+    r.reason = e.what();
+    return r;
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  placement_ = std::move(placement);
+  ranks_.assign(spec_.np, RankState::kNotStarted);
+  stderrTail_.assign(spec_.np, {});
+  launched_.assign(spec_.hosts.size(), false);
+  lost_.assign(spec_.hosts.size(), false);
+  stopLevel_.assign(spec_.hosts.size(), 0);
+  return std::nullopt;
+}
+
+void JobCoordinator::launchAll(const std::vector<LaunchRequest>& requests) {
+  for (size_t h = 0; h < requests.size(); ++h) {
+    const LaunchRequest& request = requests[h];
+    if (request.ranks.empty()) continue;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      // A failure or Ctrl-C while launching: do not start more ranks only to stop them.
+      if (failure_ || cancelled_) break;
+      // Running before launch() returns: an in-process agent may report exits from its own
+      // thread before we get here again.
+      for (const RankLaunch& r : request.ranks) ranks_[r.rank] = RankState::kRunning;
+    }
+    LaunchStatus status = agents_[h]->launch(request, this);
+    Actions actions;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (status.ok()) {
+        launched_[h] = true;
+        // Stopping began while this host was launching: bring it to the same stop level.
+        std::vector<StopCall> catchUp = stopLaunchedLocked(h);
+        actions.stops.insert(actions.stops.end(), catchUp.begin(), catchUp.end());
+      } else {
+        for (const RankLaunch& r : request.ranks) ranks_[r.rank] = RankState::kNotStarted;
+        JobResult r =
+            baseResult(JobOutcome::kLaunchFailed, kExitLaunchFailed,
+                       "hvdrun: launch on " + spec_.hosts[h].host + " failed: " + status.error);
+        r.host = spec_.hosts[h].host;
+        r.reason = status.error;
+        failLocked(std::move(r), &actions);
+      }
+    }
+    perform(std::move(actions));
+    if (!status.ok()) break;
+  }
+  Actions actions;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    launchDone_ = true;
+    maybeEndLocked(&actions);
+  }
+  perform(std::move(actions));
+}
+
+void JobCoordinator::endNow(JobResult result) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (result_) return;
+    // A Ctrl-C that came while describing wins over nothing having started.
+    if (cancelled_ && result.outcome != JobOutcome::kAgentUnreachable) {
+      result = baseResult(JobOutcome::kCancelled, kExitCancelled,
+                          "hvdrun: job " + spec_.jobId + " was cancelled");
+    }
+    result_ = result;
+  }
+  if (client_) client_->onJobEnd(result);
+}
+
+void JobCoordinator::cancel() {
+  Actions actions;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (result_) return;
+    const auto now = clock_->now();
+    const bool escalate = lastCancel_ && now - *lastCancel_ <= kCancelEscalationWindow;
+    lastCancel_ = now;
+    // A failure seen before the Ctrl-C stays the root cause: the user should learn why it died.
+    if (!failure_) cancelled_ = true;
+    stopAllLocked(escalate ? kStopKill : kStopGraceful, &actions);
+    maybeEndLocked(&actions);
+  }
+  perform(std::move(actions));
+}
+
+void JobCoordinator::tick() {
+  Actions actions;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (result_ || !launchDone_ || !stopDeadline_ || clock_->now() < *stopDeadline_) return;
+    // Agents that neither report exits nor get declared lost would otherwise hold hvdrun forever.
+    std::vector<int> unreported;
+    for (size_t r = 0; r < ranks_.size(); ++r) {
+      if (ranks_[r] != RankState::kRunning) continue;
+      unreported.push_back(static_cast<int>(r));
+      ranks_[r] = RankState::kLost;
+    }
+    result_ = endResultLocked();
+    result_->unreportedRanks = std::move(unreported);
+    actions.ended = result_;
+  }
+  perform(std::move(actions));
+}
+
+bool JobCoordinator::finished() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return result_.has_value();
+}
+
+std::optional<JobResult> JobCoordinator::result() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return result_;
+}
+
+Placement JobCoordinator::placement() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return placement_;
+}
+
+void JobCoordinator::onOutput(int rank, process::Stream stream, std::string_view line) {
+  std::string host;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (result_ || rank < 0 || static_cast<size_t>(rank) >= ranks_.size()) return;
+    if (stream == process::Stream::kStderr) {
+      std::deque<std::string>& tail = stderrTail_[rank];
+      if (tail.size() == kStderrTailLines) tail.pop_front();
+      tail.emplace_back(line.substr(0, kTailLineBytes));
+    }
+    host = spec_.hosts[placement_.ranks[rank].hostIndex].host;
+  }
+  if (client_) client_->onOutput(rank, host, stream, line);
+}
+
+void JobCoordinator::onExit(int rank, const process::ExitStatus& status) {
+  Actions actions;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (result_ || rank < 0 || static_cast<size_t>(rank) >= ranks_.size()) return;
+    if (ranks_[rank] != RankState::kRunning) return;  // duplicate or after its agent was lost
+    ranks_[rank] = RankState::kExited;
+    if (!status.success()) {
+      const std::string& host = spec_.hosts[placement_.ranks[rank].hostIndex].host;
+      JobResult r = baseResult(JobOutcome::kRankFailed, status.shellStatus(),
+                               describeRankFailure(rank, host, status));
+      r.rank = rank;
+      r.host = host;
+      r.status = status;
+      // Complete: the agent delivers a rank's output before its exit.
+      r.stderrTail.assign(stderrTail_[rank].begin(), stderrTail_[rank].end());
+      failLocked(std::move(r), &actions);
+    }
+    maybeEndLocked(&actions);
+  }
+  perform(std::move(actions));
+}
+
+void JobCoordinator::onAgentLost(const std::string& host, const std::string& reason) {
+  Actions actions;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (result_ || lost_.empty()) return;
+    size_t h = 0;
+    while (h < spec_.hosts.size() && agentHosts_[h] != host && spec_.hosts[h].host != host) ++h;
+    if (h == spec_.hosts.size() || lost_[h]) return;
+    lost_[h] = true;
+    bool hadRunning = false;
+    for (int rank : placement_.hostRanks[h]) {
+      if (ranks_[rank] != RankState::kRunning) continue;
+      ranks_[rank] = RankState::kLost;
+      hadRunning = true;
+    }
+    // An agent whose ranks all finished cannot harm the job any more; losing it is no failure.
+    if (hadRunning) {
+      JobResult r = baseResult(JobOutcome::kAgentLost, kExitAgentLost,
+                               "hvdrun: agent on " + spec_.hosts[h].host + " was lost: " + reason);
+      r.host = spec_.hosts[h].host;
+      r.reason = reason;
+      failLocked(std::move(r), &actions);
+    }
+    maybeEndLocked(&actions);
+  }
+  perform(std::move(actions));
+}
+
+void JobCoordinator::failLocked(JobResult cause, Actions* actions) {
+  // Only the first failure is the root cause; after a Ctrl-C, failures are its consequences.
+  if (failure_ || cancelled_) return;
+  failure_ = std::move(cause);
+  stopAllLocked(kStopGraceful, actions);
+}
+
+void JobCoordinator::stopAllLocked(int level, Actions* actions) {
+  if (level <= jobStopLevel_) return;
+  jobStopLevel_ = level;
+  const auto grace = level == kStopKill ? std::chrono::milliseconds(0) : spec_.grace;
+  const auto deadline = clock_->now() + grace + kStopReportSlack;
+  if (!stopDeadline_ || deadline < *stopDeadline_) stopDeadline_ = deadline;
+  for (size_t h = 0; h < launched_.size(); ++h) {
+    std::vector<StopCall> calls = stopLaunchedLocked(h);
+    actions->stops.insert(actions->stops.end(), calls.begin(), calls.end());
+  }
+}
+
+std::vector<JobCoordinator::StopCall> JobCoordinator::stopLaunchedLocked(size_t host) {
+  if (!launched_[host] || lost_[host] || stopLevel_[host] >= jobStopLevel_) return {};
+  stopLevel_[host] = jobStopLevel_;
+  if (jobStopLevel_ == kStopKill) return {{host, SIGKILL, std::chrono::milliseconds(0)}};
+  return {{host, spec_.stopSignal, spec_.grace}};
+}
+
+void JobCoordinator::maybeEndLocked(Actions* actions) {
+  if (result_ || !launchDone_) return;
+  // The job ends when no rank can still produce output: hvdrun returning earlier would leave
+  // the user without the output of the ranks being stopped, and ahead of their teardown.
+  if (std::count(ranks_.begin(), ranks_.end(), RankState::kRunning) > 0) return;
+  result_ = endResultLocked();
+  actions->ended = result_;
+}
+
+JobResult JobCoordinator::endResultLocked() const {
+  if (failure_) return *failure_;
+  if (cancelled_) {
+    return baseResult(JobOutcome::kCancelled, kExitCancelled,
+                      "hvdrun: job " + spec_.jobId + " was cancelled");
+  }
+  return baseResult(JobOutcome::kSucceeded, kExitSuccess,
+                    "hvdrun: all " + std::to_string(spec_.np) + " ranks exited successfully");
+}
+
+void JobCoordinator::perform(Actions actions) {
+  for (const StopCall& call : actions.stops) {
+    agents_[call.host]->stop(spec_.jobId, call.signal, call.grace);
+  }
+  if (actions.ended && client_) client_->onJobEnd(*actions.ended);
+}
+
+}  // namespace hvd::agent::coordinator

@@ -1,0 +1,199 @@
+// The job coordinator of the leader agent (DESIGN.md "How a job flows" steps 3 and 6, "Failure
+// semantics"): describe every host, resolve slots, place ranks, build each rank's environment,
+// launch on every host, forward output, and fail the job fast with one root cause.
+//
+// Domain logic only: it talks to hosts through NodeAgent and to the client through ClientEvents,
+// so the gRPC service (and the embedded hvdrun) adapt it, and unit tests drive it with
+// FakeNodeAgent and a ManualClock, without threads.
+//
+// Lifecycle: start() describes, places and launches, then returns; the job then advances only
+// through JobEvents (from the agents), cancel() (from the client) and tick() (from the owner's
+// timer). onJobEnd is called exactly once, when every launched rank has reported its exit or
+// been lost with its agent, or when the stop deadline passed without that (see tick()).
+// Thread-safe: events, cancel() and tick() may come from different threads. No agent or client
+// call is made while the internal lock is held, so agents may report events synchronously.
+#pragma once
+
+#include <chrono>
+#include <csignal>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "agent/coordinator/node_agent.h"
+#include "agent/node/worker_env.h"
+#include "agent/placement.h"
+#include "launcher/host_spec.h"
+
+namespace hvd::agent::coordinator {
+
+// Monotonic time for the Ctrl-C window and the stop deadline. Not auth::Clock: that one is wall
+// time because signed timestamps cross machines, while intervals must not jump with NTP.
+class Clock {
+ public:
+  virtual ~Clock() = default;
+  virtual std::chrono::steady_clock::time_point now() = 0;
+};
+
+class SteadyClock : public Clock {
+ public:
+  std::chrono::steady_clock::time_point now() override { return std::chrono::steady_clock::now(); }
+};
+
+// A job as submitted (hvdrun's options after parsing).
+struct JobSpec {
+  std::string jobId;
+  std::vector<std::string> argv;  // PROGRAM ARGS..., never a shell string
+  std::vector<std::string> env;   // forwarded "K=V" entries
+  std::string cwd;
+  int np = 1;
+  std::vector<launcher::HostSlots> hosts;  // in rank order; hosts[0] hosts rank 0
+  bool oversubscribe = false;
+  int gpusPerRank = 1;
+  node::GpuBind gpuBind = node::GpuBind::kNone;
+  int stopSignal = SIGTERM;
+  std::chrono::milliseconds grace{10000};
+  // MASTER_PORT for torch env:// on the first host. For now chosen by the caller; later the
+  // first host's agent should reserve it (open question in the report).
+  int masterPort = 29500;
+};
+
+// The job's rendezvous store, owned by the caller, which already registered `token` for the job
+// (TcpStoreServer::addJob) and removes it after onJobEnd.
+struct StoreEndpoint {
+  std::string address;  // "host:port" as workers reach it
+  std::string token;
+};
+
+enum class JobOutcome {
+  kSucceeded,         // every rank exited 0
+  kRankFailed,        // a rank exited non-zero or was killed by a signal
+  kAgentLost,         // an agent went away while its ranks ran
+  kAgentUnreachable,  // describe failed; nothing was started
+  kLaunchFailed,      // an agent could not start its ranks; the others were stopped
+  kInvalidJob,        // placement or environment refused the request; nothing was started
+  kCancelled,         // the client cancelled (Ctrl-C) before any failure
+};
+
+// How the job ended. For kRankFailed and kAgentLost the root cause is the first failure seen;
+// the exits of ranks killed by the stop that followed never replace it.
+struct JobResult {
+  std::string jobId;
+  JobOutcome outcome = JobOutcome::kSucceeded;
+  int exitCode = 0;     // what hvdrun exits with (exit_codes.h, or the rank's shell status)
+  std::string summary;  // the one line for the user, "hvdrun: rank 3 on host-b exited with code 3"
+  int rank = -1;        // root-cause rank (kRankFailed), else -1
+  std::string host;     // root-cause host (rank failure, lost/unreachable agent, failed launch)
+  std::optional<process::ExitStatus> status;  // kRankFailed only
+  std::string reason;                         // agent or launch error, placement message
+  std::vector<std::string> stderrTail;        // root-cause rank's last stderr lines, oldest first
+  std::vector<int> unreportedRanks;  // ranks whose exit never arrived (stop deadline passed)
+};
+
+// What the client (hvdrun's stream, or the embedded renderer) receives. Calls may come from
+// several threads (one per agent) and must be thread-safe; they are never made under a lock.
+class ClientEvents {
+ public:
+  virtual ~ClientEvents() = default;
+  virtual void onOutput(int rank, const std::string& host, process::Stream stream,
+                        std::string_view line) = 0;
+  virtual void onJobEnd(const JobResult& result) = 0;
+};
+
+class JobCoordinator : public JobEvents {
+ public:
+  // Lines of stderr kept per rank for the root cause; what a user reads to see why it failed.
+  static constexpr size_t kStderrTailLines = 20;
+  // Longer stderr lines are cut in the tail (not in the forwarded output): bounds memory per rank.
+  static constexpr size_t kTailLineBytes = 4096;
+  // A second cancel() within this window escalates to SIGKILL (Ctrl-C twice).
+  static constexpr std::chrono::milliseconds kCancelEscalationWindow{2000};
+  // After a stop, how long past the grace to wait for exit reports before ending the job anyway:
+  // covers the agent's SIGKILL, reaping and reporting over the network.
+  static constexpr std::chrono::milliseconds kStopReportSlack{10000};
+
+  // `agents[i]` serves `spec.hosts[i]`; agents, client and clock must outlive the coordinator.
+  JobCoordinator(JobSpec spec, std::vector<NodeAgent*> agents, StoreEndpoint store,
+                 ClientEvents* client, Clock* clock);
+
+  // Describes, places and launches. Returns true if the job is running, false if it already
+  // ended (result() then holds why, and onJobEnd was called). Call once.
+  bool start();
+  // Client's Ctrl-C: graceful stop of every host; a second call within kCancelEscalationWindow
+  // sends SIGKILL with no grace. A failure seen earlier stays the root cause.
+  void cancel();
+  // Ends the job if a stop was sent and the ranks' exits have not all arrived by grace +
+  // kStopReportSlack; the owner calls it periodically (every few hundred ms is plenty).
+  void tick();
+
+  bool finished() const;
+  std::optional<JobResult> result() const;
+  // The placement used (empty before start() placed the ranks); for logs and tests.
+  Placement placement() const;
+
+  // JobEvents, from the agents.
+  void onOutput(int rank, process::Stream stream, std::string_view line) override;
+  void onExit(int rank, const process::ExitStatus& status) override;
+  void onAgentLost(const std::string& host, const std::string& reason) override;
+
+ private:
+  enum class RankState { kNotStarted, kRunning, kExited, kLost };
+  struct StopCall {
+    size_t host;
+    int signal;
+    std::chrono::milliseconds grace;
+  };
+  // Work decided under the lock and carried out after it is released.
+  struct Actions {
+    std::vector<StopCall> stops;
+    std::optional<JobResult> ended;
+  };
+
+  // Steps of start(); a returned result means the job ended before anything was launched.
+  std::optional<JobResult> placeAndBuild(const std::vector<NodeDescription>& nodes,
+                                         std::vector<LaunchRequest>* requests);
+  void launchAll(const std::vector<LaunchRequest>& requests);
+  void endNow(JobResult result);
+  void perform(Actions actions);
+
+  // Under mutex_.
+  void failLocked(JobResult cause, Actions* actions);
+  // level 1: graceful (stopSignal, grace); level 2: SIGKILL, no grace. Each host gets each level
+  // at most once, so repeated failures do not flood the agents with stops.
+  void stopAllLocked(int level, Actions* actions);
+  std::vector<StopCall> stopLaunchedLocked(size_t host);
+  void maybeEndLocked(Actions* actions);
+  JobResult endResultLocked() const;
+  JobResult baseResult(JobOutcome outcome, int exitCode, std::string summary) const;
+
+  const JobSpec spec_;
+  const std::vector<NodeAgent*> agents_;
+  const StoreEndpoint store_;
+  ClientEvents* const client_;
+  Clock* const clock_;
+
+  mutable std::mutex mutex_;
+  Placement placement_;
+  std::vector<RankState> ranks_;
+  std::vector<std::deque<std::string>> stderrTail_;  // per rank, at most kStderrTailLines
+  std::vector<bool> launched_;                       // per host: launch() returned ok
+  std::vector<bool> lost_;                           // per host
+  std::vector<int> stopLevel_;                       // per host: highest stop level sent
+  std::vector<std::string> agentHosts_;              // agents_[i]->host(), read once
+  int jobStopLevel_ = 0;                             // highest level requested for the job
+  bool launchDone_ = false;
+  std::optional<JobResult> failure_;  // the root cause, first failure only
+  bool cancelled_ = false;
+  std::optional<std::chrono::steady_clock::time_point> lastCancel_;
+  std::optional<std::chrono::steady_clock::time_point> stopDeadline_;
+  std::optional<JobResult> result_;
+};
+
+// "hvdrun: rank 3 on host-b exited with code 3" / "... was killed by signal 9 (Killed)".
+std::string describeRankFailure(int rank, const std::string& host,
+                                const process::ExitStatus& status);
+
+}  // namespace hvd::agent::coordinator

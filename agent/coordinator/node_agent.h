@@ -1,0 +1,107 @@
+// What the job coordinator needs from each host's agent (DESIGN.md "How a job flows", steps 3-4).
+// The coordinator is domain logic and never sees gRPC: the gRPC client of a remote agent, the
+// in-process agent of the embedded default and FakeNodeAgent (tests) all implement NodeAgent, the
+// way Ray's raylet code depends on a handler interface rather than on its RPC service.
+//
+// Contract shared by every implementation:
+//   * Expected outcomes (an agent that cannot be reached, a launch that fails) are values, never
+//     exceptions; nothing may throw out of these calls.
+//   * Every call has its own deadline (the RPC deadline for the gRPC client): a call returns an
+//     error value rather than blocking forever, so the coordinator never hangs on a dead host.
+//   * Ranks are global ranks everywhere: the agent maps them to its local processes.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "agent/node/gpu_discovery.h"
+#include "agent/process/spawner.h"
+
+namespace hvd::agent::coordinator {
+
+// What an agent says about its node (the Describe RPC).
+struct NodeDescription {
+  std::string hostname;
+  std::vector<std::string> addresses;  // the node's interface addresses
+  int cpus = 0;
+  std::vector<node::GpuInfo> gpus;  // NVML order; empty on a CPU-only node
+  std::string version;              // agent version, for "agent too old" messages later
+};
+
+// Why talking to an agent failed: enough for a one-line message the user can act on.
+struct AgentError {
+  std::string host;     // the host as the user named it (-H / hostfile)
+  std::string address;  // where the agent was contacted ("10.0.0.2:7070", "in-process")
+  std::string reason;   // "connection refused", "deadline exceeded after 5 s", ...
+
+  // "agent on host-b (10.0.0.2:7070) is unreachable: connection refused"
+  std::string describeUnreachable() const {
+    return "agent on " + host + " (" + address + ") is unreachable: " + reason;
+  }
+};
+
+// describe(): exactly one of `description` / `error` is meaningful.
+struct DescribeResult {
+  std::optional<NodeDescription> description;
+  AgentError error;
+
+  bool ok() const { return description.has_value(); }
+};
+
+// One rank to start on the agent's node: its global rank and its complete command (argv list,
+// the full environment from node::buildWorkerEnvironment, cwd).
+struct RankLaunch {
+  int rank = 0;
+  process::SpawnSpec spec;
+};
+
+// This host's share of a job. Ranks are ascending; the agent starts them all or none.
+struct LaunchRequest {
+  std::string jobId;
+  std::vector<RankLaunch> ranks;
+};
+
+// Outcome of launch(): empty `error` means every rank was started.
+struct LaunchStatus {
+  std::string error;  // e.g. "rank 1: cannot execute 'train': No such file or directory"
+
+  bool ok() const { return error.empty(); }
+};
+
+// Events of a launched job, reported by the agent to the coordinator. Calls may come from any
+// thread (the agent's stream reader), but the calls for one job never overlap each other; the
+// implementation (JobCoordinator) is thread-safe regardless.
+class JobEvents {
+ public:
+  virtual ~JobEvents() = default;
+  // One complete line of a rank's output, without its '\n' (see process::OutputSink).
+  virtual void onOutput(int rank, process::Stream stream, std::string_view line) = 0;
+  // A rank ended; reported once per rank, after all of its output.
+  virtual void onExit(int rank, const process::ExitStatus& status) = 0;
+  // The agent of `host` can no longer be heard (stream broken, heartbeat missed): its ranks must
+  // be presumed gone, and no further events come from it. `host` is NodeAgent::host().
+  virtual void onAgentLost(const std::string& host, const std::string& reason) = 0;
+};
+
+class NodeAgent {
+ public:
+  virtual ~NodeAgent() = default;
+
+  // The host as the user named it, and the address the agent is contacted at; used in messages.
+  virtual std::string host() const = 0;
+  virtual std::string address() const = 0;
+
+  virtual DescribeResult describe() = 0;
+  // Starts `request.ranks` and from then on reports their events to `events`, which must outlive
+  // the job on this agent (until every rank's exit, or onAgentLost, was reported).
+  virtual LaunchStatus launch(const LaunchRequest& request, JobEvents* events) = 0;
+  // Graceful stop of the job's ranks on this node: `signal` now, SIGKILL after `grace` (the
+  // agent owns that timer, so a stop survives a coordinator that goes away). A second stop with
+  // a shorter grace escalates. Returns at once; exits arrive through JobEvents.
+  virtual void stop(const std::string& jobId, int signal, std::chrono::milliseconds grace) = 0;
+};
+
+}  // namespace hvd::agent::coordinator
