@@ -5,3 +5,4 @@ hvd_test(NAME mp_test LABEL mp TIMEOUT 600 SOURCES ${CMAKE_CURRENT_LIST_DIR}/mp_
 target_link_libraries(mp_test PRIVATE hvd_local_job)
 target_compile_definitions(mp_test PRIVATE HVD_BIN_DIR="${CMAKE_RUNTIME_OUTPUT_DIRECTORY}")
 add_dependencies(mp_test hvd-test-worker)
+include(${CMAKE_CURRENT_LIST_DIR}/hvdrun.cmake OPTIONAL)

@@ -1,0 +1,63 @@
+// The in-process NodeAgent of hvdrun's embedded default (DESIGN.md "How a job flows", step 1:
+// every host is local and no agent address was given): the ranks run on this machine, started
+// through a process::Spawner, with no daemon, no gRPC and no key file. The gRPC agent will wrap
+// the same Spawner and GpuDiscovery, so both paths share process supervision and node facts.
+//
+// One ProcessGroup per job. Output lines and exits of the group are forwarded to the job's
+// JobEvents with the local index mapped back to the global rank.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "agent/coordinator/node_agent.h"
+#include "agent/node/gpu_discovery.h"
+#include "agent/process/spawner.h"
+
+namespace hvd::agent::coordinator {
+
+class LocalNodeAgent : public NodeAgent {
+ public:
+  // `host` is the name the user gave (or "localhost"); spawner and gpus must outlive the agent.
+  LocalNodeAgent(std::string host, process::Spawner* spawner, node::GpuDiscovery* gpus);
+  // Same as shutdown().
+  ~LocalNodeAgent() override;
+  LocalNodeAgent(const LocalNodeAgent&) = delete;
+  LocalNodeAgent& operator=(const LocalNodeAgent&) = delete;
+
+  // Destroys every job's group: whatever still runs is SIGKILLed and reaped, and no event is
+  // delivered after it returns. Call it before the JobEvents given to launch() go away.
+  void shutdown();
+
+  std::string host() const override { return host_; }
+  std::string address() const override { return "in-process"; }
+  DescribeResult describe() override;
+  LaunchStatus launch(const LaunchRequest& request, JobEvents* events) override;
+  void stop(const std::string& jobId, int signal, std::chrono::milliseconds grace) override;
+
+ private:
+  class Forwarder;
+  struct PendingStop {
+    int signal;
+    std::chrono::milliseconds grace;
+  };
+  struct Job {
+    std::unique_ptr<Forwarder> forwarder;  // declared first: outlives the group that calls it
+    std::unique_ptr<process::ProcessGroup> group;
+    // A stop that arrived while the group was being spawned (a rank can fail, and the coordinator
+    // stop the job, before spawn() has returned); applied as soon as the group exists.
+    std::optional<PendingStop> pendingStop;
+  };
+
+  const std::string host_;
+  process::Spawner* const spawner_;
+  node::GpuDiscovery* const gpus_;
+
+  std::mutex mutex_;
+  std::map<std::string, Job> jobs_;
+};
+
+}  // namespace hvd::agent::coordinator

@@ -1,0 +1,46 @@
+// Renders a job's output for the user (ClientEvents of the embedded coordinator): each line of a
+// rank to hvdrun's stdout or stderr, matching the rank's stream, prefixed "[rank]<stdout>: " in
+// Horovod's form unless tagging is off, and optionally to DIR/rank.<r>/stdout and stderr.
+#pragma once
+
+#include <cstdio>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agent/coordinator/job_coordinator.h"
+
+namespace hvd::launcher {
+
+class OutputRenderer : public agent::coordinator::ClientEvents {
+ public:
+  // Creates DIR/rank.<r>/ and its files for every rank when `outputDir` is non-empty; throws
+  // hvd::InvalidArgumentError naming the path when that fails, before anything was started.
+  OutputRenderer(int np, bool tagOutput, const std::string& outputDir);
+  ~OutputRenderer() override;
+
+  void onOutput(int rank, const std::string& host, agent::process::Stream stream,
+                std::string_view line) override;
+  void onJobEnd(const agent::coordinator::JobResult& result) override;
+
+  // The result once onJobEnd was called.
+  std::optional<agent::coordinator::JobResult> result() const;
+
+ private:
+  struct FileCloser {
+    void operator()(std::FILE* f) const {
+      if (f != nullptr) std::fclose(f);
+    }
+  };
+  using File = std::unique_ptr<std::FILE, FileCloser>;
+
+  const bool tagOutput_;
+  mutable std::mutex mutex_;  // one whole line at a time, never two interleaved
+  std::vector<File> stdoutFiles_;
+  std::vector<File> stderrFiles_;
+  std::optional<agent::coordinator::JobResult> result_;
+};
+
+}  // namespace hvd::launcher

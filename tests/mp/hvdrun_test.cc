@@ -1,0 +1,271 @@
+// hvdrun in its embedded mode, as a user runs it: the real executable, real ranks, real signals.
+// Each test runs hvdrun as a child with its stdout and stderr captured and a deadline, and checks
+// exit status, the rendered output and that no process of the job outlives hvdrun.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+struct RunResult {
+  int status = -1;  // as a shell reports $?: exit code, or 128+signal
+  bool timedOut = false;
+  std::string out;
+  std::string err;
+  double seconds = 0;
+};
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "hvdrun-test-XXXXXX").string();
+    path_ = ::mkdtemp(pattern.data()) != nullptr ? pattern : std::string();
+  }
+  ~TempDir() {
+    std::error_code ec;
+    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// hvdrun started as a child with pipes on stdout and stderr.
+class Hvdrun {
+ public:
+  explicit Hvdrun(std::vector<std::string> args) : start_(Clock::now()) {
+    args.insert(args.begin(), HVDRUN_PATH);
+    int out[2], err[2];
+    if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) std::abort();
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::dup2(out[1], 1);
+      ::dup2(err[1], 2);
+      std::vector<char*> argv;
+      for (std::string& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+    ::close(out[1]);
+    ::close(err[1]);
+    outFd_ = out[0];
+    errFd_ = err[0];
+  }
+  ~Hvdrun() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    if (outFd_ >= 0) ::close(outFd_);
+    if (errFd_ >= 0) ::close(errFd_);
+  }
+
+  pid_t pid() const { return pid_; }
+
+  // Reads both pipes to their end and reaps hvdrun; SIGKILLs it at `timeout`.
+  RunResult finish(std::chrono::seconds timeout) {
+    RunResult r;
+    const auto deadline = start_ + timeout;
+    while (outFd_ >= 0 || errFd_ >= 0) {
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      if (left <= 0ms && !r.timedOut) {
+        r.timedOut = true;
+        ::kill(pid_, SIGKILL);
+      }
+      pollfd fds[2] = {{outFd_, POLLIN, 0}, {errFd_, POLLIN, 0}};
+      ::poll(fds, 2, 100);
+      drain(&outFd_, fds[0].revents, &r.out);
+      drain(&errFd_, fds[1].revents, &r.err);
+    }
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+    r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    r.seconds = std::chrono::duration<double>(Clock::now() - start_).count();
+    return r;
+  }
+
+ private:
+  static void drain(int* fd, short revents, std::string* into) {
+    if (*fd < 0 || revents == 0) return;
+    char buf[4096];
+    const ssize_t n = ::read(*fd, buf, sizeof(buf));
+    if (n > 0) {
+      into->append(buf, static_cast<size_t>(n));
+    } else {
+      ::close(*fd);
+      *fd = -1;
+    }
+  }
+
+  Clock::time_point start_;
+  pid_t pid_ = -1;
+  int outFd_ = -1;
+  int errFd_ = -1;
+};
+
+RunResult runHvdrun(std::vector<std::string> args, std::chrono::seconds timeout = 60s) {
+  Hvdrun h(std::move(args));
+  return h.finish(timeout);
+}
+
+std::string readFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// The pids ranks wrote to DIR/pid.<rank> (see kWritePid).
+std::vector<pid_t> rankPids(const std::string& dir) {
+  std::vector<pid_t> pids;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().filename().string().rfind("pid.", 0) != 0) continue;
+    const pid_t pid = std::atoi(readFile(entry.path().string()).c_str());
+    if (pid > 0) pids.push_back(pid);
+  }
+  return pids;
+}
+
+size_t countPidFiles(const std::string& dir) { return rankPids(dir).size(); }
+
+bool alive(pid_t pid) { return ::kill(pid, 0) == 0; }
+
+// Shell prologue: the rank records its pid ($$ stays the pid through `exec`) in $D.
+constexpr char kWritePid[] = "echo $$ > \"$D/pid.$HVD_RANK\"; ";
+
+TEST(HvdrunTest, RunsAllreduceWorkerAtNp1And2And4) {
+  for (int np : {1, 2, 4}) {
+    RunResult r =
+        runHvdrun({"-np", std::to_string(np), "--", HVD_WORKER_PATH, "loop", "20", "1000"});
+    EXPECT_FALSE(r.timedOut) << "np " << np;
+    EXPECT_EQ(r.status, 0) << "np " << np << "\nstderr:\n" << r.err;
+    EXPECT_EQ(r.err.find("hvdrun:"), std::string::npos) << r.err;
+  }
+}
+
+TEST(HvdrunTest, TagsEachLineWithRankAndStream) {
+  RunResult r = runHvdrun(
+      {"-np", "2", "/bin/sh", "-c", "echo out-$HVD_RANK-of-$HVD_SIZE; echo err-$HVD_RANK >&2"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("[0]<stdout>: out-0-of-2\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("[1]<stdout>: out-1-of-2\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("[0]<stderr>: err-0\n"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("[1]<stderr>: err-1\n"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("err-"), std::string::npos) << "stderr lines must not reach stdout";
+}
+
+TEST(HvdrunTest, NoTagOutputPrintsRawLinesAndXSetsVariables) {
+  RunResult r = runHvdrun({"-np", "1", "--no-tag-output", "-x", "HVD_TEST_VALUE=a b", "/bin/sh",
+                           "-c", "echo \"$HVD_TEST_VALUE\""});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, "a b\n");
+}
+
+TEST(HvdrunTest, RankExitCodeFailsJobFastWithRootCauseAndNoLeftovers) {
+  TempDir dir;
+  ::setenv("D", dir.path().c_str(), 1);
+  // Rank 1 fails once all four ranks have recorded their pids; the others would sleep 30 s.
+  const std::string script =
+      std::string(kWritePid) +
+      "if [ \"$HVD_RANK\" = 1 ]; then while [ $(ls \"$D\" | wc -l) -lt 4 ]; do sleep 0.05; done; "
+      "echo boom >&2; exit 3; fi; exec sleep 30";
+  RunResult r = runHvdrun({"-np", "4", "--grace", "5", "/bin/sh", "-c", script});
+  ::unsetenv("D");
+  EXPECT_EQ(r.status, 3) << r.err;
+  EXPECT_LT(r.seconds, 15.0) << "the sleeping ranks must be stopped, not waited for";
+  EXPECT_NE(r.err.find("hvdrun: rank 1 on localhost exited with code 3\n"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("\n  boom\n"), std::string::npos) << "stderr tail missing:\n" << r.err;
+  std::vector<pid_t> pids = rankPids(dir.path());
+  EXPECT_EQ(pids.size(), 4u);
+  for (pid_t pid : pids) EXPECT_FALSE(alive(pid)) << "rank process " << pid << " outlived hvdrun";
+}
+
+TEST(HvdrunTest, SigkilledRankExits137AndNamesTheSignal) {
+  RunResult r =
+      runHvdrun({"-np", "2", "--", HVD_WORKER_PATH, "loop", "20", "1000", "1", "5", "kill"});
+  EXPECT_EQ(r.status, 137) << r.err;
+  EXPECT_NE(r.err.find("hvdrun: rank 1 on localhost was killed by signal 9"), std::string::npos)
+      << r.err;
+}
+
+TEST(HvdrunTest, SigintStopsRanksAndExits130WithinGrace) {
+  TempDir dir;
+  ::setenv("D", dir.path().c_str(), 1);
+  Hvdrun h({"-np", "2", "--grace", "5", "/bin/sh", "-c", std::string(kWritePid) + "exec sleep 30"});
+  ::unsetenv("D");
+  const auto deadline = Clock::now() + 20s;
+  while (countPidFiles(dir.path()) < 2 && Clock::now() < deadline)
+    std::this_thread::sleep_for(20ms);
+  ASSERT_EQ(countPidFiles(dir.path()), 2u) << "ranks did not start";
+  const auto sent = Clock::now();
+  ASSERT_EQ(::kill(h.pid(), SIGINT), 0);
+  RunResult r = h.finish(40s);
+  const double afterSignal = std::chrono::duration<double>(Clock::now() - sent).count();
+  EXPECT_EQ(r.status, 130) << r.err;
+  EXPECT_LT(afterSignal, 5.0) << "SIGTERM should end `sleep` well within the 5 s grace";
+  EXPECT_NE(r.err.find("cancelled"), std::string::npos) << r.err;
+  for (pid_t pid : rankPids(dir.path())) EXPECT_FALSE(alive(pid)) << "rank " << pid << " left";
+}
+
+TEST(HvdrunTest, OutputFilenameWritesEachRanksLines) {
+  TempDir dir;
+  const std::string out = dir.path() + "/logs";
+  RunResult r = runHvdrun({"-np", "2", "--output-filename", out, "/bin/sh", "-c",
+                           "echo a-$HVD_RANK; echo b-$HVD_RANK; echo e-$HVD_RANK >&2"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  for (int rank : {0, 1}) {
+    const std::string dirOf = out + "/rank." + std::to_string(rank);
+    const std::string n = std::to_string(rank);
+    EXPECT_EQ(readFile(dirOf + "/stdout"), "a-" + n + "\nb-" + n + "\n");
+    EXPECT_EQ(readFile(dirOf + "/stderr"), "e-" + n + "\n");
+  }
+  EXPECT_NE(r.out.find("[1]<stdout>: b-1\n"), std::string::npos) << "still printed: " << r.out;
+}
+
+TEST(HvdrunTest, MissingProgramIsAClearError) {
+  RunResult r = runHvdrun({"-np", "2", "/nonexistent/hvd-no-such-program"});
+  EXPECT_NE(r.status, 0);
+  EXPECT_FALSE(r.timedOut);
+  EXPECT_NE(r.err.find("cannot execute '/nonexistent/hvd-no-such-program'"), std::string::npos)
+      << r.err;
+}
+
+TEST(HvdrunTest, RemoteHostIsRefusedWithUsageExit) {
+  RunResult r = runHvdrun({"-np", "2", "-H", "otherhost:2", "/bin/true"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("remote hosts need hvdagent, which is not available yet in this build "
+                       "(host 'otherhost')"),
+            std::string::npos)
+      << r.err;
+}
+
+TEST(HvdrunTest, UsageErrorsExit2) {
+  EXPECT_EQ(runHvdrun({"/bin/true"}).status, 2);                                   // no -np
+  EXPECT_EQ(runHvdrun({"-np", "0", "/bin/true"}).status, 2);                       // out of range
+  EXPECT_EQ(runHvdrun({"-np", "2"}).status, 2);                                    // no program
+  EXPECT_EQ(runHvdrun({"-np", "2", "-H", "h1:x", "/bin/true"}).status, 2);         // bad -H
+  EXPECT_EQ(runHvdrun({"-np", "3", "-H", "localhost:2", "/bin/true"}).status, 2);  // > slots
+}
+
+}  // namespace
