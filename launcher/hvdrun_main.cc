@@ -105,6 +105,26 @@ std::string ownHostname() {
   return ::gethostname(name, sizeof(name) - 1) == 0 ? std::string(name) : std::string();
 }
 
+// Forwards the job's events to the renderer and wakes the main loop the moment the job ends,
+// so hvdrun exits as soon as its last rank does (a byte 0 on the self-pipe: not a signal).
+class WakingClientEvents final : public coord::ClientEvents {
+ public:
+  WakingClientEvents(coord::ClientEvents& inner, int wakeFd) : inner_(inner), wakeFd_(wakeFd) {}
+  void onOutput(int rank, const std::string& host, hvd::agent::process::Stream stream,
+                std::string_view line) override {
+    inner_.onOutput(rank, host, stream, line);
+  }
+  void onJobEnd(const coord::JobResult& result) override {
+    inner_.onJobEnd(result);
+    const unsigned char wake = 0;
+    (void)!::write(wakeFd_, &wake, 1);
+  }
+
+ private:
+  coord::ClientEvents& inner_;
+  int wakeFd_;
+};
+
 void printFailure(const coord::JobResult& result) {
   std::fprintf(stderr, "%s\n", result.summary.c_str());
   if (result.rank >= 0 && !result.stderrTail.empty()) {
@@ -151,16 +171,18 @@ int runEmbedded(const hvd::launcher::Options& options,
   hvd::agent::node::NvmlGpuDiscovery gpus;
   coord::LocalNodeAgent agent(hosts[0].host, &spawner, &gpus);
   coord::SteadyClock clock;
-  coord::JobCoordinator coordinator(spec, {&agent}, {store.address(), token}, &renderer, &clock);
+  WakingClientEvents events(renderer, gSignalPipeWrite);
+  coord::JobCoordinator coordinator(spec, {&agent}, {store.address(), token}, &events, &clock);
 
   coordinator.start();
-  // tick() only matters once a stop is under way; 200 ms keeps Ctrl-C responsive and costs
-  // nothing measurable.
+  // The pipe carries signals and the job's end (byte 0), so the loop wakes at once for both;
+  // the 200 ms timeout only paces tick(), which matters once a stop is under way.
   while (!coordinator.finished()) {
     pollfd pfd = {signalPipe, POLLIN, 0};
     if (::poll(&pfd, 1, 200) > 0) {
       unsigned char signo = 0;
       while (::read(signalPipe, &signo, 1) == 1) {
+        if (signo == 0) continue;  // the job ended: the loop condition sees it
         std::fprintf(stderr, "hvdrun: got %s, stopping the job (again within 2 s to kill it)\n",
                      signo == SIGINT ? "SIGINT" : "SIGTERM");
         coordinator.cancel();
