@@ -1,13 +1,12 @@
 #include "bench_options.h"
 
-#include "size_parse.h"
-
 #include <cerrno>
 #include <climits>
 #include <cstdint>
 #include <cstdlib>
 
 #include "hvd/error.hpp"
+#include "size_parse.h"
 
 namespace hvd::bench {
 namespace {

@@ -1,7 +1,8 @@
 // Mesh bootstrap through a store: ranks find each other, pick shared memory on one host or TCP
 // when told to, and a rank that never arrives is a timeout naming the missing rank.
-#include <gtest/gtest.h>
+#include "transport/mesh.h"
 
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -9,7 +10,6 @@
 
 #include "collectives/collectives.h"
 #include "store/memory_store.h"
-#include "transport/mesh.h"
 
 namespace hvd::transport {
 namespace {

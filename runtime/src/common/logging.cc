@@ -72,8 +72,8 @@ std::shared_ptr<spdlog::logger> get(const std::string& subsystem) {
   for (auto& logger : set.loggers) {
     if (logger->name() == name) return logger;
   }
-  auto logger = std::make_shared<spdlog::logger>(
-      name, std::make_shared<spdlog::sinks::stderr_sink_mt>());
+  auto logger =
+      std::make_shared<spdlog::logger>(name, std::make_shared<spdlog::sinks::stderr_sink_mt>());
   auto level = configuredLevel();
   if (!subsystemEnabled(subsystem)) level = std::max(level, spdlog::level::warn);
   logger->set_level(level);
