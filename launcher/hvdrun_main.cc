@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/auth/cluster_key.h"
 #include "agent/coordinator/exit_codes.h"
 #include "agent/coordinator/job_coordinator.h"
 #include "agent/coordinator/local_node_agent.h"
@@ -59,26 +60,12 @@ int installSignalPipe() {
   return fds[0];
 }
 
-// 32 random bytes as hex; the job's store credential, so it is never printed or logged.
+// `bytes` random bytes from the kernel CSPRNG as hex (the job id suffix, and the job's store
+// credential, which is never printed or logged).
 std::string randomHex(size_t bytes) {
-  const int fd = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw hvd::BackendError("cannot open /dev/urandom");
   std::vector<unsigned char> buf(bytes);
-  size_t got = 0;
-  while (got < bytes) {
-    const ssize_t n = ::read(fd, buf.data() + got, bytes - got);
-    if (n <= 0 && errno != EINTR) break;
-    if (n > 0) got += static_cast<size_t>(n);
-  }
-  ::close(fd);
-  if (got < bytes) throw hvd::BackendError("cannot read /dev/urandom");
-  static const char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char b : buf) {
-    out += kHex[b >> 4];
-    out += kHex[b & 15];
-  }
-  return out;
+  hvd::agent::auth::fillFromKernelRandom(buf.data(), buf.size());
+  return hvd::agent::auth::hexEncode(buf.data(), buf.size());
 }
 
 // MASTER_PORT for torch env://: a port the kernel says is free on loopback right now. Released

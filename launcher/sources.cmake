@@ -7,5 +7,5 @@ target_link_libraries(hvd_launcher_core PUBLIC hvd PRIVATE hvd_warnings)
 find_package(CLI11 CONFIG REQUIRED)
 add_executable(hvdrun ${CMAKE_CURRENT_LIST_DIR}/hvdrun_main.cc ${CMAKE_CURRENT_LIST_DIR}/cli.cc
                       ${CMAKE_CURRENT_LIST_DIR}/output.cc)
-target_link_libraries(hvdrun PRIVATE hvd_launcher_core hvd_agent_coordinator hvd_internal
+target_link_libraries(hvdrun PRIVATE hvd_launcher_core hvd_agent_coordinator hvd_auth hvd_internal
                                      CLI11::CLI11 spdlog::spdlog hvd_warnings)

@@ -13,6 +13,9 @@
 #include <map>
 #include <thread>
 
+#include "agent/auth/cluster_key.h"
+#include "agent/node/worker_env.h"
+#include "agent/placement.h"
 #include "hvd/error.hpp"
 
 extern char** environ;
@@ -20,18 +23,9 @@ extern char** environ;
 namespace hvd::testing {
 
 std::string randomToken() {
-  std::ifstream urandom("/dev/urandom", std::ios::binary);
   unsigned char bytes[16];
-  if (!urandom.read(reinterpret_cast<char*>(bytes), sizeof(bytes))) {
-    throw BackendError("cannot read /dev/urandom");
-  }
-  static const char* kHex = "0123456789abcdef";
-  std::string out;
-  for (unsigned char b : bytes) {
-    out += kHex[b >> 4];
-    out += kHex[b & 15];
-  }
-  return out;
+  agent::auth::fillFromKernelRandom(bytes, sizeof(bytes));
+  return agent::auth::hexEncode(bytes, sizeof(bytes));
 }
 
 LocalJob::LocalJob(LocalJobSpec spec) : spec_(std::move(spec)) {
@@ -56,36 +50,34 @@ void LocalJob::start() {
   const std::string token = randomToken();
   server_->addJob(jobId, token);
 
-  // The environment every rank shares, then per-rank values.
-  std::map<std::string, std::string> base;
-  for (char** e = environ; *e != nullptr; ++e) {
-    const char* eq = std::strchr(*e, '=');
-    if (eq != nullptr) base[std::string(*e, eq - *e)] = eq + 1;
-  }
-  const std::string np = std::to_string(spec_.np);
-  base["HVD_SIZE"] = np;
-  base["HVD_LOCAL_SIZE"] = np;
-  base["HVD_CROSS_RANK"] = "0";
-  base["HVD_CROSS_SIZE"] = "1";
-  base["HVD_JOB_ID"] = jobId;
-  base["HVD_STORE_ADDR"] = server_->address();
-  base["HVD_STORE_TOKEN"] = token;
-  base["WORLD_SIZE"] = np;
-  base["LOCAL_WORLD_SIZE"] = np;
-  base["HOROVOD_SIZE"] = np;
-  base["HOROVOD_LOCAL_SIZE"] = np;
+  // The worker environment contract (the same builder hvdrun and the agents use) over the
+  // caller's environment; the spec's variables come last so a test can break the contract.
+  std::vector<std::string> callerEnv;
+  for (char** e = environ; *e != nullptr; ++e) callerEnv.emplace_back(*e);
+  const agent::Placement placement = agent::placeRanks({{"localhost", spec_.np}}, spec_.np, false);
 
   pids_.assign(spec_.np, 0);
   exits_.assign(spec_.np, RankExit{});
   const pid_t parent = ::getpid();
   for (int r = 0; r < spec_.np; ++r) {
-    auto env = base;
-    const std::string rank = std::to_string(r);
-    for (const char* key : {"HVD_RANK", "HVD_LOCAL_RANK", "RANK", "LOCAL_RANK", "HOROVOD_RANK",
-                            "HOROVOD_LOCAL_RANK"}) {
-      env[key] = rank;
+    agent::node::WorkerEnvInput input;
+    input.forwarded = callerEnv;
+    input.placement = placement.ranks[r];
+    input.size = spec_.np;
+    input.groupRank = 0;
+    input.hostName = "localhost";
+    input.jobId = jobId;
+    input.storeAddr = server_->address();
+    input.storeToken = token;
+    input.masterAddr = "127.0.0.1";
+    input.masterPort = 29500;
+    std::map<std::string, std::string> env;
+    for (const std::string& entry : agent::node::buildWorkerEnvironment(input)) {
+      const size_t eq = entry.find('=');
+      env[entry.substr(0, eq)] = entry.substr(eq + 1);
     }
     for (const auto& [key, value] : spec_.env) env[key] = value;  // the caller's word is last
+    const std::string rank = std::to_string(r);
     std::vector<std::string> envStrings;
     for (const auto& [key, value] : env) envStrings.push_back(key + "=" + value);
     std::vector<char*> envp, argv;

@@ -45,7 +45,8 @@ Context::Context(int rank, int size, std::vector<std::unique_ptr<Link>> links,
     if (peer != rank_ && links_[peer] == nullptr) {
       throw InternalError("context has no link to rank " + std::to_string(peer));
     }
-    if (peer != rank_ && std::string(links_[peer]->kind()) == "tcp") hasTcp_ = true;
+    tcpPeer_.push_back(peer != rank_ && std::string(links_[peer]->kind()) == "tcp");
+    hasTcp_ = hasTcp_ || tcpPeer_.back();
   }
 }
 

@@ -87,6 +87,10 @@ class Context {
   size_t smallMessageThreshold() const {
     return hasTcp_ ? options_.smallMessageBytesTcp : options_.smallMessageBytes;
   }
+  // Largest piece moved per progress pass on the link to `peer` (by its transport).
+  size_t pieceBytes(int peer) const {
+    return tcpPeer_[peer] ? options_.pieceBytesTcp : options_.pieceBytes;
+  }
 
   // "shm+tcp", "tcp", "shm" or "self": the kinds of links in use.
   std::string describeTransports() const;
@@ -110,6 +114,7 @@ class Context {
   std::unique_ptr<Schedule> schedule_;
   std::string brokenReason_;
   FailureBoard* failureBoard_ = nullptr;
+  std::vector<bool> tcpPeer_;  // per peer: is its link TCP (fixed when the context is built)
   bool hasTcp_ = false;
 };
 

@@ -208,9 +208,7 @@ class Runner {
       }
       if (index[peer] < 0) {
         Link* link = &context_.link(peer);
-        const auto& options = context_.options();
-        const size_t piece =
-            std::string(link->kind()) == "tcp" ? options.pieceBytesTcp : options.pieceBytes;
+        const size_t piece = context_.pieceBytes(peer);
         if (scratch_.active == scratch_.states.size()) scratch_.states.emplace_back();
         LinkState& state = scratch_.states[scratch_.active];
         state.peer = peer;
