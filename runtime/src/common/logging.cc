@@ -9,14 +9,10 @@
 #include <sstream>
 #include <vector>
 
+#include "common/host.h"
+
 namespace hvd::logging {
 namespace {
-
-std::string hostName() {
-  char buf[256] = {0};
-  if (gethostname(buf, sizeof(buf) - 1) != 0) return "?";
-  return buf;
-}
 
 spdlog::level::level_enum configuredLevel() {
   const char* env = std::getenv("HVD_LOG_LEVEL");
@@ -40,7 +36,7 @@ bool subsystemEnabled(const std::string& subsystem) {
 
 std::string pattern(int rank, const std::string& subsystem) {
   std::ostringstream out;
-  out << "[%Y-%m-%d %H:%M:%S.%e] [" << hostName() << ":" << getpid() << "] [rank ";
+  out << "[%Y-%m-%d %H:%M:%S.%e] [" << localHostName() << ":" << getpid() << "] [rank ";
   if (rank < 0) {
     out << "-";
   } else {

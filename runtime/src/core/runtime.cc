@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "common/host.h"
 #include "common/logging.h"
 #include "store/tcp_store_client.h"
 #include "transport/mesh.h"
@@ -85,12 +86,6 @@ int usableCpus() {
   return std::max(1, CPU_COUNT(&set));
 }
 
-std::string hostName() {
-  char buf[256] = {0};
-  ::gethostname(buf, sizeof(buf) - 1);
-  return buf;
-}
-
 std::string hostOf(const std::string& address) {
   if (!address.empty() && address.front() == '[') {
     const auto close = address.find(']');
@@ -136,7 +131,7 @@ Runtime::Runtime(const Config& config, int generation) : config_(config) {
   mesh.rank = config_.rank;
   mesh.size = config_.size;
   mesh.hostKey = transport::localHostKey();
-  mesh.hostName = hostName();
+  mesh.hostName = localHostName();
   mesh.bindAddress = config_.dataAddress.empty()
                          ? transport::localAddressToward(hostOf(config_.storeAddress))
                          : config_.dataAddress;

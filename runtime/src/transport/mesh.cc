@@ -11,6 +11,7 @@
 #include <random>
 #include <sstream>
 
+#include "common/host.h"
 #include "common/logging.h"
 #include "common/syscall_error.h"
 #include "hvd/error.hpp"
@@ -116,12 +117,10 @@ std::string readFirstLine(const char* path) {
 }  // namespace
 
 std::string localHostKey() {
-  char host[256] = {0};
-  ::gethostname(host, sizeof(host) - 1);
   char netns[128] = {0};
   const ssize_t n = ::readlink("/proc/self/ns/net", netns, sizeof(netns) - 1);
   if (n > 0) netns[n] = '\0';
-  return std::string(host) + "|" + readFirstLine("/proc/sys/kernel/random/boot_id") + "|" + netns;
+  return localHostName() + "|" + readFirstLine("/proc/sys/kernel/random/boot_id") + "|" + netns;
 }
 
 std::string localAddressToward(const std::string& host) {
