@@ -1,0 +1,203 @@
+#include "agent/rpc/convert.h"
+
+#include "hvd/error.hpp"
+
+namespace hvd::agent::rpc {
+
+v1::DescribeResponse toProto(const coordinator::NodeDescription& node) {
+  v1::DescribeResponse r;
+  r.set_hostname(node.hostname);
+  for (const std::string& a : node.addresses) r.add_addresses(a);
+  r.set_cpus(node.cpus);
+  for (const node::GpuInfo& g : node.gpus) {
+    v1::Gpu* gpu = r.add_gpus();
+    gpu->set_index(g.index);
+    gpu->set_uuid(g.uuid);
+    gpu->set_name(g.name);
+    gpu->set_memory_bytes(g.memoryBytes);
+    gpu->set_pci_bus_id(g.pciBusId);
+  }
+  r.set_version(node.version);
+  return r;
+}
+
+coordinator::NodeDescription fromProto(const v1::DescribeResponse& r) {
+  coordinator::NodeDescription node;
+  node.hostname = r.hostname();
+  node.addresses.assign(r.addresses().begin(), r.addresses().end());
+  node.cpus = r.cpus();
+  for (const v1::Gpu& g : r.gpus()) {
+    node::GpuInfo gpu;
+    gpu.index = g.index();
+    gpu.uuid = g.uuid();
+    gpu.name = g.name();
+    gpu.memoryBytes = g.memory_bytes();
+    gpu.pciBusId = g.pci_bus_id();
+    node.gpus.push_back(gpu);
+  }
+  node.version = r.version();
+  return node;
+}
+
+v1::OutputStream toProto(process::Stream stream) {
+  return stream == process::Stream::kStderr ? v1::STDERR : v1::STDOUT;
+}
+
+process::Stream fromProto(v1::OutputStream stream) {
+  return stream == v1::STDERR ? process::Stream::kStderr : process::Stream::kStdout;
+}
+
+v1::LaunchRequest toProto(const coordinator::LaunchRequest& request) {
+  v1::LaunchRequest r;
+  r.set_job_id(request.jobId);
+  for (const coordinator::RankLaunch& rank : request.ranks) {
+    v1::RankSpec* spec = r.add_ranks();
+    spec->set_rank(rank.rank);
+    for (const std::string& a : rank.spec.argv) spec->add_argv(a);
+    for (const std::string& e : rank.spec.env) spec->add_env(e);
+    spec->set_cwd(rank.spec.cwd);
+  }
+  return r;
+}
+
+coordinator::LaunchRequest fromProto(const v1::LaunchRequest& r) {
+  coordinator::LaunchRequest request;
+  request.jobId = r.job_id();
+  for (const v1::RankSpec& spec : r.ranks()) {
+    coordinator::RankLaunch rank;
+    rank.rank = spec.rank();
+    rank.spec.argv.assign(spec.argv().begin(), spec.argv().end());
+    rank.spec.env.assign(spec.env().begin(), spec.env().end());
+    rank.spec.cwd = spec.cwd();
+    request.ranks.push_back(std::move(rank));
+  }
+  return request;
+}
+
+namespace {
+
+v1::JobOutcome toProto(coordinator::JobOutcome o) {
+  switch (o) {
+    case coordinator::JobOutcome::kSucceeded: return v1::SUCCEEDED;
+    case coordinator::JobOutcome::kRankFailed: return v1::RANK_FAILED;
+    case coordinator::JobOutcome::kAgentLost: return v1::AGENT_LOST;
+    case coordinator::JobOutcome::kAgentUnreachable: return v1::AGENT_UNREACHABLE;
+    case coordinator::JobOutcome::kLaunchFailed: return v1::LAUNCH_FAILED;
+    case coordinator::JobOutcome::kInvalidJob: return v1::INVALID_JOB;
+    case coordinator::JobOutcome::kCancelled: return v1::CANCELLED;
+  }
+  return v1::RANK_FAILED;
+}
+
+coordinator::JobOutcome fromProto(v1::JobOutcome o) {
+  switch (o) {
+    case v1::SUCCEEDED: return coordinator::JobOutcome::kSucceeded;
+    case v1::RANK_FAILED: return coordinator::JobOutcome::kRankFailed;
+    case v1::AGENT_LOST: return coordinator::JobOutcome::kAgentLost;
+    case v1::AGENT_UNREACHABLE: return coordinator::JobOutcome::kAgentUnreachable;
+    case v1::LAUNCH_FAILED: return coordinator::JobOutcome::kLaunchFailed;
+    case v1::INVALID_JOB: return coordinator::JobOutcome::kInvalidJob;
+    case v1::CANCELLED: return coordinator::JobOutcome::kCancelled;
+    default: return coordinator::JobOutcome::kRankFailed;
+  }
+}
+
+}  // namespace
+
+v1::JobEnd toProto(const coordinator::JobResult& result) {
+  v1::JobEnd e;
+  e.set_job_id(result.jobId);
+  e.set_outcome(toProto(result.outcome));
+  e.set_exit_code(result.exitCode);
+  e.set_summary(result.summary);
+  e.set_rank(result.rank);
+  e.set_host(result.host);
+  e.set_has_status(result.status.has_value());
+  if (result.status) {
+    e.set_status_exit_code(result.status->exitCode);
+    e.set_status_signal(result.status->signal);
+  }
+  e.set_reason(result.reason);
+  for (const std::string& line : result.stderrTail) e.add_stderr_tail(line);
+  for (int rank : result.unreportedRanks) e.add_unreported_ranks(rank);
+  return e;
+}
+
+coordinator::JobResult fromProto(const v1::JobEnd& e) {
+  coordinator::JobResult result;
+  result.jobId = e.job_id();
+  result.outcome = fromProto(e.outcome());
+  result.exitCode = e.exit_code();
+  result.summary = e.summary();
+  result.rank = e.rank();
+  result.host = e.host();
+  if (e.has_status()) {
+    process::ExitStatus status;
+    status.exitCode = e.status_exit_code();
+    status.signal = e.status_signal();
+    result.status = status;
+  }
+  result.reason = e.reason();
+  result.stderrTail.assign(e.stderr_tail().begin(), e.stderr_tail().end());
+  result.unreportedRanks.assign(e.unreported_ranks().begin(), e.unreported_ranks().end());
+  return result;
+}
+
+v1::SubmitJobRequest toProto(const coordinator::JobSpec& spec,
+                             const std::vector<std::string>& agentAddresses) {
+  v1::SubmitJobRequest r;
+  for (const std::string& a : spec.argv) r.add_argv(a);
+  for (const std::string& e : spec.env) r.add_env(e);
+  r.set_cwd(spec.cwd);
+  r.set_np(spec.np);
+  for (size_t i = 0; i < spec.hosts.size(); ++i) {
+    v1::HostEntry* h = r.add_hosts();
+    h->set_host(spec.hosts[i].host);
+    h->set_slots(spec.hosts[i].slots.value_or(0));
+    if (i < agentAddresses.size()) h->set_agent_address(agentAddresses[i]);
+  }
+  r.set_oversubscribe(spec.oversubscribe);
+  r.set_gpu_bind(spec.gpuBind == node::GpuBind::kVisible ? v1::GPU_BIND_VISIBLE
+                                                          : v1::GPU_BIND_NONE);
+  r.set_stop_signal(spec.stopSignal);
+  r.set_grace_ms(spec.grace.count());
+  r.set_job_name(spec.jobId);
+  return r;
+}
+
+coordinator::JobSpec fromProto(const v1::SubmitJobRequest& r) {
+  if (r.argv().empty() || r.argv(0).empty()) {
+    throw InvalidArgumentError("the job has no program to run");
+  }
+  if (r.np() < 1) throw InvalidArgumentError("-np must be at least 1, got " + std::to_string(r.np()));
+  if (r.hosts().empty()) throw InvalidArgumentError("the job lists no hosts");
+  if (r.grace_ms() < 0) throw InvalidArgumentError("the grace period must not be negative");
+  if (r.stop_signal() < 1 || r.stop_signal() >= NSIG) {
+    throw InvalidArgumentError("stop signal " + std::to_string(r.stop_signal()) +
+                               " is not a signal number");
+  }
+  coordinator::JobSpec spec;
+  spec.argv.assign(r.argv().begin(), r.argv().end());
+  spec.env.assign(r.env().begin(), r.env().end());
+  spec.cwd = r.cwd();
+  spec.np = r.np();
+  for (const v1::HostEntry& h : r.hosts()) {
+    if (h.host().empty()) throw InvalidArgumentError("the job lists a host with no name");
+    if (h.slots() < 0 || h.slots() > launcher::kMaxSlotsPerHost) {
+      throw InvalidArgumentError("host '" + h.host() + "' has " + std::to_string(h.slots()) +
+                                 " slots");
+    }
+    launcher::HostSlots slots;
+    slots.host = h.host();
+    if (h.slots() > 0) slots.slots = h.slots();
+    spec.hosts.push_back(slots);
+  }
+  spec.oversubscribe = r.oversubscribe();
+  spec.gpuBind = r.gpu_bind() == v1::GPU_BIND_VISIBLE ? node::GpuBind::kVisible
+                                                       : node::GpuBind::kNone;
+  spec.stopSignal = r.stop_signal();
+  spec.grace = std::chrono::milliseconds(r.grace_ms());
+  return spec;
+}
+
+}  // namespace hvd::agent::rpc

@@ -1,0 +1,35 @@
+// Conversions between the control plane's messages (proto/hvd/v1/agent.proto) and the domain
+// types of the coordinator and process supervision. One place, so client and server agree and
+// the domain code never sees protobuf.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "agent/coordinator/job_coordinator.h"
+#include "agent/coordinator/node_agent.h"
+#include "hvd/v1/agent.pb.h"
+
+namespace hvd::agent::rpc {
+
+v1::DescribeResponse toProto(const coordinator::NodeDescription& node);
+coordinator::NodeDescription fromProto(const v1::DescribeResponse& response);
+
+v1::OutputStream toProto(process::Stream stream);
+process::Stream fromProto(v1::OutputStream stream);
+
+v1::LaunchRequest toProto(const coordinator::LaunchRequest& request);
+coordinator::LaunchRequest fromProto(const v1::LaunchRequest& request);
+
+v1::JobEnd toProto(const coordinator::JobResult& result);
+coordinator::JobResult fromProto(const v1::JobEnd& end);
+
+// The request hvdrun sends, from a JobSpec whose hosts carry their agents' addresses.
+v1::SubmitJobRequest toProto(const coordinator::JobSpec& spec,
+                             const std::vector<std::string>& agentAddresses);
+// The JobSpec the leader runs (jobId left empty: the leader names the job). Throws
+// hvd::InvalidArgumentError for values no hvdrun sends (np < 1, no hosts, no program, negative
+// slots or grace), so a malformed request is refused before anything is started.
+coordinator::JobSpec fromProto(const v1::SubmitJobRequest& request);
+
+}  // namespace hvd::agent::rpc

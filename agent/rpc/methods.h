@@ -1,0 +1,16 @@
+// Full gRPC method names of hvd.v1.Agent: what requests sign (request_signer.h) and what the
+// server checks them against. A unit test compares them with the service descriptor, so a
+// renamed RPC cannot silently sign under a stale name.
+#pragma once
+
+#include <string_view>
+
+namespace hvd::agent::rpc {
+
+inline constexpr std::string_view kDescribeMethod = "/hvd.v1.Agent/Describe";
+inline constexpr std::string_view kLaunchMethod = "/hvd.v1.Agent/Launch";
+inline constexpr std::string_view kStopMethod = "/hvd.v1.Agent/Stop";
+inline constexpr std::string_view kSubmitJobMethod = "/hvd.v1.Agent/SubmitJob";
+inline constexpr std::string_view kCancelJobMethod = "/hvd.v1.Agent/CancelJob";
+
+}  // namespace hvd::agent::rpc
