@@ -92,6 +92,8 @@ std::optional<JobResult> JobCoordinator::placeAndBuild(const std::vector<NodeDes
     for (size_t h = 0; h < spec_.hosts.size(); ++h) {
       LaunchRequest& request = (*requests)[h];
       request.jobId = spec_.jobId;
+      request.stopSignal = spec_.stopSignal;
+      request.grace = spec_.grace;
       if (placement.hostRanks[h].empty()) continue;
       node::WorkerEnvInput input;
       input.forwarded = spec_.env;

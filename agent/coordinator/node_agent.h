@@ -12,6 +12,7 @@
 #pragma once
 
 #include <chrono>
+#include <csignal>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -62,6 +63,10 @@ struct RankLaunch {
 struct LaunchRequest {
   std::string jobId;
   std::vector<RankLaunch> ranks;
+  // How the agent stops these ranks by itself when it loses its caller (the leader's stream
+  // breaks): the job's stop signal, then SIGKILL after the grace.
+  int stopSignal = SIGTERM;
+  std::chrono::milliseconds grace{10000};
 };
 
 // Outcome of launch(): empty `error` means every rank was started.

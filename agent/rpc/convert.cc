@@ -1,5 +1,7 @@
 #include "agent/rpc/convert.h"
 
+#include <csignal>
+
 #include "hvd/error.hpp"
 
 namespace hvd::agent::rpc {
@@ -50,6 +52,8 @@ process::Stream fromProto(v1::OutputStream stream) {
 v1::LaunchRequest toProto(const coordinator::LaunchRequest& request) {
   v1::LaunchRequest r;
   r.set_job_id(request.jobId);
+  r.set_stop_signal(request.stopSignal);
+  r.set_grace_ms(request.grace.count());
   for (const coordinator::RankLaunch& rank : request.ranks) {
     v1::RankSpec* spec = r.add_ranks();
     spec->set_rank(rank.rank);
@@ -63,6 +67,8 @@ v1::LaunchRequest toProto(const coordinator::LaunchRequest& request) {
 coordinator::LaunchRequest fromProto(const v1::LaunchRequest& r) {
   coordinator::LaunchRequest request;
   request.jobId = r.job_id();
+  if (r.stop_signal() > 0 && r.stop_signal() < NSIG) request.stopSignal = r.stop_signal();
+  if (r.grace_ms() >= 0) request.grace = std::chrono::milliseconds(r.grace_ms());
   for (const v1::RankSpec& spec : r.ranks()) {
     coordinator::RankLaunch rank;
     rank.rank = spec.rank();

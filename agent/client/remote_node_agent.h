@@ -1,0 +1,86 @@
+// The NodeAgent of a host whose hvdagent is reached over gRPC (DESIGN.md "How a job flows",
+// steps 3-4): the leader's coordinator describes, launches and stops through it exactly as it
+// does through the in-process LocalNodeAgent.
+//
+// launch() opens the Launch stream and waits (up to the call timeout) for the agent's first
+// event, which says whether every rank started. A reader thread then delivers the ranks' output
+// and exits to JobEvents, one at a time. When the stream ends before every launched rank has
+// reported its exit (agent killed, host gone: keepalive pings notice within seconds), the job
+// gets onAgentLost with the reason, and nothing more from this agent.
+//
+// Every call is signed (rpc::CallSigner) and has a deadline; failures are values whose reason
+// says what happened ("connection refused", "no answer within 5 s", "authentication failed: bad
+// signature"), never exceptions.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agent/coordinator/node_agent.h"
+#include "agent/rpc/call_auth.h"
+#include "agent/rpc/credentials.h"
+#include "hvd/v1/agent.grpc.pb.h"
+
+namespace hvd::agent::client {
+
+struct RemoteAgentOptions {
+  std::string host;     // as the user named it; used in messages and onAgentLost
+  std::string address;  // "host:port" of its hvdagent
+  rpc::TlsOptions tls;
+  std::string tlsTargetName;  // see rpc::makeChannel
+  // Deadline of Describe and Stop, and how long launch() waits for the agent's answer.
+  std::chrono::milliseconds callTimeout{5000};
+};
+
+// Maps a failed call's status to the reason in an AgentError / launch error / lost agent:
+// "authentication failed: <why>" for UNAUTHENTICATED, "no answer within N s" for
+// DEADLINE_EXCEEDED, else the status message (or code name when the message is empty).
+std::string describeStatus(const grpc::Status& status, std::chrono::milliseconds timeout);
+
+class RemoteNodeAgent : public coordinator::NodeAgent {
+ public:
+  // `signer` must outlive the agent.
+  RemoteNodeAgent(RemoteAgentOptions options, rpc::CallSigner* signer);
+  // Same as shutdown().
+  ~RemoteNodeAgent() override;
+  RemoteNodeAgent(const RemoteNodeAgent&) = delete;
+  RemoteNodeAgent& operator=(const RemoteNodeAgent&) = delete;
+
+  // Cancels every open Launch stream (the remote agent then stops those ranks) and joins the
+  // reader and stop threads; no event is delivered after it returns.
+  void shutdown();
+
+  std::string host() const override { return options_.host; }
+  std::string address() const override { return options_.address; }
+  coordinator::DescribeResult describe() override;
+  coordinator::LaunchStatus launch(const coordinator::LaunchRequest& request,
+                                   coordinator::JobEvents* events) override;
+  // Sends Stop from a background thread (a dead agent must not block the coordinator) and
+  // returns at once.
+  void stop(const std::string& jobId, int signal, std::chrono::milliseconds grace) override;
+
+ private:
+  struct Stream;
+
+  void readStream(Stream* stream);
+
+  const RemoteAgentOptions options_;
+  rpc::CallSigner* const signer_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Agent::Stub> stub_;
+
+  std::mutex mutex_;
+  bool shutdown_ = false;
+  std::map<std::string, std::unique_ptr<Stream>> streams_;  // by job id
+  std::vector<std::thread> stopThreads_;
+};
+
+}  // namespace hvd::agent::client
