@@ -1,0 +1,228 @@
+#include "agent/client/remote_node_agent.h"
+
+#include <spdlog/spdlog.h>
+
+#include <set>
+#include <utility>
+
+#include "agent/rpc/convert.h"
+#include "agent/rpc/methods.h"
+
+namespace hvd::agent::client {
+
+namespace {
+
+std::string seconds(std::chrono::milliseconds timeout) {
+  const long long ms = timeout.count();
+  if (ms % 1000 == 0) return std::to_string(ms / 1000) + " s";
+  return std::to_string(ms) + " ms";
+}
+
+const char* codeName(grpc::StatusCode code) {
+  switch (code) {
+    case grpc::StatusCode::CANCELLED:
+      return "cancelled";
+    case grpc::StatusCode::UNKNOWN:
+      return "unknown error";
+    case grpc::StatusCode::INVALID_ARGUMENT:
+      return "invalid argument";
+    case grpc::StatusCode::NOT_FOUND:
+      return "not found";
+    case grpc::StatusCode::PERMISSION_DENIED:
+      return "permission denied";
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+      return "resource exhausted";
+    case grpc::StatusCode::FAILED_PRECONDITION:
+      return "failed precondition";
+    case grpc::StatusCode::UNIMPLEMENTED:
+      return "not implemented by the agent (too old?)";
+    case grpc::StatusCode::INTERNAL:
+      return "internal error";
+    case grpc::StatusCode::UNAVAILABLE:
+      return "unavailable";
+    default:
+      return "error";
+  }
+}
+
+}  // namespace
+
+std::string describeStatus(const grpc::Status& status, std::chrono::milliseconds timeout) {
+  switch (status.error_code()) {
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      return "no answer within " + seconds(timeout);
+    case grpc::StatusCode::UNAUTHENTICATED:
+      // The server's message already reads "authentication failed: <why>".
+      return status.error_message().empty() ? std::string(rpc::kAuthFailedPrefix)
+                                            : status.error_message();
+    default:
+      return status.error_message().empty() ? std::string(codeName(status.error_code()))
+                                            : status.error_message();
+  }
+}
+
+// One job's Launch stream and the thread that reads it.
+struct RemoteNodeAgent::Stream {
+  std::string jobId;
+  coordinator::JobEvents* events = nullptr;
+  grpc::ClientContext context;
+  std::unique_ptr<grpc::ClientReader<v1::RankEvent>> reader;
+  std::set<int> running;  // launched ranks whose exit has not arrived
+  std::thread thread;
+
+  // The launch handshake between launch() and the reader thread.
+  std::mutex mutex;
+  std::condition_variable answered;
+  bool hasAnswer = false;
+  std::string error;       // the launch error (empty: every rank started)
+  bool abandoned = false;  // launch() gave up waiting: deliver nothing
+};
+
+RemoteNodeAgent::RemoteNodeAgent(RemoteAgentOptions options, rpc::CallSigner* signer)
+    : options_(std::move(options)), signer_(signer) {
+  channel_ = rpc::makeChannel(options_.address, options_.tls, options_.tlsTargetName);
+  stub_ = v1::Agent::NewStub(channel_);
+}
+
+RemoteNodeAgent::~RemoteNodeAgent() { shutdown(); }
+
+void RemoteNodeAgent::shutdown() {
+  std::map<std::string, std::unique_ptr<Stream>> streams;
+  std::vector<std::thread> stops;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    shutdown_ = true;
+    streams.swap(streams_);
+    stops.swap(stopThreads_);
+  }
+  for (auto& [jobId, stream] : streams) {
+    stream->context.TryCancel();  // the agent stops the job's ranks when its caller goes
+  }
+  for (auto& [jobId, stream] : streams) {
+    if (stream->thread.joinable()) stream->thread.join();
+  }
+  for (std::thread& t : stops) t.join();
+}
+
+coordinator::DescribeResult RemoteNodeAgent::describe() {
+  coordinator::DescribeResult result;
+  result.error.host = options_.host;
+  result.error.address = options_.address;
+  v1::DescribeRequest request;
+  v1::DescribeResponse response;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + options_.callTimeout);
+  signer_->sign(&context, rpc::kDescribeMethod, request);
+  const grpc::Status status = stub_->Describe(&context, request, &response);
+  if (!status.ok()) {
+    result.error.reason = describeStatus(status, options_.callTimeout);
+    return result;
+  }
+  result.description = rpc::fromProto(response);
+  return result;
+}
+
+coordinator::LaunchStatus RemoteNodeAgent::launch(const coordinator::LaunchRequest& request,
+                                                  coordinator::JobEvents* events) {
+  auto stream = std::make_unique<Stream>();
+  Stream* s = stream.get();
+  s->jobId = request.jobId;
+  s->events = events;
+  for (const coordinator::RankLaunch& rank : request.ranks) s->running.insert(rank.rank);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (shutdown_) return {"the agent connection to " + options_.host + " is shut down"};
+    if (streams_.count(request.jobId) != 0) {
+      return {"job " + request.jobId + " was already launched on " + options_.host};
+    }
+    const v1::LaunchRequest message = rpc::toProto(request);
+    signer_->sign(&s->context, rpc::kLaunchMethod, message);
+    s->reader = stub_->Launch(&s->context, message);
+    s->thread = std::thread([this, s] { readStream(s); });
+    streams_.emplace(request.jobId, std::move(stream));
+  }
+
+  std::unique_lock<std::mutex> lock(s->mutex);
+  if (!s->answered.wait_for(lock, options_.callTimeout, [s] { return s->hasAnswer; })) {
+    s->abandoned = true;
+    lock.unlock();
+    s->context.TryCancel();  // if the ranks start after all, the agent stops them
+    return {"the agent on " + options_.host + " (" + options_.address +
+            ") did not confirm the launch within " + seconds(options_.callTimeout)};
+  }
+  return {s->error};
+}
+
+void RemoteNodeAgent::readStream(Stream* s) {
+  v1::RankEvent event;
+  bool launched = false;
+  if (s->reader->Read(&event) && event.has_launched()) {
+    launched = event.launched().error().empty();
+    std::lock_guard<std::mutex> lock(s->mutex);
+    s->hasAnswer = true;
+    s->error = event.launched().error();
+    launched = launched && !s->abandoned;
+    s->answered.notify_all();
+  }
+  if (launched) {
+    while (s->reader->Read(&event)) {
+      if (event.has_output()) {
+        const v1::RankOutput& out = event.output();
+        s->events->onOutput(out.rank(), rpc::fromProto(out.stream()), out.line());
+      } else if (event.has_exit()) {
+        const v1::RankExit& exit = event.exit();
+        if (s->running.erase(exit.rank()) == 0) continue;  // not ours, or reported twice
+        process::ExitStatus status;
+        status.exitCode = exit.exit_code();
+        status.signal = exit.signal();
+        s->events->onExit(exit.rank(), status);
+      }
+    }
+  }
+  const grpc::Status status = s->reader->Finish();
+  {
+    std::lock_guard<std::mutex> lock(s->mutex);
+    if (!s->hasAnswer) {
+      // The stream ended before the agent said anything: the launch failed on the way there.
+      s->hasAnswer = true;
+      s->error = "agent on " + options_.host + " (" + options_.address +
+                 "): " + describeStatus(status, options_.callTimeout);
+      s->answered.notify_all();
+      return;
+    }
+  }
+  if (!launched || s->running.empty()) return;
+  bool stopping = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping = shutdown_;
+  }
+  if (stopping) return;  // we cancelled the stream ourselves: not a lost agent
+  const std::string reason = status.ok() ? "the agent ended the job's stream early"
+                                         : describeStatus(status, options_.callTimeout);
+  spdlog::debug("remote agent {} ({}): job {} stream ended with {} rank(s) running: {}",
+                options_.host, options_.address, s->jobId, s->running.size(), reason);
+  s->events->onAgentLost(options_.host, reason);
+}
+
+void RemoteNodeAgent::stop(const std::string& jobId, int signal, std::chrono::milliseconds grace) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (shutdown_) return;
+  stopThreads_.emplace_back([this, jobId, signal, grace] {
+    v1::StopRequest request;
+    request.set_job_id(jobId);
+    request.set_signal(signal);
+    request.set_grace_ms(grace.count());
+    v1::StopResponse response;
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + options_.callTimeout);
+    signer_->sign(&context, rpc::kStopMethod, request);
+    const grpc::Status status = stub_->Stop(&context, request, &response);
+    if (!status.ok()) {
+      spdlog::warn("stop of job {} on {} ({}) failed: {}", jobId, options_.host, options_.address,
+                   describeStatus(status, options_.callTimeout));
+    }
+  });
+}
+
+}  // namespace hvd::agent::client
