@@ -84,27 +84,42 @@ namespace {
 
 v1::JobOutcome toProto(coordinator::JobOutcome o) {
   switch (o) {
-    case coordinator::JobOutcome::kSucceeded: return v1::SUCCEEDED;
-    case coordinator::JobOutcome::kRankFailed: return v1::RANK_FAILED;
-    case coordinator::JobOutcome::kAgentLost: return v1::AGENT_LOST;
-    case coordinator::JobOutcome::kAgentUnreachable: return v1::AGENT_UNREACHABLE;
-    case coordinator::JobOutcome::kLaunchFailed: return v1::LAUNCH_FAILED;
-    case coordinator::JobOutcome::kInvalidJob: return v1::INVALID_JOB;
-    case coordinator::JobOutcome::kCancelled: return v1::CANCELLED;
+    case coordinator::JobOutcome::kSucceeded:
+      return v1::SUCCEEDED;
+    case coordinator::JobOutcome::kRankFailed:
+      return v1::RANK_FAILED;
+    case coordinator::JobOutcome::kAgentLost:
+      return v1::AGENT_LOST;
+    case coordinator::JobOutcome::kAgentUnreachable:
+      return v1::AGENT_UNREACHABLE;
+    case coordinator::JobOutcome::kLaunchFailed:
+      return v1::LAUNCH_FAILED;
+    case coordinator::JobOutcome::kInvalidJob:
+      return v1::INVALID_JOB;
+    case coordinator::JobOutcome::kCancelled:
+      return v1::CANCELLED;
   }
   return v1::RANK_FAILED;
 }
 
 coordinator::JobOutcome fromProto(v1::JobOutcome o) {
   switch (o) {
-    case v1::SUCCEEDED: return coordinator::JobOutcome::kSucceeded;
-    case v1::RANK_FAILED: return coordinator::JobOutcome::kRankFailed;
-    case v1::AGENT_LOST: return coordinator::JobOutcome::kAgentLost;
-    case v1::AGENT_UNREACHABLE: return coordinator::JobOutcome::kAgentUnreachable;
-    case v1::LAUNCH_FAILED: return coordinator::JobOutcome::kLaunchFailed;
-    case v1::INVALID_JOB: return coordinator::JobOutcome::kInvalidJob;
-    case v1::CANCELLED: return coordinator::JobOutcome::kCancelled;
-    default: return coordinator::JobOutcome::kRankFailed;
+    case v1::SUCCEEDED:
+      return coordinator::JobOutcome::kSucceeded;
+    case v1::RANK_FAILED:
+      return coordinator::JobOutcome::kRankFailed;
+    case v1::AGENT_LOST:
+      return coordinator::JobOutcome::kAgentLost;
+    case v1::AGENT_UNREACHABLE:
+      return coordinator::JobOutcome::kAgentUnreachable;
+    case v1::LAUNCH_FAILED:
+      return coordinator::JobOutcome::kLaunchFailed;
+    case v1::INVALID_JOB:
+      return coordinator::JobOutcome::kInvalidJob;
+    case v1::CANCELLED:
+      return coordinator::JobOutcome::kCancelled;
+    default:
+      return coordinator::JobOutcome::kRankFailed;
   }
 }
 
@@ -164,7 +179,7 @@ v1::SubmitJobRequest toProto(const coordinator::JobSpec& spec,
   }
   r.set_oversubscribe(spec.oversubscribe);
   r.set_gpu_bind(spec.gpuBind == node::GpuBind::kVisible ? v1::GPU_BIND_VISIBLE
-                                                          : v1::GPU_BIND_NONE);
+                                                         : v1::GPU_BIND_NONE);
   r.set_stop_signal(spec.stopSignal);
   r.set_grace_ms(spec.grace.count());
   r.set_job_name(spec.jobId);
@@ -175,7 +190,8 @@ coordinator::JobSpec fromProto(const v1::SubmitJobRequest& r) {
   if (r.argv().empty() || r.argv(0).empty()) {
     throw InvalidArgumentError("the job has no program to run");
   }
-  if (r.np() < 1) throw InvalidArgumentError("-np must be at least 1, got " + std::to_string(r.np()));
+  if (r.np() < 1)
+    throw InvalidArgumentError("-np must be at least 1, got " + std::to_string(r.np()));
   if (r.hosts().empty()) throw InvalidArgumentError("the job lists no hosts");
   if (r.grace_ms() < 0) throw InvalidArgumentError("the grace period must not be negative");
   if (r.stop_signal() < 1 || r.stop_signal() >= NSIG) {
@@ -199,8 +215,8 @@ coordinator::JobSpec fromProto(const v1::SubmitJobRequest& r) {
     spec.hosts.push_back(slots);
   }
   spec.oversubscribe = r.oversubscribe();
-  spec.gpuBind = r.gpu_bind() == v1::GPU_BIND_VISIBLE ? node::GpuBind::kVisible
-                                                       : node::GpuBind::kNone;
+  spec.gpuBind =
+      r.gpu_bind() == v1::GPU_BIND_VISIBLE ? node::GpuBind::kVisible : node::GpuBind::kNone;
   spec.stopSignal = r.stop_signal();
   spec.grace = std::chrono::milliseconds(r.grace_ms());
   return spec;
