@@ -1,0 +1,561 @@
+// agent/rpc (conversions, signed calls checked by CallGuard) and agent/client's RemoteNodeAgent,
+// driven against a scripted hvd.v1.Agent server running in-process on 127.0.0.1:0.
+#include <google/protobuf/descriptor.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+#include "agent/auth/cluster_key.h"
+#include "agent/client/remote_node_agent.h"
+#include "agent/rpc/call_auth.h"
+#include "agent/rpc/convert.h"
+#include "agent/rpc/methods.h"
+#include "hvd/error.hpp"
+
+namespace hvd::agent {
+namespace {
+
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+fs::path makeTempDir() {
+  std::string tmpl = (fs::temp_directory_path() / "hvd-rpc-test-XXXXXX").string();
+  const char* dir = ::mkdtemp(tmpl.data());
+  if (dir == nullptr) throw std::runtime_error("mkdtemp failed");
+  return dir;
+}
+
+auth::ClusterKey newKey(const fs::path& dir, const std::string& name) {
+  return auth::ClusterKey::generate((dir / name).string());
+}
+
+// Records what the coordinator would see.
+class RecordingEvents : public coordinator::JobEvents {
+ public:
+  void onOutput(int rank, process::Stream stream, std::string_view line) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    lines.push_back(std::to_string(rank) + (stream == process::Stream::kStderr ? "!" : ":") +
+                    std::string(line));
+  }
+  void onExit(int rank, const process::ExitStatus& status) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    exits.emplace_back(rank, status.shellStatus());
+    changed_.notify_all();
+  }
+  void onAgentLost(const std::string& host, const std::string& reason) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    lost.push_back(host + ": " + reason);
+    changed_.notify_all();
+  }
+  bool waitFor(size_t exitCount, size_t lostCount, std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    return changed_.wait_for(lock, timeout,
+                             [&] { return exits.size() >= exitCount && lost.size() >= lostCount; });
+  }
+
+  std::vector<std::string> lines;
+  std::vector<std::pair<int, int>> exits;
+  std::vector<std::string> lost;
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+};
+
+// A scripted agent: checks signatures with CallGuard like the real one, answers Describe with
+// fixed facts, and plays a Launch stream that the test controls.
+class FakeAgentService final : public v1::Agent::Service {
+ public:
+  explicit FakeAgentService(rpc::CallGuard* guard) : guard_(guard) {}
+
+  grpc::Status Describe(grpc::ServerContext* context, const v1::DescribeRequest* request,
+                        v1::DescribeResponse* response) override {
+    if (grpc::Status s = guard_->check(*context, rpc::kDescribeMethod, *request); !s.ok()) return s;
+    if (describeDelay > 0ms) std::this_thread::sleep_for(describeDelay);
+    response->set_hostname("fake-node");
+    response->set_cpus(7);
+    response->add_addresses("10.0.0.7");
+    v1::Gpu* gpu = response->add_gpus();
+    gpu->set_index(0);
+    gpu->set_uuid("GPU-1");
+    gpu->set_memory_bytes(80ull << 30);
+    response->set_version("9.9.9");
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Launch(grpc::ServerContext* context, const v1::LaunchRequest* request,
+                      grpc::ServerWriter<v1::RankEvent>* writer) override {
+    if (grpc::Status s = guard_->check(*context, rpc::kLaunchMethod, *request); !s.ok()) return s;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      lastLaunch = *request;
+    }
+    v1::RankEvent event;
+    event.mutable_launched()->set_error(launchError);
+    writer->Write(event);
+    if (!launchError.empty()) return grpc::Status::OK;
+    for (const v1::RankSpec& rank : request->ranks()) {
+      v1::RankEvent out;
+      out.mutable_output()->set_rank(rank.rank());
+      out.mutable_output()->set_stream(v1::STDERR);
+      out.mutable_output()->set_line("hello from " + std::to_string(rank.rank()));
+      writer->Write(out);
+      if (holdLastRank && rank.rank() == request->ranks().rbegin()->rank()) continue;
+      v1::RankEvent exit;
+      exit.mutable_exit()->set_rank(rank.rank());
+      exit.mutable_exit()->set_exit_code(rank.rank() + 1);
+      writer->Write(exit);
+    }
+    if (holdLastRank) {
+      // Wait until the client cancels (or the test says to drop the stream).
+      while (!context->IsCancelled() && !dropStream) std::this_thread::sleep_for(10ms);
+      clientCancelled = context->IsCancelled();
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "agent going away");
+    }
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Stop(grpc::ServerContext* context, const v1::StopRequest* request,
+                    v1::StopResponse*) override {
+    if (grpc::Status s = guard_->check(*context, rpc::kStopMethod, *request); !s.ok()) return s;
+    std::lock_guard<std::mutex> lock(mutex_);
+    stops.push_back(*request);
+    return grpc::Status::OK;
+  }
+
+  std::chrono::milliseconds describeDelay{0};
+  std::string launchError;
+  bool holdLastRank = false;
+  std::atomic<bool> dropStream{false};
+  std::atomic<bool> clientCancelled{false};
+  std::mutex mutex_;
+  v1::LaunchRequest lastLaunch;
+  std::vector<v1::StopRequest> stops;
+
+ private:
+  rpc::CallGuard* guard_;
+};
+
+class RpcTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = makeTempDir();
+    key_.emplace(newKey(dir_, "key"));
+    verifier_ = std::make_unique<auth::RequestVerifier>(*key_, clock_);
+    guard_ = std::make_unique<rpc::CallGuard>(verifier_.get());
+    service_ = std::make_unique<FakeAgentService>(guard_.get());
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
+    builder.RegisterService(service_.get());
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+    ASSERT_GT(port_, 0);
+    signer_ = std::make_unique<rpc::CallSigner>(*key_, clock_);
+  }
+  void TearDown() override {
+    if (server_) server_->Shutdown(std::chrono::system_clock::now() + 1s);
+    fs::remove_all(dir_);
+  }
+
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  client::RemoteAgentOptions options(std::chrono::milliseconds timeout = 5000ms) const {
+    client::RemoteAgentOptions o;
+    o.host = "node-b";
+    o.address = address();
+    o.callTimeout = timeout;
+    return o;
+  }
+
+  fs::path dir_;
+  auth::SystemClock clock_;
+  std::optional<auth::ClusterKey> key_;
+  std::unique_ptr<auth::RequestVerifier> verifier_;
+  std::unique_ptr<rpc::CallGuard> guard_;
+  std::unique_ptr<FakeAgentService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<rpc::CallSigner> signer_;
+  int port_ = 0;
+};
+
+TEST(RpcMethods, NamesMatchTheServiceDescriptor) {
+  const auto* service = google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(
+      std::string(v1::Agent::service_full_name()));
+  ASSERT_NE(service, nullptr);
+  ASSERT_EQ(service->method_count(), 5);
+  std::vector<std::string> names;
+  for (int i = 0; i < service->method_count(); ++i) {
+    names.push_back("/" + service->full_name() + "/" + service->method(i)->name());
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{
+                       std::string(rpc::kDescribeMethod), std::string(rpc::kLaunchMethod),
+                       std::string(rpc::kStopMethod), std::string(rpc::kSubmitJobMethod),
+                       std::string(rpc::kCancelJobMethod)}));
+}
+
+TEST(RpcConvert, JobResultRoundTrips) {
+  coordinator::JobResult r;
+  r.jobId = "job-1";
+  r.outcome = coordinator::JobOutcome::kRankFailed;
+  r.exitCode = 137;
+  r.summary = "hvdrun: rank 3 on b was killed by signal 9 (Killed)";
+  r.rank = 3;
+  r.host = "b";
+  r.status = process::ExitStatus{0, 9};
+  r.reason = "why";
+  r.stderrTail = {"line 1", std::string("bin\xff\x00ary", 8)};
+  r.unreportedRanks = {5, 6};
+  const coordinator::JobResult back = rpc::fromProto(rpc::toProto(r));
+  EXPECT_EQ(back.jobId, r.jobId);
+  EXPECT_EQ(back.outcome, r.outcome);
+  EXPECT_EQ(back.exitCode, 137);
+  EXPECT_EQ(back.summary, r.summary);
+  EXPECT_EQ(back.rank, 3);
+  EXPECT_EQ(back.host, "b");
+  ASSERT_TRUE(back.status.has_value());
+  EXPECT_EQ(back.status->signal, 9);
+  EXPECT_EQ(back.reason, "why");
+  EXPECT_EQ(back.stderrTail, r.stderrTail);
+  EXPECT_EQ(back.unreportedRanks, r.unreportedRanks);
+
+  coordinator::JobResult ok;
+  EXPECT_FALSE(rpc::fromProto(rpc::toProto(ok)).status.has_value());
+}
+
+TEST(RpcConvert, SubmitRequestRoundTripsAndIsValidated) {
+  coordinator::JobSpec spec;
+  spec.jobId = "train";
+  spec.argv = {"./train", "--lr", "0.1"};
+  spec.env = {"A=1", "B=two words"};
+  spec.cwd = "/work";
+  spec.np = 3;
+  spec.hosts = {{"a", 1}, {"b", std::nullopt}};
+  spec.oversubscribe = true;
+  spec.gpuBind = node::GpuBind::kVisible;
+  spec.stopSignal = SIGINT;
+  spec.grace = 2500ms;
+  const v1::SubmitJobRequest request = rpc::toProto(spec, {"a:7475", "b:7475"});
+  EXPECT_EQ(request.hosts(1).agent_address(), "b:7475");
+  EXPECT_EQ(request.hosts(1).slots(), 0);
+  const coordinator::JobSpec back = rpc::fromProto(request);
+  EXPECT_EQ(back.argv, spec.argv);
+  EXPECT_EQ(back.env, spec.env);
+  EXPECT_EQ(back.cwd, "/work");
+  EXPECT_EQ(back.np, 3);
+  EXPECT_EQ(back.hosts, spec.hosts);
+  EXPECT_TRUE(back.oversubscribe);
+  EXPECT_EQ(back.gpuBind, node::GpuBind::kVisible);
+  EXPECT_EQ(back.stopSignal, SIGINT);
+  EXPECT_EQ(back.grace, 2500ms);
+
+  v1::SubmitJobRequest bad = request;
+  bad.set_np(0);
+  EXPECT_THROW(rpc::fromProto(bad), hvd::InvalidArgumentError);
+  bad = request;
+  bad.clear_argv();
+  EXPECT_THROW(rpc::fromProto(bad), hvd::InvalidArgumentError);
+  bad = request;
+  bad.clear_hosts();
+  EXPECT_THROW(rpc::fromProto(bad), hvd::InvalidArgumentError);
+  bad = request;
+  bad.mutable_hosts(0)->set_slots(-1);
+  EXPECT_THROW(rpc::fromProto(bad), hvd::InvalidArgumentError);
+  bad = request;
+  bad.set_stop_signal(0);
+  EXPECT_THROW(rpc::fromProto(bad), hvd::InvalidArgumentError);
+}
+
+TEST(RpcConvert, LaunchRequestCarriesStopPolicy) {
+  coordinator::LaunchRequest request;
+  request.jobId = "j";
+  request.stopSignal = SIGUSR1;
+  request.grace = 1500ms;
+  request.ranks.push_back({4, {{"prog", "x"}, {"K=V"}, "/tmp"}});
+  const coordinator::LaunchRequest back = rpc::fromProto(rpc::toProto(request));
+  EXPECT_EQ(back.jobId, "j");
+  EXPECT_EQ(back.stopSignal, SIGUSR1);
+  EXPECT_EQ(back.grace, 1500ms);
+  ASSERT_EQ(back.ranks.size(), 1u);
+  EXPECT_EQ(back.ranks[0].rank, 4);
+  EXPECT_EQ(back.ranks[0].spec.argv, (std::vector<std::string>{"prog", "x"}));
+  EXPECT_EQ(back.ranks[0].spec.env, (std::vector<std::string>{"K=V"}));
+  EXPECT_EQ(back.ranks[0].spec.cwd, "/tmp");
+}
+
+TEST_F(RpcTest, SignedDescribeSucceedsAndConverts) {
+  client::RemoteNodeAgent agent(options(), signer_.get());
+  const coordinator::DescribeResult r = agent.describe();
+  ASSERT_TRUE(r.ok()) << r.error.reason;
+  EXPECT_EQ(r.description->hostname, "fake-node");
+  EXPECT_EQ(r.description->cpus, 7);
+  ASSERT_EQ(r.description->gpus.size(), 1u);
+  EXPECT_EQ(r.description->gpus[0].memoryBytes, 80ull << 30);
+  EXPECT_EQ(r.description->version, "9.9.9");
+  EXPECT_EQ(guard_->denials(), 0u);
+}
+
+TEST_F(RpcTest, WrongKeyIsRefusedWithAuthenticationFailed) {
+  auth::ClusterKey other = newKey(dir_, "other");
+  rpc::CallSigner wrong(other, clock_);
+  client::RemoteNodeAgent agent(options(), &wrong);
+  const coordinator::DescribeResult r = agent.describe();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error.reason, "authentication failed: bad signature");
+  EXPECT_EQ(r.error.host, "node-b");
+  EXPECT_EQ(r.error.address, address());
+  EXPECT_EQ(guard_->denials(), 1u);
+}
+
+TEST_F(RpcTest, UnsignedReplayedAndTamperedCallsAreRefused) {
+  auto stub = v1::Agent::NewStub(rpc::makeChannel(address(), {}));
+  v1::DescribeRequest request;
+  v1::DescribeResponse response;
+  {
+    grpc::ClientContext context;
+    const grpc::Status s = stub->Describe(&context, request, &response);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+    EXPECT_EQ(s.error_message(), "authentication failed: missing signature");
+  }
+  // Capture one signature and send it twice: the second is a replay.
+  auth::RequestSigner raw(*key_, clock_);
+  const auth::SignedHeaders headers = raw.sign(rpc::kDescribeMethod, rpc::requestDigest(request));
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    grpc::ClientContext context;
+    context.AddMetadata("hvd-ts", headers.timestamp);
+    context.AddMetadata("hvd-nonce", headers.nonce);
+    context.AddMetadata("hvd-sig", headers.signature);
+    const grpc::Status s = stub->Describe(&context, request, &response);
+    if (attempt == 0) {
+      EXPECT_TRUE(s.ok()) << s.error_message();
+    } else {
+      EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+      EXPECT_EQ(s.error_message(), "authentication failed: replayed nonce");
+    }
+  }
+  // A Describe signature does not open Stop, and a signed body cannot be changed.
+  {
+    const auth::SignedHeaders moved = raw.sign(rpc::kDescribeMethod, rpc::requestDigest(request));
+    v1::StopRequest stop;
+    grpc::ClientContext context;
+    context.AddMetadata("hvd-ts", moved.timestamp);
+    context.AddMetadata("hvd-nonce", moved.nonce);
+    context.AddMetadata("hvd-sig", moved.signature);
+    v1::StopResponse stopResponse;
+    EXPECT_EQ(stub->Stop(&context, stop, &stopResponse).error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+  }
+  {
+    v1::StopRequest signedStop;
+    signedStop.set_job_id("a");
+    const auth::SignedHeaders h = raw.sign(rpc::kStopMethod, rpc::requestDigest(signedStop));
+    v1::StopRequest tampered = signedStop;
+    tampered.set_job_id("b");
+    grpc::ClientContext context;
+    context.AddMetadata("hvd-ts", h.timestamp);
+    context.AddMetadata("hvd-nonce", h.nonce);
+    context.AddMetadata("hvd-sig", h.signature);
+    v1::StopResponse stopResponse;
+    const grpc::Status s = stub->Stop(&context, tampered, &stopResponse);
+    EXPECT_EQ(s.error_message(), "authentication failed: bad signature");
+  }
+  std::lock_guard<std::mutex> lock(service_->mutex_);
+  EXPECT_TRUE(service_->stops.empty());
+}
+
+TEST_F(RpcTest, UnreachableAgentFailsFastNamingTheAddress) {
+  // A port that was just free: nothing listens there.
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr = {};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  ::close(fd);
+  client::RemoteAgentOptions o = options();
+  o.address = "127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+  client::RemoteNodeAgent agent(o, signer_.get());
+  const auto start = std::chrono::steady_clock::now();
+  const coordinator::DescribeResult r = agent.describe();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 4s);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error.describeUnreachable().find("agent on node-b (" + o.address + ")"),
+            std::string::npos);
+  EXPECT_FALSE(r.error.reason.empty());
+}
+
+TEST_F(RpcTest, SlowAgentTimesOut) {
+  service_->describeDelay = 1500ms;
+  client::RemoteNodeAgent agent(options(300ms), signer_.get());
+  const coordinator::DescribeResult r = agent.describe();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error.reason, "no answer within 300 ms");
+}
+
+coordinator::LaunchRequest twoRanks() {
+  coordinator::LaunchRequest request;
+  request.jobId = "job-7";
+  request.ranks.push_back({2, {{"prog"}, {"HVD_RANK=2"}, ""}});
+  request.ranks.push_back({3, {{"prog"}, {"HVD_RANK=3"}, ""}});
+  return request;
+}
+
+TEST_F(RpcTest, LaunchStreamsOutputAndExits) {
+  client::RemoteNodeAgent agent(options(), signer_.get());
+  RecordingEvents events;
+  ASSERT_TRUE(agent.launch(twoRanks(), &events).ok());
+  ASSERT_TRUE(events.waitFor(2, 0, 5s));
+  agent.shutdown();
+  EXPECT_EQ(events.lines, (std::vector<std::string>{"2!hello from 2", "3!hello from 3"}));
+  EXPECT_EQ(events.exits, (std::vector<std::pair<int, int>>{{2, 3}, {3, 4}}));
+  EXPECT_TRUE(events.lost.empty());
+  std::lock_guard<std::mutex> lock(service_->mutex_);
+  EXPECT_EQ(service_->lastLaunch.job_id(), "job-7");
+  EXPECT_EQ(service_->lastLaunch.ranks(1).env(0), "HVD_RANK=3");
+}
+
+TEST_F(RpcTest, LaunchErrorIsReturned) {
+  service_->launchError = "rank 2: cannot execute 'prog': No such file or directory";
+  client::RemoteNodeAgent agent(options(), signer_.get());
+  RecordingEvents events;
+  const coordinator::LaunchStatus status = agent.launch(twoRanks(), &events);
+  EXPECT_EQ(status.error, service_->launchError);
+  agent.shutdown();
+  EXPECT_TRUE(events.exits.empty());
+  EXPECT_TRUE(events.lost.empty());
+}
+
+TEST_F(RpcTest, StreamEndingWithRanksRunningIsALostAgent) {
+  service_->holdLastRank = true;
+  client::RemoteNodeAgent agent(options(), signer_.get());
+  RecordingEvents events;
+  ASSERT_TRUE(agent.launch(twoRanks(), &events).ok());
+  ASSERT_TRUE(events.waitFor(1, 0, 5s));
+  service_->dropStream = true;
+  ASSERT_TRUE(events.waitFor(1, 1, 5s));
+  agent.shutdown();
+  ASSERT_EQ(events.lost.size(), 1u);
+  EXPECT_EQ(events.lost[0], "node-b: agent going away");
+  EXPECT_EQ(events.exits.size(), 1u);
+}
+
+TEST_F(RpcTest, ShutdownCancelsTheStreamWithoutReportingALoss) {
+  service_->holdLastRank = true;
+  client::RemoteNodeAgent agent(options(), signer_.get());
+  RecordingEvents events;
+  ASSERT_TRUE(agent.launch(twoRanks(), &events).ok());
+  ASSERT_TRUE(events.waitFor(1, 0, 5s));
+  agent.shutdown();
+  for (int i = 0; i < 200 && !service_->clientCancelled; ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_TRUE(service_->clientCancelled);
+  EXPECT_TRUE(events.lost.empty());
+}
+
+TEST_F(RpcTest, StopIsSentInTheBackground) {
+  client::RemoteNodeAgent agent(options(), signer_.get());
+  agent.stop("job-7", SIGTERM, 2500ms);
+  agent.shutdown();  // joins the stop thread
+  std::lock_guard<std::mutex> lock(service_->mutex_);
+  ASSERT_EQ(service_->stops.size(), 1u);
+  EXPECT_EQ(service_->stops[0].job_id(), "job-7");
+  EXPECT_EQ(service_->stops[0].signal(), SIGTERM);
+  EXPECT_EQ(service_->stops[0].grace_ms(), 2500);
+}
+
+// Mutual TLS: certificates from a throw-away CA made with the openssl CLI.
+class RpcTlsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = makeTempDir();
+    const std::string d = dir_.string();
+    const std::string script =
+        std::string(HVD_MAKE_TEST_CERTS) + " '" + d + "' hvd-agent hvd-client";
+    ASSERT_EQ(std::system(script.c_str()), 0) << "openssl failed";
+    key_.emplace(newKey(dir_, "key"));
+    verifier_ = std::make_unique<auth::RequestVerifier>(*key_, clock_);
+    guard_ = std::make_unique<rpc::CallGuard>(verifier_.get());
+    service_ = std::make_unique<FakeAgentService>(guard_.get());
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", rpc::makeServerCredentials(tls("hvd-agent")), &port_);
+    builder.RegisterService(service_.get());
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+    signer_ = std::make_unique<rpc::CallSigner>(*key_, clock_);
+  }
+  void TearDown() override {
+    if (server_) server_->Shutdown(std::chrono::system_clock::now() + 1s);
+    fs::remove_all(dir_);
+  }
+  rpc::TlsOptions tls(const std::string& who, const std::string& ca = "ca") const {
+    return {(dir_ / (who + ".pem")).string(), (dir_ / (who + ".key")).string(),
+            (dir_ / (ca + ".pem")).string()};
+  }
+  coordinator::DescribeResult describeAs(const rpc::TlsOptions& tls) {
+    client::RemoteAgentOptions o;
+    o.host = "node-b";
+    o.address = "127.0.0.1:" + std::to_string(port_);
+    o.tls = tls;
+    o.tlsTargetName = "hvd-agent";
+    o.callTimeout = 3000ms;
+    client::RemoteNodeAgent agent(o, signer_.get());
+    return agent.describe();
+  }
+
+  fs::path dir_;
+  auth::SystemClock clock_;
+  std::optional<auth::ClusterKey> key_;
+  std::unique_ptr<auth::RequestVerifier> verifier_;
+  std::unique_ptr<rpc::CallGuard> guard_;
+  std::unique_ptr<FakeAgentService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<rpc::CallSigner> signer_;
+  int port_ = 0;
+};
+
+TEST_F(RpcTlsTest, ClientWithCertificateFromTheCaIsServed) {
+  const coordinator::DescribeResult r = describeAs(tls("hvd-client"));
+  ASSERT_TRUE(r.ok()) << r.error.reason;
+  EXPECT_EQ(r.description->hostname, "fake-node");
+}
+
+TEST_F(RpcTlsTest, ClientWithoutATrustedCertificateIsRefused) {
+  // A self-signed client certificate the agent's CA never signed.
+  const rpc::TlsOptions rogue{(dir_ / "rogue.pem").string(), (dir_ / "rogue.key").string(),
+                              (dir_ / "ca.pem").string()};
+  EXPECT_FALSE(describeAs(rogue).ok());
+  // Plaintext against a TLS agent.
+  EXPECT_FALSE(describeAs({}).ok());
+}
+
+TEST(RpcTlsOptions, HalfConfiguredTlsNamesTheMissingOption) {
+  rpc::TlsOptions tls;
+  tls.certFile = "/nonexistent/cert.pem";
+  tls.keyFile = "/nonexistent/key.pem";
+  tls.caFile = "/nonexistent/ca.pem";
+  try {
+    rpc::makeServerCredentials(tls);
+    FAIL() << "expected an error";
+  } catch (const hvd::InvalidArgumentError& e) {
+    EXPECT_NE(std::string(e.what()).find("--tls-ca: cannot read '/nonexistent/ca.pem'"),
+              std::string::npos)
+        << e.what();
+  }
+  tls.caFile.clear();  // half configured: names the missing one
+  try {
+    rpc::makeChannel("127.0.0.1:1", tls);
+    FAIL() << "expected an error";
+  } catch (const hvd::InvalidArgumentError& e) {
+    EXPECT_NE(std::string(e.what()).find("--tls-ca"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace hvd::agent
