@@ -46,6 +46,27 @@ void LocalNodeAgent::shutdown() {
   for (auto& [id, job] : jobs) job.group.reset();
 }
 
+std::optional<pid_t> LocalNodeAgent::processGroupId(const std::string& jobId) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = jobs_.find(jobId);
+  if (it == jobs_.end() || !it->second.group) return std::nullopt;
+  return it->second.group->pgid();
+}
+
+void LocalNodeAgent::release(const std::string& jobId) {
+  Job job;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = jobs_.find(jobId);
+    // A job still being spawned (no group yet) belongs to a launch() in progress: leave it.
+    if (it == jobs_.end() || !it->second.group) return;
+    job = std::move(it->second);
+    jobs_.erase(it);
+  }
+  // Outside the lock, as in shutdown(): the group's teardown waits for its supervisor thread.
+  job.group.reset();
+}
+
 DescribeResult LocalNodeAgent::describe() {
   NodeDescription node;
   char name[256] = {};

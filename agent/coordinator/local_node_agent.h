@@ -32,6 +32,19 @@ class LocalNodeAgent : public NodeAgent {
   // delivered after it returns. Call it before the JobEvents given to launch() go away.
   void shutdown();
 
+  // For a long-running agent (hvdagent), which serves many jobs through one LocalNodeAgent:
+  //
+  // The process group id of a launched job (ProcessGroup::pgid(), the pid of its first rank),
+  // or nullopt when the job is unknown or still being spawned. The group leader stays a zombie
+  // until release(), so the id cannot be reused by another process before then; hvdagent
+  // records it to clean up after a crash (agent/service/job_records.h).
+  std::optional<pid_t> processGroupId(const std::string& jobId);
+  // Forgets a job: its group is destroyed (whatever still runs is SIGKILLed, every rank is
+  // reaped) and no event of that job is delivered after it returns. Call it once the job is
+  // over, or its zombies and bookkeeping stay until shutdown(). Unknown ids are ignored; must
+  // not be called from one of the job's own callbacks.
+  void release(const std::string& jobId);
+
   std::string host() const override { return host_; }
   std::string address() const override { return "in-process"; }
   DescribeResult describe() override;

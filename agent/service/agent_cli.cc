@@ -1,0 +1,68 @@
+#include "agent/service/agent_cli.h"
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <string>
+
+#include "agent/rpc/defaults.h"
+#include "agent/service/job_records.h"
+
+namespace hvd::agent::service {
+
+std::optional<int> parseAgentCommandLine(int argc, char** argv, AgentCliOptions* options) {
+  CLI::App app(
+      "hvdagent: the per-node daemon of hvd. It describes its node and runs the ranks of jobs "
+      "that hvdrun submits, for callers that sign every request with the cluster key.",
+      "hvdagent");
+  options->listen = "127.0.0.1:" + std::to_string(rpc::kDefaultAgentPort);
+  app.add_option("--listen", options->listen,
+                 "IP:PORT or [IPv6]:PORT to serve on (default loopback 127.0.0.1:" +
+                     std::to_string(rpc::kDefaultAgentPort) +
+                     "; a wider bind, e.g. 0.0.0.0:7475, must be asked for; port 0: ephemeral)");
+  app.add_option("--key-file", options->keyFile,
+                 "cluster key file, mode 0600 (default: $HVD_KEY_FILE, else ~/.hvd/cluster.key)");
+  app.add_option("--tls-cert", options->tls.certFile, "server certificate (PEM) for mutual TLS");
+  app.add_option("--tls-key", options->tls.keyFile, "private key of --tls-cert (PEM)");
+  app.add_option("--tls-ca", options->tls.caFile,
+                 "CA (PEM) that client certificates must be signed by");
+  app.add_option("--state-dir", options->stateDir,
+                 "where job records live (default: /var/lib/hvdagent as root, else "
+                 "$XDG_STATE_HOME/hvdagent or ~/.local/state/hvdagent)");
+  app.add_flag("--allow-run-as-root", options->allowRunAsRoot,
+               "run as root (also needs HVD_ALLOW_RUN_AS_ROOT_CONFIRM=1 in the environment)");
+  app.add_option("--port-file", options->portFile,
+                 "write the bound port to this file once serving (for --listen ...:0)");
+  app.add_option("--log-level", options->logLevel,
+                 "trace, debug, info, warn, error, critical or off (default info)")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
+  app.add_option("--shutdown-grace", options->shutdownGraceSeconds,
+                 "on SIGTERM/SIGINT, seconds running jobs get between their stop signal and "
+                 "SIGKILL (at most their own grace; default 5)")
+      ->check(CLI::Range(0.0, 3600.0));
+  app.add_flag("--version", options->version, "print hvdagent's version and exit");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::printf("%s", app.help().c_str());
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return 2;
+  }
+  if (app.count("--key-file") == 0) options->keyFile = rpc::defaultKeyFile();
+  if (app.count("--state-dir") == 0) options->stateDir = defaultStateDir();
+  return std::nullopt;
+}
+
+std::string rootRefusal(bool isRoot, bool allowFlag, const char* confirmEnv) {
+  if (!isRoot) return {};
+  const bool confirmed = confirmEnv != nullptr && std::string(confirmEnv) == "1";
+  if (allowFlag && confirmed) return {};
+  return "hvdagent: refusing to run as root: every job would run as root. To allow it anyway, "
+         "pass --allow-run-as-root AND set HVD_ALLOW_RUN_AS_ROOT_CONFIRM=1 in the environment" +
+         std::string(allowFlag   ? " (HVD_ALLOW_RUN_AS_ROOT_CONFIRM=1 is missing)"
+                     : confirmed ? " (--allow-run-as-root is missing)"
+                                 : "");
+}
+
+}  // namespace hvd::agent::service

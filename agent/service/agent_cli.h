@@ -1,0 +1,34 @@
+// hvdagent's command line (issue 3, "hvdagent"): what to listen on, which key and TLS files to
+// use, where job records live, and the root guard. Parsing only; main() acts on the result.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "agent/rpc/credentials.h"
+
+namespace hvd::agent::service {
+
+struct AgentCliOptions {
+  std::string listen;  // default 127.0.0.1:<kDefaultAgentPort>
+  std::string keyFile;
+  rpc::TlsOptions tls;
+  std::string stateDir;
+  bool allowRunAsRoot = false;
+  std::string portFile;
+  std::string logLevel = "info";
+  double shutdownGraceSeconds = 5;
+  bool version = false;
+};
+
+// Parses argv. Returns an exit code when the process should exit now (--help: 0, a usage error:
+// 2, after printing the message), else nullopt with `options` filled and defaults applied
+// (key file: rpc::defaultKeyFile(); state dir: defaultStateDir()).
+std::optional<int> parseAgentCommandLine(int argc, char** argv, AgentCliOptions* options);
+
+// The message that refuses to run as root, or empty when allowed: root needs both
+// --allow-run-as-root and HVD_ALLOW_RUN_AS_ROOT_CONFIRM=1 (`confirmEnv` is that variable's
+// value, or null).
+std::string rootRefusal(bool isRoot, bool allowFlag, const char* confirmEnv);
+
+}  // namespace hvd::agent::service

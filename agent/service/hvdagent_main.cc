@@ -1,0 +1,224 @@
+// hvdagent: the per-node daemon (issue 3; DESIGN.md "How a job flows", "Security", "Failure
+// semantics"). Wires the pieces together: the cluster key and the call guard, the node's one
+// LocalNodeAgent (process supervision), job records and their clean-up after a crash, the job
+// store every job it leads uses, remote agents for the other hosts of those jobs, and the gRPC
+// server. Closed by default: loopback bind, every call signed, never root unless asked twice.
+#include <fcntl.h>
+#include <poll.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "agent/auth/cluster_key.h"
+#include "agent/auth/request_signer.h"
+#include "agent/client/remote_node_agent.h"
+#include "agent/coordinator/local_node_agent.h"
+#include "agent/node/gpu_discovery.h"
+#include "agent/process/posix_spawner.h"
+#include "agent/rpc/call_auth.h"
+#include "agent/rpc/credentials.h"
+#include "agent/service/agent_cli.h"
+#include "agent/service/agent_service.h"
+#include "agent/service/environment.h"
+#include "agent/service/job_records.h"
+#include "agent/service/local_jobs.h"
+#include "agent/service/net.h"
+#include "agent/service/node_facts.h"
+#include "hvd/error.hpp"
+#include "store/tcp_store_server.h"
+
+extern char** environ;
+
+namespace {
+
+namespace svc = hvd::agent::service;
+
+// The write end of the signal self-pipe: the only global, because a signal handler can reach
+// nothing else. The handler only writes the signal number; main() does the work.
+int gSignalPipeWrite = -1;
+
+void onSignal(int signo) {
+  const int saved = errno;
+  const unsigned char byte = static_cast<unsigned char>(signo);
+  (void)!::write(gSignalPipeWrite, &byte, 1);
+  errno = saved;
+}
+
+// Returns the read end, or -1 when the pipe cannot be made.
+int installSignalPipe() {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) return -1;
+  gSignalPipeWrite = fds[1];
+  struct sigaction sa = {};
+  sa.sa_handler = onSignal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+  return fds[0];
+}
+
+// Blocks until SIGTERM or SIGINT arrives; returns it.
+int waitForSignal(int pipeRead) {
+  for (;;) {
+    pollfd pfd = {pipeRead, POLLIN, 0};
+    if (::poll(&pfd, 1, -1) <= 0) continue;
+    unsigned char signo = 0;
+    if (::read(pipeRead, &signo, 1) == 1 && signo != 0) return signo;
+  }
+}
+
+// Atomically (temporary file + rename), so a test polling for the file never reads half of it.
+void writePortFile(const std::string& path, int port) {
+  const std::string tmp = path + ".tmp";
+  std::FILE* f = std::fopen(tmp.c_str(), "w");
+  if (f == nullptr) throw hvd::InvalidArgumentError("cannot write --port-file " + path);
+  std::fprintf(f, "%d\n", port);
+  const bool ok = std::fclose(f) == 0;
+  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    throw hvd::InvalidArgumentError("cannot write --port-file " + path);
+  }
+}
+
+std::string ownHostname() {
+  char name[256] = {};
+  return ::gethostname(name, sizeof(name) - 1) == 0 ? std::string(name) : "localhost";
+}
+
+int serve(const svc::AgentCliOptions& options, const svc::ListenAddress& listen,
+          const hvd::agent::auth::ClusterKey& key, std::vector<std::string> baseEnv) {
+  std::shared_ptr<grpc::ServerCredentials> credentials =
+      hvd::agent::rpc::makeServerCredentials(options.tls);
+
+  svc::JobRecords records(options.stateDir);
+  const svc::CleanupReport cleanup = records.cleanupLeftovers();
+  if (cleanup.killed > 0 || cleanup.skipped > 0) {
+    spdlog::warn(
+        "hvdagent: cleaned up after a previous agent: killed {} leftover job group(s), "
+        "{} record(s) no longer matched a running group",
+        cleanup.killed, cleanup.skipped);
+  }
+
+  hvd::store::TcpStoreServerOptions storeOptions;
+  storeOptions.bindAddress = listen.host;
+  hvd::store::TcpStoreServer store(storeOptions);
+  store.start();
+
+  hvd::agent::process::PosixSpawner spawner;
+  hvd::agent::node::NvmlGpuDiscovery gpus;
+  hvd::agent::coordinator::LocalNodeAgent localAgent(ownHostname(), &spawner, &gpus);
+  svc::LocalJobs jobs(&localAgent, &records, std::move(baseEnv));
+
+  hvd::agent::auth::SystemClock clock;
+  hvd::agent::auth::RequestVerifier verifier(key, clock);
+  hvd::agent::rpc::CallGuard guard(&verifier);
+  hvd::agent::rpc::CallSigner signer(key, clock);
+
+  svc::AgentServiceOptions serviceOptions;
+  serviceOptions.listenHost = listen.host;
+  serviceOptions.tlsEnabled = options.tls.enabled();
+  serviceOptions.shutdownGrace =
+      std::chrono::milliseconds(static_cast<long long>(options.shutdownGraceSeconds * 1000));
+  const hvd::agent::rpc::TlsOptions tls = options.tls;
+  serviceOptions.remoteAgents = [tls, &signer](const svc::RemoteHost& host) {
+    hvd::agent::client::RemoteAgentOptions remote;
+    remote.host = host.host;
+    remote.address = host.address;
+    remote.tls = tls;
+    remote.callTimeout = host.callTimeout;
+    return std::make_unique<hvd::agent::client::RemoteNodeAgent>(remote, &signer);
+  };
+  svc::AgentService service(serviceOptions, &guard, &jobs, &gpus, &store);
+
+  const int signalPipe = installSignalPipe();
+  if (signalPipe < 0) throw hvd::BackendError("cannot create the signal pipe");
+
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(listen.toString(), credentials, &port);
+  hvd::agent::rpc::configureServerKeepalive(&builder);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server || port == 0) {
+    throw hvd::BackendError("cannot listen on " + listen.toString() +
+                            " (address in use, or not an address of this host?)");
+  }
+  if (!options.portFile.empty()) writePortFile(options.portFile, port);
+  spdlog::info(
+      "hvdagent {}: listening on {}, key fingerprint {}, TLS {}, store port {}, "
+      "state dir {}",
+      svc::agentVersion(), svc::joinHostPort(listen.host, port), key.fingerprint(),
+      options.tls.enabled() ? "on (client certificates required)" : "off", store.port(),
+      records.dir());
+
+  const int signo = waitForSignal(signalPipe);
+  spdlog::info("hvdagent: got {}, stopping running jobs and shutting down",
+               signo == SIGINT ? "SIGINT" : "SIGTERM");
+  service.shutdown();
+  server->Shutdown(std::chrono::system_clock::now() + serviceOptions.shutdownGrace +
+                   std::chrono::seconds(5));
+  server->Wait();
+  localAgent.shutdown();  // whatever is left: SIGKILL and reap
+  store.stop();
+  spdlog::info("hvdagent: stopped");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // The jobs' base environment is the agent's as it was started, before anything changes it.
+  std::vector<std::string> baseEnv = svc::baseEnvironment(environ);
+
+  svc::AgentCliOptions options;
+  if (std::optional<int> code = svc::parseAgentCommandLine(argc, argv, &options)) return *code;
+  if (options.version) {
+    std::printf("hvdagent %s\n", svc::agentVersion().c_str());
+    return 0;
+  }
+  spdlog::set_level(spdlog::level::from_str(options.logLevel));
+
+  const std::string refusal = svc::rootRefusal(::geteuid() == 0, options.allowRunAsRoot,
+                                               std::getenv("HVD_ALLOW_RUN_AS_ROOT_CONFIRM"));
+  if (!refusal.empty()) {
+    std::fprintf(stderr, "%s\n", refusal.c_str());
+    return 2;
+  }
+  svc::ListenAddress listen;
+  try {
+    listen = svc::parseListenAddress(options.listen);
+  } catch (const hvd::InvalidArgumentError& e) {
+    std::fprintf(stderr, "hvdagent: %s\n", e.what());
+    return 2;
+  }
+  if (options.keyFile.empty()) {
+    std::fprintf(stderr,
+                 "hvdagent: no cluster key file: pass --key-file F or set HVD_KEY_FILE (create "
+                 "one with `hvdrun keygen`)\n");
+    return 2;
+  }
+  std::optional<hvd::agent::auth::ClusterKey> key;
+  try {
+    key = hvd::agent::auth::ClusterKey::load(options.keyFile);
+  } catch (const hvd::Error& e) {
+    std::fprintf(stderr, "hvdagent: cannot use the cluster key: %s\n", e.what());
+    return 2;
+  }
+  try {
+    return serve(options, listen, *key, std::move(baseEnv));
+  } catch (const hvd::InvalidArgumentError& e) {
+    std::fprintf(stderr, "hvdagent: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "hvdagent: %s\n", e.what());
+    return 1;
+  }
+}

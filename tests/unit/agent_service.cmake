@@ -1,0 +1,6 @@
+# hvdagent's service (agent/service): authentication of every RPC, Describe, Launch, Stop,
+# SubmitJob and CancelJob against an in-process server on an ephemeral loopback port with real
+# processes (/bin/sh), plus the environment merge, job records and the command-line helpers.
+hvd_test(NAME agent_service_test LABEL unit TIMEOUT 120
+         SOURCES ${CMAKE_CURRENT_LIST_DIR}/agent_service_test.cc)
+target_link_libraries(agent_service_test PRIVATE hvd_agent_service)

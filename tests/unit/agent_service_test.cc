@@ -1,0 +1,643 @@
+// hvdagent's gRPC service (agent/service/agent_service.h) in-process on 127.0.0.1:0, with the
+// real PosixSpawner running /bin/sh scripts: every RPC refuses unauthenticated calls, Describe,
+// Launch (output, exit codes, a caller that goes away), SubmitJob and CancelJob on one host. Also
+// the pieces under it: the environment merge, job records and their clean-up after a crash, and
+// the command-line helpers.
+#include "agent/service/agent_service.h"
+
+#include <google/protobuf/descriptor.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agent/auth/cluster_key.h"
+#include "agent/auth/request_signer.h"
+#include "agent/coordinator/local_node_agent.h"
+#include "agent/node/gpu_discovery.h"
+#include "agent/process/posix_spawner.h"
+#include "agent/rpc/call_auth.h"
+#include "agent/service/agent_cli.h"
+#include "agent/service/environment.h"
+#include "agent/service/job_records.h"
+#include "agent/service/local_jobs.h"
+#include "agent/service/net.h"
+#include "hvd/error.hpp"
+#include "store/tcp_store_server.h"
+
+extern char** environ;
+
+namespace hvd::agent::service {
+namespace {
+
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "hvd-agent-svc-XXXXXX").string();
+    if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+    path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+bool processGone(pid_t pid) { return ::kill(pid, 0) != 0 && errno == ESRCH; }
+
+bool waitUntil(const std::function<bool()>& condition, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (condition()) return true;
+    std::this_thread::sleep_for(20ms);
+  }
+  return condition();
+}
+
+v1::RankSpec* addRank(v1::LaunchRequest* request, int rank, const std::string& script) {
+  v1::RankSpec* spec = request->add_ranks();
+  spec->set_rank(rank);
+  spec->add_argv("/bin/sh");
+  spec->add_argv("-c");
+  spec->add_argv(script);
+  spec->add_env("HVD_TEST_RANK=" + std::to_string(rank));
+  return spec;
+}
+
+// A complete agent in-process: what hvdagent's main() wires, on an ephemeral loopback port.
+class AgentServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    key_.emplace(auth::ClusterKey::generate((dir_.path() / "key").string()));
+    wrongKey_.emplace(auth::ClusterKey::generate((dir_.path() / "wrong").string()));
+    verifier_ = std::make_unique<auth::RequestVerifier>(*key_, clock_);
+    guard_ = std::make_unique<rpc::CallGuard>(verifier_.get());
+    signer_ = std::make_unique<rpc::CallSigner>(*key_, clock_);
+    wrongSigner_ = std::make_unique<rpc::CallSigner>(*wrongKey_, clock_);
+    records_ = std::make_unique<JobRecords>((dir_.path() / "state").string());
+    localAgent_ = std::make_unique<coordinator::LocalNodeAgent>("localhost", &spawner_, &gpus_);
+    jobs_ =
+        std::make_unique<LocalJobs>(localAgent_.get(), records_.get(), baseEnvironment(environ));
+    store_.start();
+    AgentServiceOptions options;
+    options.listenHost = "127.0.0.1";
+    service_ = std::make_unique<AgentService>(options, guard_.get(), jobs_.get(), &gpus_, &store_);
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
+    builder.RegisterService(service_.get());
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+    ASSERT_GT(port_, 0);
+    stub_ = v1::Agent::NewStub(grpc::CreateChannel("127.0.0.1:" + std::to_string(port_),
+                                                   grpc::InsecureChannelCredentials()));
+  }
+
+  void TearDown() override {
+    service_->shutdown();
+    server_->Shutdown(std::chrono::system_clock::now() + 5s);
+    localAgent_->shutdown();
+    store_.stop();
+  }
+
+  std::unique_ptr<grpc::ClientContext> signedContext(std::string_view method,
+                                                     const google::protobuf::Message& request,
+                                                     rpc::CallSigner* signer = nullptr) {
+    auto context = std::make_unique<grpc::ClientContext>();
+    context->set_deadline(std::chrono::system_clock::now() + 30s);
+    (signer != nullptr ? signer : signer_.get())->sign(context.get(), method, request);
+    return context;
+  }
+
+  TempDir dir_;
+  auth::SystemClock clock_;
+  std::optional<auth::ClusterKey> key_;
+  std::optional<auth::ClusterKey> wrongKey_;
+  std::unique_ptr<auth::RequestVerifier> verifier_;
+  std::unique_ptr<rpc::CallGuard> guard_;
+  std::unique_ptr<rpc::CallSigner> signer_;
+  std::unique_ptr<rpc::CallSigner> wrongSigner_;
+  process::PosixSpawner spawner_;
+  node::FakeGpuDiscovery gpus_{{}};
+  std::unique_ptr<JobRecords> records_;
+  std::unique_ptr<coordinator::LocalNodeAgent> localAgent_;
+  std::unique_ptr<LocalJobs> jobs_;
+  store::TcpStoreServer store_;
+  std::unique_ptr<AgentService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  std::unique_ptr<v1::Agent::Stub> stub_;
+};
+
+// Calls one RPC (draining a stream) with the given signer, or unsigned when null.
+using Caller = std::function<grpc::Status(v1::Agent::Stub*, rpc::CallSigner*)>;
+
+template <typename Request>
+void prepare(grpc::ClientContext* context, rpc::CallSigner* signer, std::string_view method,
+             const Request& request) {
+  context->set_deadline(std::chrono::system_clock::now() + 10s);
+  if (signer != nullptr) signer->sign(context, method, request);
+}
+
+std::map<std::string, Caller> callers() {
+  std::map<std::string, Caller> c;
+  c["Describe"] = [](v1::Agent::Stub* stub, rpc::CallSigner* signer) {
+    grpc::ClientContext context;
+    v1::DescribeRequest request;
+    v1::DescribeResponse response;
+    prepare(&context, signer, "/hvd.v1.Agent/Describe", request);
+    return stub->Describe(&context, request, &response);
+  };
+  c["Launch"] = [](v1::Agent::Stub* stub, rpc::CallSigner* signer) {
+    grpc::ClientContext context;
+    v1::LaunchRequest request;
+    request.set_job_id("never");
+    addRank(&request, 0, "echo must-not-run");
+    prepare(&context, signer, "/hvd.v1.Agent/Launch", request);
+    auto reader = stub->Launch(&context, request);
+    v1::RankEvent event;
+    while (reader->Read(&event)) ADD_FAILURE() << "an unauthenticated Launch got an event";
+    return reader->Finish();
+  };
+  c["Stop"] = [](v1::Agent::Stub* stub, rpc::CallSigner* signer) {
+    grpc::ClientContext context;
+    v1::StopRequest request;
+    request.set_job_id("never");
+    v1::StopResponse response;
+    prepare(&context, signer, "/hvd.v1.Agent/Stop", request);
+    return stub->Stop(&context, request, &response);
+  };
+  c["SubmitJob"] = [](v1::Agent::Stub* stub, rpc::CallSigner* signer) {
+    grpc::ClientContext context;
+    v1::SubmitJobRequest request;
+    request.add_argv("/bin/true");
+    request.set_np(1);
+    request.add_hosts()->set_host("localhost");
+    request.set_stop_signal(SIGTERM);
+    prepare(&context, signer, "/hvd.v1.Agent/SubmitJob", request);
+    auto reader = stub->SubmitJob(&context, request);
+    v1::JobEvent event;
+    while (reader->Read(&event)) ADD_FAILURE() << "an unauthenticated SubmitJob got an event";
+    return reader->Finish();
+  };
+  c["CancelJob"] = [](v1::Agent::Stub* stub, rpc::CallSigner* signer) {
+    grpc::ClientContext context;
+    v1::CancelJobRequest request;
+    request.set_job_id("never");
+    v1::CancelJobResponse response;
+    prepare(&context, signer, "/hvd.v1.Agent/CancelJob", request);
+    return stub->CancelJob(&context, request, &response);
+  };
+  return c;
+}
+
+TEST_F(AgentServiceTest, EveryRpcRefusesUnsignedCallsAndCallsSignedWithAnotherKey) {
+  const google::protobuf::ServiceDescriptor* service =
+      v1::DescribeRequest::descriptor()->file()->FindServiceByName("Agent");
+  ASSERT_NE(service, nullptr);
+  const std::map<std::string, Caller> all = callers();
+  ASSERT_EQ(static_cast<size_t>(service->method_count()), all.size())
+      << "a new RPC needs its entry here (and its CallGuard check in the service)";
+  for (int i = 0; i < service->method_count(); ++i) {
+    const std::string name = service->method(i)->name();
+    SCOPED_TRACE(name);
+    auto it = all.find(name);
+    ASSERT_NE(it, all.end());
+    for (rpc::CallSigner* signer : {static_cast<rpc::CallSigner*>(nullptr), wrongSigner_.get()}) {
+      const grpc::Status status = it->second(stub_.get(), signer);
+      EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+      EXPECT_NE(status.error_message().find("authentication failed"), std::string::npos)
+          << status.error_message();
+    }
+  }
+  EXPECT_EQ(guard_->denials(), 2u * all.size());
+  EXPECT_TRUE(localAgent_->processGroupId("never") == std::nullopt);
+  EXPECT_TRUE(records_->list().empty());
+}
+
+TEST_F(AgentServiceTest, ReplayedRequestIsRefused) {
+  v1::DescribeRequest request;
+  auth::RequestSigner signer(*key_, clock_);
+  const auth::SignedHeaders headers =
+      signer.sign("/hvd.v1.Agent/Describe", rpc::requestDigest(request));
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    grpc::ClientContext context;
+    context.AddMetadata(std::string(auth::kTimestampMetadata), headers.timestamp);
+    context.AddMetadata(std::string(auth::kNonceMetadata), headers.nonce);
+    context.AddMetadata(std::string(auth::kSignatureMetadata), headers.signature);
+    v1::DescribeResponse response;
+    const grpc::Status status = stub_->Describe(&context, request, &response);
+    if (attempt == 0) {
+      EXPECT_TRUE(status.ok()) << status.error_message();
+    } else {
+      EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+      EXPECT_NE(status.error_message().find("replayed nonce"), std::string::npos)
+          << status.error_message();
+    }
+  }
+}
+
+TEST_F(AgentServiceTest, DescribeSaysWhatTheNodeHas) {
+  v1::DescribeRequest request;
+  auto context = signedContext("/hvd.v1.Agent/Describe", request);
+  v1::DescribeResponse response;
+  const grpc::Status status = stub_->Describe(context.get(), request, &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  char name[256] = {};
+  ASSERT_EQ(::gethostname(name, sizeof(name) - 1), 0);
+  EXPECT_EQ(response.hostname(), name);
+  EXPECT_GT(response.cpus(), 0);
+  EXPECT_EQ(response.version(), agentVersion());
+  EXPECT_EQ(response.gpus_size(), 0);
+  ASSERT_GE(response.features_size(), 2);
+  EXPECT_EQ(response.features(0), "tcp");
+  EXPECT_EQ(response.features(1), "shm");
+  for (const std::string& a : response.addresses()) EXPECT_FALSE(isLoopbackName(a)) << a;
+}
+
+TEST_F(AgentServiceTest, LaunchStreamsOutputAndExitCodes) {
+  v1::LaunchRequest request;
+  request.set_job_id("launch-1");
+  request.set_stop_signal(SIGTERM);
+  request.set_grace_ms(2000);
+  addRank(&request, 4, "echo hello from $HVD_TEST_RANK; echo oops >&2; exit 3");
+  addRank(&request, 5, "echo bye");
+  auto context = signedContext("/hvd.v1.Agent/Launch", request);
+  auto reader = stub_->Launch(context.get(), request);
+  v1::RankEvent event;
+  ASSERT_TRUE(reader->Read(&event));
+  ASSERT_TRUE(event.has_launched());
+  EXPECT_EQ(event.launched().error(), "");
+  std::vector<std::string> lines;
+  std::map<int, std::pair<int, int>> exits;
+  while (reader->Read(&event)) {
+    if (event.has_output()) {
+      lines.push_back(std::to_string(event.output().rank()) +
+                      (event.output().stream() == v1::STDERR ? "!" : ":") + event.output().line());
+    } else if (event.has_exit()) {
+      exits[event.exit().rank()] = {event.exit().exit_code(), event.exit().signal()};
+    }
+  }
+  const grpc::Status status = reader->Finish();
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  EXPECT_NE(std::find(lines.begin(), lines.end(), "4:hello from 4"), lines.end());
+  EXPECT_NE(std::find(lines.begin(), lines.end(), "4!oops"), lines.end());
+  EXPECT_NE(std::find(lines.begin(), lines.end(), "5:bye"), lines.end());
+  ASSERT_EQ(exits.size(), 2u);
+  EXPECT_EQ(exits[4], std::make_pair(3, 0));
+  EXPECT_EQ(exits[5], std::make_pair(0, 0));
+  // The job is over: released, its record removed.
+  EXPECT_EQ(localAgent_->processGroupId("launch-1"), std::nullopt);
+  EXPECT_TRUE(records_->list().empty());
+}
+
+TEST_F(AgentServiceTest, LaunchOfAMissingProgramReportsTheError) {
+  v1::LaunchRequest request;
+  request.set_job_id("launch-missing");
+  v1::RankSpec* spec = request.add_ranks();
+  spec->add_argv("/nonexistent/program");
+  auto context = signedContext("/hvd.v1.Agent/Launch", request);
+  auto reader = stub_->Launch(context.get(), request);
+  v1::RankEvent event;
+  ASSERT_TRUE(reader->Read(&event));
+  ASSERT_TRUE(event.has_launched());
+  EXPECT_NE(event.launched().error().find("/nonexistent/program"), std::string::npos)
+      << event.launched().error();
+  EXPECT_FALSE(reader->Read(&event));
+  EXPECT_TRUE(reader->Finish().ok());
+}
+
+TEST_F(AgentServiceTest, LaunchWithAMalformedEnvironmentIsInvalidArgument) {
+  v1::LaunchRequest request;
+  request.set_job_id("launch-bad-env");
+  addRank(&request, 0, "true")->add_env("NO_EQUALS_SIGN");
+  auto context = signedContext("/hvd.v1.Agent/Launch", request);
+  auto reader = stub_->Launch(context.get(), request);
+  v1::RankEvent event;
+  EXPECT_FALSE(reader->Read(&event));
+  const grpc::Status status = reader->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+}
+
+TEST_F(AgentServiceTest, CallerGoingAwayStopsTheRanks) {
+  v1::LaunchRequest request;
+  request.set_job_id("launch-cancel");
+  request.set_stop_signal(SIGTERM);
+  request.set_grace_ms(1000);
+  // The shell ignores SIGTERM; its child sleeps: the grace runs out and SIGKILL ends both.
+  addRank(&request, 0, "trap '' TERM; sleep 60 & echo $! $$; wait");
+  auto context = signedContext("/hvd.v1.Agent/Launch", request);
+  auto reader = stub_->Launch(context.get(), request);
+  v1::RankEvent event;
+  ASSERT_TRUE(reader->Read(&event));
+  ASSERT_EQ(event.launched().error(), "");
+  ASSERT_TRUE(reader->Read(&event));
+  ASSERT_TRUE(event.has_output());
+  pid_t sleeper = 0, shell = 0;
+  ASSERT_EQ(std::sscanf(event.output().line().c_str(), "%d %d", &sleeper, &shell), 2);
+  ASSERT_FALSE(processGone(sleeper));
+  // While it runs, the job has its record.
+  const std::vector<JobRecord> running = records_->list();
+  ASSERT_EQ(running.size(), 1u);
+  EXPECT_EQ(running[0].jobId, "launch-cancel");
+  EXPECT_EQ(running[0].pgid, shell);
+
+  const auto start = std::chrono::steady_clock::now();
+  context->TryCancel();
+  EXPECT_TRUE(waitUntil([&] { return processGone(sleeper) && processGone(shell); }, 10s));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 8s);
+  EXPECT_TRUE(waitUntil([&] { return records_->list().empty(); }, 5s));
+  reader->Finish();
+}
+
+TEST_F(AgentServiceTest, StopOfAnUnknownJobIsAccepted) {
+  v1::StopRequest request;
+  request.set_job_id("nothing-here");
+  request.set_signal(SIGTERM);
+  auto context = signedContext("/hvd.v1.Agent/Stop", request);
+  v1::StopResponse response;
+  EXPECT_TRUE(stub_->Stop(context.get(), request, &response).ok());
+}
+
+v1::SubmitJobRequest submitRequest(const std::string& script, int np) {
+  v1::SubmitJobRequest request;
+  request.add_argv("/bin/sh");
+  request.add_argv("-c");
+  request.add_argv(script);
+  request.set_np(np);
+  v1::HostEntry* host = request.add_hosts();
+  host->set_host("localhost");
+  host->set_slots(np);
+  request.set_stop_signal(SIGTERM);
+  request.set_grace_ms(2000);
+  request.set_job_name("t");
+  return request;
+}
+
+struct JobStream {
+  std::string jobId;
+  std::vector<std::string> lines;
+  std::optional<v1::JobEnd> end;
+  grpc::Status status;
+};
+
+TEST_F(AgentServiceTest, SubmitJobRunsRanksOnThisHost) {
+  const v1::SubmitJobRequest request =
+      submitRequest("echo rank=$HVD_RANK size=$HVD_SIZE store=${HVD_STORE_ADDR%:*}", 2);
+  auto context = signedContext("/hvd.v1.Agent/SubmitJob", request);
+  auto reader = stub_->SubmitJob(context.get(), request);
+  JobStream job;
+  v1::JobEvent event;
+  ASSERT_TRUE(reader->Read(&event));
+  ASSERT_TRUE(event.has_accepted());
+  job.jobId = event.accepted().job_id();
+  EXPECT_EQ(job.jobId.rfind("t-", 0), 0u) << job.jobId;
+  EXPECT_EQ(job.jobId.size(), 10u) << job.jobId;
+  while (reader->Read(&event)) {
+    ASSERT_FALSE(job.end.has_value()) << "an event after JobEnd";
+    if (event.has_output()) job.lines.push_back(event.output().line());
+    if (event.has_end()) job.end = event.end();
+  }
+  job.status = reader->Finish();
+  EXPECT_TRUE(job.status.ok()) << job.status.error_message();
+  ASSERT_TRUE(job.end.has_value());
+  EXPECT_EQ(job.end->outcome(), v1::SUCCEEDED) << job.end->summary();
+  EXPECT_EQ(job.end->exit_code(), 0);
+  std::sort(job.lines.begin(), job.lines.end());
+  EXPECT_EQ(job.lines, (std::vector<std::string>{"rank=0 size=2 store=localhost",
+                                                 "rank=1 size=2 store=localhost"}));
+  EXPECT_TRUE(records_->list().empty());
+}
+
+TEST_F(AgentServiceTest, SubmitJobReportsTheFailingRank) {
+  const v1::SubmitJobRequest request =
+      submitRequest("if [ $HVD_RANK = 1 ]; then echo broken >&2; exit 7; fi; sleep 30", 2);
+  auto context = signedContext("/hvd.v1.Agent/SubmitJob", request);
+  auto reader = stub_->SubmitJob(context.get(), request);
+  v1::JobEvent event;
+  std::optional<v1::JobEnd> end;
+  const auto start = std::chrono::steady_clock::now();
+  while (reader->Read(&event)) {
+    if (event.has_end()) end = event.end();
+  }
+  EXPECT_TRUE(reader->Finish().ok());
+  ASSERT_TRUE(end.has_value());
+  EXPECT_EQ(end->outcome(), v1::RANK_FAILED);
+  EXPECT_EQ(end->exit_code(), 7);
+  EXPECT_EQ(end->rank(), 1);
+  ASSERT_EQ(end->stderr_tail_size(), 1);
+  EXPECT_EQ(end->stderr_tail(0), "broken");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);  // rank 0 stopped, not waited for
+}
+
+TEST_F(AgentServiceTest, MultiHostJobLedFromALoopbackNameIsInvalid) {
+  v1::SubmitJobRequest request = submitRequest("true", 2);
+  request.mutable_hosts(0)->set_slots(1);
+  v1::HostEntry* other = request.add_hosts();
+  other->set_host("other-host");
+  other->set_agent_address("192.0.2.1:7475");
+  auto context = signedContext("/hvd.v1.Agent/SubmitJob", request);
+  auto reader = stub_->SubmitJob(context.get(), request);
+  v1::JobEvent event;
+  std::optional<v1::JobEnd> end;
+  while (reader->Read(&event)) {
+    if (event.has_end()) end = event.end();
+  }
+  EXPECT_TRUE(reader->Finish().ok());
+  ASSERT_TRUE(end.has_value());
+  EXPECT_EQ(end->outcome(), v1::INVALID_JOB);
+  EXPECT_EQ(end->exit_code(), 2);
+  EXPECT_NE(end->summary().find("loopback"), std::string::npos) << end->summary();
+}
+
+TEST_F(AgentServiceTest, CancelJobStopsARunningJob) {
+  const v1::SubmitJobRequest request = submitRequest("echo started; exec sleep 60", 1);
+  auto context = signedContext("/hvd.v1.Agent/SubmitJob", request);
+  auto reader = stub_->SubmitJob(context.get(), request);
+  v1::JobEvent event;
+  ASSERT_TRUE(reader->Read(&event));
+  ASSERT_TRUE(event.has_accepted());
+  const std::string jobId = event.accepted().job_id();
+  ASSERT_TRUE(reader->Read(&event));  // the rank runs
+  ASSERT_TRUE(event.has_output());
+
+  v1::CancelJobRequest cancel;
+  cancel.set_job_id(jobId);
+  auto cancelContext = signedContext("/hvd.v1.Agent/CancelJob", cancel);
+  v1::CancelJobResponse response;
+  const grpc::Status cancelled = stub_->CancelJob(cancelContext.get(), cancel, &response);
+  EXPECT_TRUE(cancelled.ok()) << cancelled.error_message();
+
+  std::optional<v1::JobEnd> end;
+  while (reader->Read(&event)) {
+    if (event.has_end()) end = event.end();
+  }
+  EXPECT_TRUE(reader->Finish().ok());
+  ASSERT_TRUE(end.has_value());
+  EXPECT_EQ(end->outcome(), v1::CANCELLED);
+  EXPECT_EQ(end->exit_code(), 130);
+
+  cancel.set_job_id(jobId);  // over now
+  auto again = signedContext("/hvd.v1.Agent/CancelJob", cancel);
+  EXPECT_EQ(stub_->CancelJob(again.get(), cancel, &response).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+}
+
+TEST(AgentEnvironmentTest, BaseDropsLauncherVariablesAndSecrets) {
+  std::vector<std::string> entries = {"PATH=/usr/bin",
+                                      "HOME=/home/u",
+                                      "HVD_RANK=3",
+                                      "HOROVOD_SIZE=2",
+                                      "OMPI_COMM_WORLD_RANK=1",
+                                      "SLURM_PROCID=0",
+                                      "PMIX_RANK=0",
+                                      "GITHUB_TOKEN=x",
+                                      "AWS_SECRET_ACCESS_KEY=y",
+                                      "db_password=z",
+                                      "SSH_AUTH_SOCK=/s",
+                                      "API_KEY=k",
+                                      "LANG=C.UTF-8",
+                                      "MALFORMED",
+                                      "=empty-name",
+                                      "KEYBOARD=us"};
+  std::vector<char*> envp;
+  for (std::string& e : entries) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  EXPECT_EQ(
+      baseEnvironment(envp.data()),
+      (std::vector<std::string>{"PATH=/usr/bin", "HOME=/home/u", "LANG=C.UTF-8", "KEYBOARD=us"}));
+}
+
+TEST(AgentEnvironmentTest, JobEntriesOverrideTheBase) {
+  EXPECT_EQ(mergeEnvironment({"PATH=/usr/bin", "HOME=/root", "LANG=C"},
+                             {"HOME=/home/job", "HVD_RANK=1", "X=a=b", "HVD_RANK=2"}),
+            (std::vector<std::string>{"PATH=/usr/bin", "HOME=/home/job", "LANG=C", "HVD_RANK=2",
+                                      "X=a=b"}));
+  EXPECT_EQ(mergeEnvironment({}, {"EMPTY="}), std::vector<std::string>{"EMPTY="});
+  try {
+    mergeEnvironment({"A=1"}, {"B=2", "SECRET_VALUE_WITHOUT_EQUALS"});
+    FAIL() << "a malformed entry was accepted";
+  } catch (const InvalidArgumentError& e) {
+    EXPECT_NE(std::string(e.what()).find("entry 1"), std::string::npos) << e.what();
+    EXPECT_EQ(std::string(e.what()).find("SECRET_VALUE"), std::string::npos) << e.what();
+  }
+}
+
+// A process in a group of its own, as a job's leftover would be.
+pid_t spawnGroupLeader(const char* seconds) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    ::execl("/bin/sleep", "sleep", seconds, static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::setpgid(pid, pid);  // no race with the child's own call: either one makes it a leader
+  return pid;
+}
+
+// Whether `pid` (our child) was killed by SIGKILL within `timeout`; reaps it either way.
+bool killedWithin(pid_t pid, std::chrono::milliseconds timeout) {
+  int status = 0;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (::waitpid(pid, &status, WNOHANG) == pid) {
+      return WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
+    }
+    std::this_thread::sleep_for(10ms);
+  }
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, &status, 0);
+  return false;
+}
+
+TEST(JobRecordsTest, RestartKillsLeftoverGroupsWhoseLeaderStillMatches) {
+  TempDir dir;
+  const std::string state = (dir.path() / "state").string();
+  const pid_t leftover = spawnGroupLeader("60");
+  const pid_t stranger = spawnGroupLeader("60");
+  ASSERT_TRUE(waitUntil([&] { return ::getpgid(leftover) == leftover; }, 2s));
+  ASSERT_TRUE(waitUntil([&] { return ::getpgid(stranger) == stranger; }, 2s));
+  {
+    JobRecords before(state);  // the agent that "crashed"
+    ASSERT_TRUE(before.add("job-a", leftover));
+    // A record whose pid now belongs to someone else: the start time differs.
+    JobRecord reused{"job-b", stranger, processStartTime(stranger).value() + 1, ::getpid(), 0};
+    ASSERT_TRUE(before.write(reused));
+    // A record of another agent that is still running (here: our parent) is left alone.
+    JobRecord otherAgent{"job-c", stranger, processStartTime(stranger).value(), ::getppid(),
+                         processStartTime(::getppid()).value()};
+    ASSERT_TRUE(before.write(otherAgent));
+    ASSERT_EQ(before.list().size(), 3u);
+  }
+  JobRecords after(state);  // the restarted agent
+  const CleanupReport report = after.cleanupLeftovers();
+  EXPECT_EQ(report.killed, 1);
+  EXPECT_EQ(report.skipped, 1);
+  EXPECT_EQ(report.kept, 1);
+  EXPECT_TRUE(killedWithin(leftover, 5s));
+  EXPECT_FALSE(processGone(stranger)) << "a process whose start time did not match was killed";
+  ASSERT_EQ(after.list().size(), 1u);
+  EXPECT_EQ(after.list()[0].jobId, "job-c");
+  ::kill(stranger, SIGKILL);
+  ::waitpid(stranger, nullptr, 0);
+}
+
+TEST(JobRecordsTest, RemoveForgetsTheRecordAndStartTimeReadsProc) {
+  TempDir dir;
+  JobRecords records((dir.path() / "nested" / "state").string());
+  EXPECT_EQ(fs::status(records.dir()).permissions() & fs::perms::all, fs::perms::owner_all);
+  ASSERT_TRUE(records.add("job\nwith newline", ::getpid()));
+  ASSERT_EQ(records.list().size(), 1u);
+  EXPECT_EQ(records.list()[0].jobId, "job?with newline");
+  EXPECT_EQ(records.list()[0].leaderStartTime, processStartTime(::getpid()).value());
+  records.remove("job\nwith newline");
+  EXPECT_TRUE(records.list().empty());
+  EXPECT_FALSE(records.add("gone", 0));
+  EXPECT_EQ(processStartTime(0), std::nullopt);
+}
+
+TEST(AgentCliTest, ListenAddresses) {
+  EXPECT_EQ(parseListenAddress("127.0.0.1:7475").toString(), "127.0.0.1:7475");
+  EXPECT_EQ(parseListenAddress("[::1]:0").toString(), "[::1]:0");
+  EXPECT_EQ(parseListenAddress("localhost:1").host, "127.0.0.1");
+  EXPECT_TRUE(parseListenAddress("0.0.0.0:7475").wildcard());
+  for (const char* bad : {"127.0.0.1", "127.0.0.1:", "127.0.0.1:x", "::1:7475", "[::1]7475",
+                          "host.example:7475", "127.0.0.1:65536", ""}) {
+    EXPECT_THROW(parseListenAddress(bad), InvalidArgumentError) << bad;
+  }
+  EXPECT_TRUE(isLoopbackName("localhost"));
+  EXPECT_TRUE(isLoopbackName("127.0.1.1"));
+  EXPECT_TRUE(isLoopbackName("::1"));
+  EXPECT_FALSE(isLoopbackName("10.0.0.1"));
+  EXPECT_FALSE(isLoopbackName("node-1"));
+  EXPECT_GT(pickFreePort("127.0.0.1"), 0);
+}
+
+TEST(AgentCliTest, RootNeedsBothConfirmations) {
+  EXPECT_EQ(rootRefusal(false, false, nullptr), "");
+  EXPECT_EQ(rootRefusal(true, true, "1"), "");
+  for (auto [flag, env] :
+       {std::pair<bool, const char*>{false, nullptr}, {true, nullptr}, {false, "1"}, {true, "0"}}) {
+    const std::string message = rootRefusal(true, flag, env);
+    EXPECT_NE(message.find("--allow-run-as-root"), std::string::npos) << message;
+    EXPECT_NE(message.find("HVD_ALLOW_RUN_AS_ROOT_CONFIRM=1"), std::string::npos) << message;
+  }
+}
+
+}  // namespace
+}  // namespace hvd::agent::service
