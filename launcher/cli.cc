@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <utility>
 
+#include "agent/rpc/defaults.h"
 #include "hvd/error.hpp"
 
 namespace hvd::launcher {
@@ -17,23 +18,39 @@ namespace {
 
 constexpr char kDescription[] =
     "Usage: hvdrun -np N [options] [--] PROGRAM [ARGS...]\n"
+    "       hvdrun keygen [--key-file F]\n"
+    "       hvdrun --version | --check-build\n"
     "\n"
     "Runs PROGRAM as N ranks of one hvd job and waits for it.\n"
     "\n"
     "Without -H (or when every host is this machine: localhost, 127.0.0.1, ::1 or its\n"
-    "hostname) the job runs embedded: hvdrun starts the ranks itself, with a job store on\n"
-    "127.0.0.1 and a fresh random token, and needs no daemon and no key file. Remote hosts\n"
-    "need hvdagent, which this build does not have yet.\n"
+    "hostname) and without --agent-port the job runs embedded: hvdrun starts the ranks\n"
+    "itself, with a job store on 127.0.0.1 and a fresh random token, and needs no daemon and\n"
+    "no key file. Every rank gets the caller's whole environment.\n"
     "\n"
-    "Every rank gets the caller's whole environment plus the hvd variables (HVD_RANK,\n"
-    "HVD_SIZE, ..., RANK/WORLD_SIZE/..., HOROVOD_*). Output lines are prefixed\n"
-    "'[rank]<stdout>: ' / '[rank]<stderr>: ' and go to hvdrun's stdout / stderr.\n"
+    "Otherwise the job is submitted to hvdagent on the first host (port --agent-port), which\n"
+    "starts the ranks through the agents of all hosts. Every call is signed with the cluster\n"
+    "key (--key-file; create one with `hvdrun keygen` and copy it to every host). Remote\n"
+    "ranks get their agent's environment plus only what -x names.\n"
+    "\n"
+    "Every rank also gets the hvd variables (HVD_RANK, HVD_SIZE, ..., RANK/WORLD_SIZE/...,\n"
+    "HOROVOD_*). Output lines are prefixed '[rank]<stdout>: ' / '[rank]<stderr>: ' and go\n"
+    "to hvdrun's stdout / stderr.\n"
     "\n"
     "Exit status: 0 when every rank exited 0; else the first failing rank's exit code\n"
     "(128+signal when a signal killed it), with one line naming it and its last stderr\n"
-    "lines; 2 for usage errors; 69 agent unreachable; 71 launch failed (e.g. PROGRAM not\n"
-    "found); 75 agent lost; 130 cancelled. Ctrl-C (or SIGTERM) stops the job gracefully;\n"
-    "a second one within 2 s kills it.";
+    "lines; 2 for usage errors (also a missing or unsafe key file); 69 agent unreachable or\n"
+    "request refused (authentication failed); 71 launch failed (e.g. PROGRAM not found); 75\n"
+    "agent lost; 130 cancelled. Ctrl-C (or SIGTERM) stops the job gracefully; a second one\n"
+    "within 2 s kills it.";
+
+constexpr char kKeygenDescription[] =
+    "Usage: hvdrun keygen [--key-file F]\n"
+    "\n"
+    "Creates a new cluster key: 32 random bytes in F (mode 0600; its directory is created\n"
+    "with mode 0700 if missing). Never overwrites an existing file. Prints the path and the\n"
+    "key's fingerprint, never the key. Copy the file to every host (same path, mode 0600,\n"
+    "owned by the user running hvdagent) and restart the agents.";
 
 struct SignalName {
   const char* name;
@@ -50,8 +67,10 @@ constexpr SignalName kSignals[] = {
 void splitArguments(int argc, char** argv, std::vector<std::string>* ours,
                     std::vector<std::string>* command) {
   static const char* const kTakesValue[] = {
-      "-n",         "--np", "--num-proc",    "-H",      "--hosts",
-      "--hostfile", "-x",   "--stop-signal", "--grace", "--output-filename"};
+      "-n",         "--np",         "--num-proc",      "-H",         "--hosts",
+      "--hostfile", "-x",           "--stop-signal",   "--grace",    "--output-filename",
+      "--gpu-bind", "--agent-port", "--start-timeout", "--key-file", "--tls-cert",
+      "--tls-key",  "--tls-ca"};
   ours->push_back(argc > 0 ? argv[0] : "hvdrun");
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -71,22 +90,50 @@ void splitArguments(int argc, char** argv, std::vector<std::string>* ours,
   }
 }
 
+// `hvdrun keygen [--key-file F]`: argv[1] is "keygen".
+std::optional<int> parseKeygen(int argc, char** argv, Options* options) {
+  CLI::App app(kKeygenDescription, "hvdrun keygen");
+  options->keyFile = agent::rpc::defaultKeyFile();
+  app.add_option("--key-file", options->keyFile,
+                 "where to write the key (default: $HVD_KEY_FILE, else ~/.hvd/cluster.key)");
+  std::vector<std::string> args(argv + 2, argv + argc);
+  std::reverse(args.begin(), args.end());  // CLI11 takes a vector in reverse order
+  try {
+    app.parse(args);
+  } catch (const CLI::CallForHelp& e) {
+    std::printf("%s", app.help().c_str());
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return 2;
+  }
+  if (options->keyFile.empty()) {
+    std::fprintf(stderr, "hvdrun keygen: no key file: give --key-file (HOME is not set)\n");
+    return 2;
+  }
+  options->action = Action::kKeygen;
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::optional<int> parseCommandLine(int argc, char** argv, Options* options) {
+  if (argc > 1 && std::string(argv[1]) == "keygen") return parseKeygen(argc, argv, options);
+
   CLI::App app(kDescription, "hvdrun");
+  // -np is checked below rather than by CLI11, so that --version and --check-build need none.
   app.add_option("-n,--np,--num-proc", options->np, "number of ranks to run (exact); also -np")
-      ->required()
       ->check(CLI::Range(1, 1 << 20));
   app.add_option("-H,--hosts", options->hostList,
-                 "hosts as host[:slots],... (only this machine in this build); default: "
-                 "localhost:N");
+                 "hosts as host[:slots],... (IPv6 as [addr]:slots); a host without slots gets "
+                 "its GPU count, or 1; default: localhost:N");
   app.add_option("--hostfile", options->hostfile,
                  "file with one 'host slots=N' (or host:N) per line, # comments");
   app.add_flag("--oversubscribe", options->oversubscribe, "allow more ranks than a host's slots");
   app.add_option("-x", options->exports,
-                 "NAME=VALUE sets NAME for every rank; NAME forwards the caller's value (the "
-                 "whole environment is forwarded already); repeatable")
+                 "NAME=VALUE sets NAME for every rank; NAME forwards the caller's value "
+                 "(embedded jobs forward the whole environment already; remote ranks get only "
+                 "what -x names); repeatable")
       ->allow_extra_args(false);
   app.add_option("--stop-signal", options->stopSignal, "signal of a graceful stop (name or number)")
       ->capture_default_str();
@@ -97,6 +144,33 @@ std::optional<int> parseCommandLine(int argc, char** argv, Options* options) {
                  "also write each rank's output to DIR/rank.<r>/stdout and stderr");
   app.add_flag("--tag-output,!--no-tag-output", options->tagOutput,
                "prefix each line with [rank]<stdout>: or [rank]<stderr>: (default on)");
+  app.add_flag("--timestamp-output", options->timestampOutput,
+               "prefix each line with the local time it arrived (YYYY-MM-DDTHH:MM:SS.mmm)");
+  app.add_option("--gpu-bind", options->gpuBind,
+                 "none: each rank gets HVD_GPU only; visible: also CUDA_VISIBLE_DEVICES=<that GPU>")
+      ->capture_default_str();
+  app.add_option("--start-timeout", options->startTimeoutSeconds,
+                 "seconds the agents may take to answer and accept the job; when given, also "
+                 "the ranks' rendezvous timeout (HVD_START_TIMEOUT) unless -x sets it")
+      ->check(CLI::Range(0.001, 86400.0))
+      ->capture_default_str();
+  app.add_option("--agent-port", options->agentPort,
+                 "port of hvdagent on every host (default " +
+                     std::to_string(agent::rpc::kDefaultAgentPort) +
+                     "); given, even a local job goes through the agent")
+      ->check(CLI::Range(1, 65535));
+  app.add_option("--key-file", options->keyFile,
+                 "cluster key that signs the agent calls (default: $HVD_KEY_FILE, else "
+                 "~/.hvd/cluster.key)");
+  app.add_option("--tls-cert", options->tlsCert, "client certificate (PEM) for mutual TLS");
+  app.add_option("--tls-key", options->tlsKey, "its private key (PEM)");
+  app.add_option("--tls-ca", options->tlsCa, "CA (PEM) that signed the agents' certificates");
+  app.add_flag("--verbose", options->verbose, "debug logs on stderr");
+  bool version = false;
+  bool checkBuild = false;
+  app.add_flag("--version", version, "print hvdrun's version and exit");
+  app.add_flag("--check-build", checkBuild,
+               "print what this build has (transports, NCCL, MPI, TLS) and exit");
 
   std::vector<std::string> ours;
   splitArguments(argc, argv, &ours, &options->command);
@@ -112,6 +186,18 @@ std::optional<int> parseCommandLine(int argc, char** argv, Options* options) {
     app.exit(e);
     return 2;
   }
+  options->startTimeoutGiven = app.count("--start-timeout") > 0;
+  options->agentPortGiven = app.count("--agent-port") > 0;
+  if (!options->agentPortGiven) options->agentPort = agent::rpc::kDefaultAgentPort;
+  if (app.count("--key-file") == 0) options->keyFile = agent::rpc::defaultKeyFile();
+  if (version || checkBuild) {
+    options->action = version ? Action::kVersion : Action::kCheckBuild;
+    return std::nullopt;
+  }
+  if (options->np == 0) {
+    std::fprintf(stderr, "hvdrun: -np N is required (the number of ranks; see hvdrun --help)\n");
+    return 2;
+  }
   if (options->command.empty()) {
     std::fprintf(stderr, "hvdrun: no PROGRAM to run (see hvdrun --help)\n");
     return 2;
@@ -121,6 +207,17 @@ std::optional<int> parseCommandLine(int argc, char** argv, Options* options) {
                  options->stopSignal.c_str());
     return 2;
   }
+  if (!parseGpuBind(options->gpuBind)) {
+    std::fprintf(stderr, "hvdrun: --gpu-bind: unknown value '%s' (expected none or visible)\n",
+                 options->gpuBind.c_str());
+    return 2;
+  }
+  return std::nullopt;
+}
+
+std::optional<agent::node::GpuBind> parseGpuBind(const std::string& name) {
+  if (name == "none") return agent::node::GpuBind::kNone;
+  if (name == "visible") return agent::node::GpuBind::kVisible;
   return std::nullopt;
 }
 
@@ -181,6 +278,43 @@ std::vector<std::string> forwardedEnvironment(const std::vector<std::string>& ca
     set(x + "=" + value);
   }
   return env;
+}
+
+std::vector<std::string> exportedEnvironment(const std::vector<std::string>& exports) {
+  return forwardedEnvironment({}, exports);
+}
+
+void addStartTimeout(const Options& options, std::vector<std::string>* env) {
+  if (!options.startTimeoutGiven) return;
+  constexpr char kName[] = "HVD_START_TIMEOUT=";
+  for (const std::string& x : options.exports) {
+    if (x.rfind(kName, 0) == 0 || x == "HVD_START_TIMEOUT") return;  // -x wins
+  }
+  char value[64];
+  std::snprintf(value, sizeof(value), "%g", options.startTimeoutSeconds);
+  for (std::string& e : *env) {
+    if (e.rfind(kName, 0) == 0) {
+      e = std::string(kName) + value;
+      return;
+    }
+  }
+  env->push_back(std::string(kName) + value);
+}
+
+bool usesAgents(const Options& options, const std::vector<HostSlots>& hosts,
+                const std::string& ownHostname) {
+  if (options.agentPortGiven) return true;
+  for (const HostSlots& h : hosts) {
+    if (!isLocalHost(h.host, ownHostname)) return true;
+  }
+  return false;
+}
+
+std::string agentAddress(const std::string& host, int port) {
+  const std::string p = std::to_string(port);
+  if (host == "localhost") return "127.0.0.1:" + p;
+  if (host.find(':') != std::string::npos) return "[" + host + "]:" + p;
+  return host + ":" + p;
 }
 
 }  // namespace hvd::launcher

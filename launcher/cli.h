@@ -7,11 +7,20 @@
 #include <string>
 #include <vector>
 
+#include "agent/node/worker_env.h"
 #include "launcher/host_spec.h"
 
 namespace hvd::launcher {
 
+// What the command line asks for: run a job (the usual case) or one of the commands that run no
+// job (`--version`, `--check-build`, `hvdrun keygen`).
+enum class Action { kRun, kVersion, kCheckBuild, kKeygen };
+
+// Seconds hvdrun waits for the leader agent to answer when --start-timeout is not given.
+constexpr double kDefaultStartTimeoutSeconds = 10.0;
+
 struct Options {
+  Action action = Action::kRun;
   int np = 0;
   std::string hostList;  // -H
   std::string hostfile;  // --hostfile
@@ -21,12 +30,29 @@ struct Options {
   double graceSeconds = 10.0;
   std::string outputDir;  // --output-filename
   bool tagOutput = true;
+  bool timestampOutput = false;  // --timestamp-output
+  // --start-timeout: how long the leader agent may take to accept the job (remote mode); when
+  // given explicitly it also reaches every rank as HVD_START_TIMEOUT (see startTimeoutEnv).
+  double startTimeoutSeconds = kDefaultStartTimeoutSeconds;
+  bool startTimeoutGiven = false;
+  int agentPort = 0;  // --agent-port; rpc::kDefaultAgentPort unless given
+  bool agentPortGiven = false;
+  std::string keyFile;  // --key-file; rpc::defaultKeyFile() unless given
+  std::string tlsCert;  // --tls-cert / --tls-key / --tls-ca: all three or none
+  std::string tlsKey;
+  std::string tlsCa;
+  std::string gpuBind = "none";      // --gpu-bind: none | visible
+  bool verbose = false;              // --verbose: debug logs
   std::vector<std::string> command;  // PROGRAM ARGS...
 };
 
-// Parses argv. Returns nullopt when the job should run; otherwise the exit code hvdrun ends with
-// after printing what CLI11 has to say: 0 for --help, 2 (usage error) for every parse error.
+// Parses argv (`hvdrun [options] PROGRAM ...` or `hvdrun keygen [--key-file F]`). Returns nullopt
+// when options->action should be carried out; otherwise the exit code hvdrun ends with after
+// printing what there is to say: 0 for --help, 2 (usage error) for every parse error.
 std::optional<int> parseCommandLine(int argc, char** argv, Options* options);
+
+// "none" -> kNone, "visible" -> kVisible; nullopt for anything else.
+std::optional<agent::node::GpuBind> parseGpuBind(const std::string& name);
 
 // "TERM", "SIGTERM", "sigterm" or "15" -> 15; nullopt for anything else.
 std::optional<int> parseSignal(const std::string& name);
@@ -47,5 +73,24 @@ std::vector<HostSlots> resolveHosts(const Options& options);
 // hvd::InvalidArgumentError naming the offending -x.
 std::vector<std::string> forwardedEnvironment(const std::vector<std::string>& callerEnv,
                                               const std::vector<std::string>& exports);
+
+// Remote jobs forward only what -x names (mpirun's rule for remote hosts: the caller's PATH or
+// HOME mean nothing there; each agent supplies its own base environment). Same -x rules and
+// errors as forwardedEnvironment.
+std::vector<std::string> exportedEnvironment(const std::vector<std::string>& exports);
+
+// Adds HVD_START_TIMEOUT=<--start-timeout> to `env` when --start-timeout was given and `env` does
+// not set HVD_START_TIMEOUT through -x (an explicit -x wins). Without --start-timeout the ranks
+// keep the runtime's own default (or the caller's variable, in embedded mode).
+void addStartTimeout(const Options& options, std::vector<std::string>* env);
+
+// True when the job goes through hvdagent: some host is not this machine, or --agent-port was
+// given (then even a local job is submitted to the agent on this machine).
+bool usesAgents(const Options& options, const std::vector<HostSlots>& hosts,
+                const std::string& ownHostname);
+
+// "host:port" of a host's agent: IPv6 literals in brackets; localhost is contacted at 127.0.0.1
+// (where hvdagent listens by default) so the result does not depend on name resolution order.
+std::string agentAddress(const std::string& host, int port);
 
 }  // namespace hvd::launcher

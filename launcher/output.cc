@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <system_error>
 
@@ -12,8 +13,9 @@ namespace hvd::launcher {
 using agent::coordinator::JobResult;
 using agent::process::Stream;
 
-OutputRenderer::OutputRenderer(int np, bool tagOutput, const std::string& outputDir)
-    : tagOutput_(tagOutput) {
+OutputRenderer::OutputRenderer(int np, bool tagOutput, const std::string& outputDir,
+                               bool timestampOutput)
+    : tagOutput_(tagOutput), timestampOutput_(timestampOutput) {
   if (outputDir.empty()) return;
   for (int r = 0; r < np; ++r) {
     const std::filesystem::path dir =
@@ -41,9 +43,10 @@ OutputRenderer::~OutputRenderer() = default;
 void OutputRenderer::onOutput(int rank, const std::string& /*host*/, Stream stream,
                               std::string_view line) {
   std::string text;
+  if (timestampOutput_) text = formatTimestamp(std::chrono::system_clock::now());
   if (tagOutput_) {
-    text = "[" + std::to_string(rank) + "]" +
-           (stream == Stream::kStdout ? "<stdout>: " : "<stderr>: ");
+    text += "[" + std::to_string(rank) + "]" +
+            (stream == Stream::kStdout ? "<stdout>: " : "<stderr>: ");
   }
   text.append(line);
   text.push_back('\n');
@@ -70,6 +73,32 @@ void OutputRenderer::onJobEnd(const JobResult& result) {
 std::optional<JobResult> OutputRenderer::result() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return result_;
+}
+
+std::string formatTimestamp(std::chrono::system_clock::time_point t) {
+  const std::time_t seconds = std::chrono::system_clock::to_time_t(t);
+  const long long millis =
+      std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count() % 1000;
+  std::tm local = {};
+  ::localtime_r(&seconds, &local);
+  char buf[64];
+  const size_t n = std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &local);
+  std::snprintf(buf + n, sizeof(buf) - n, ".%03lld ", millis);
+  return buf;
+}
+
+std::string formatFailure(const JobResult& result) {
+  std::string text = result.summary + "\n";
+  if (result.rank >= 0 && !result.stderrTail.empty()) {
+    text += "hvdrun: last " + std::to_string(result.stderrTail.size()) + " line(s) of rank " +
+            std::to_string(result.rank) + "'s stderr:\n";
+    for (const std::string& line : result.stderrTail) text += "  " + line + "\n";
+  }
+  if (!result.unreportedRanks.empty()) {
+    text += "hvdrun: " + std::to_string(result.unreportedRanks.size()) +
+            " rank(s) did not report their exit in time\n";
+  }
+  return text;
 }
 
 }  // namespace hvd::launcher

@@ -1,8 +1,11 @@
 // Renders a job's output for the user (ClientEvents of the embedded coordinator): each line of a
 // rank to hvdrun's stdout or stderr, matching the rank's stream, prefixed "[rank]<stdout>: " in
-// Horovod's form unless tagging is off, and optionally to DIR/rank.<r>/stdout and stderr.
+// Horovod's form unless tagging is off, optionally headed by the local time the line arrived
+// (--timestamp-output), and optionally to DIR/rank.<r>/stdout and stderr. Embedded and remote
+// mode render through the same class, so a job's output reads the same either way.
 #pragma once
 
+#include <chrono>
 #include <cstdio>
 #include <memory>
 #include <mutex>
@@ -18,7 +21,8 @@ class OutputRenderer : public agent::coordinator::ClientEvents {
  public:
   // Creates DIR/rank.<r>/ and its files for every rank when `outputDir` is non-empty; throws
   // hvd::InvalidArgumentError naming the path when that fails, before anything was started.
-  OutputRenderer(int np, bool tagOutput, const std::string& outputDir);
+  OutputRenderer(int np, bool tagOutput, const std::string& outputDir,
+                 bool timestampOutput = false);
   ~OutputRenderer() override;
 
   void onOutput(int rank, const std::string& host, agent::process::Stream stream,
@@ -37,10 +41,18 @@ class OutputRenderer : public agent::coordinator::ClientEvents {
   using File = std::unique_ptr<std::FILE, FileCloser>;
 
   const bool tagOutput_;
+  const bool timestampOutput_;
   mutable std::mutex mutex_;  // one whole line at a time, never two interleaved
   std::vector<File> stdoutFiles_;
   std::vector<File> stderrFiles_;
   std::optional<agent::coordinator::JobResult> result_;
 };
+
+// "2024-05-01T12:34:56.789 ": local time with milliseconds, as --timestamp-output prefixes lines.
+std::string formatTimestamp(std::chrono::system_clock::time_point t);
+
+// What hvdrun prints on stderr when a job did not succeed: the result's one-line summary, the
+// root-cause rank's last stderr lines indented, and how many ranks never reported their exit.
+std::string formatFailure(const agent::coordinator::JobResult& result);
 
 }  // namespace hvd::launcher

@@ -3,9 +3,28 @@ add_library(hvd_launcher_core STATIC ${CMAKE_CURRENT_LIST_DIR}/host_spec.cc)
 target_include_directories(hvd_launcher_core PUBLIC ${PROJECT_SOURCE_DIR})
 target_link_libraries(hvd_launcher_core PUBLIC hvd PRIVATE hvd_warnings)
 
-# hvdrun, embedded mode: coordinator, process supervision and the job store in one process.
+# Everything of hvdrun but main(): CLI, output rendering, job building, keygen, build facts, the
+# signal loop and the SubmitJob client. A library so the unit tests link exactly what ships.
 find_package(CLI11 CONFIG REQUIRED)
-add_executable(hvdrun ${CMAKE_CURRENT_LIST_DIR}/hvdrun_main.cc ${CMAKE_CURRENT_LIST_DIR}/cli.cc
-                      ${CMAKE_CURRENT_LIST_DIR}/output.cc)
-target_link_libraries(hvdrun PRIVATE hvd_launcher_core hvd_agent_coordinator hvd_auth hvd_internal
-                                     CLI11::CLI11 spdlog::spdlog hvd_warnings)
+add_library(hvd_launcher STATIC
+  ${CMAKE_CURRENT_LIST_DIR}/cli.cc
+  ${CMAKE_CURRENT_LIST_DIR}/output.cc
+  ${CMAKE_CURRENT_LIST_DIR}/build_info.cc
+  ${CMAKE_CURRENT_LIST_DIR}/keygen.cc
+  ${CMAKE_CURRENT_LIST_DIR}/job_spec.cc
+  ${CMAKE_CURRENT_LIST_DIR}/signals.cc
+  ${CMAKE_CURRENT_LIST_DIR}/remote_client.cc)
+target_include_directories(hvd_launcher PUBLIC ${PROJECT_SOURCE_DIR})
+target_link_libraries(hvd_launcher
+  PUBLIC hvd_launcher_core hvd_agent_coordinator hvd_agent_rpc hvd_agent_client hvd_auth hvd
+  PRIVATE CLI11::CLI11 spdlog::spdlog hvd_warnings)
+# --version and --check-build describe this build (cmake/HvdDependencies.cmake's detection).
+target_compile_definitions(hvd_launcher PRIVATE
+  HVD_VERSION_STRING="${PROJECT_VERSION}"
+  HVD_BUILD_NCCL=$<BOOL:${HVD_HAVE_NCCL}>
+  HVD_BUILD_MPI=$<BOOL:${HVD_HAVE_MPI}>)
+
+# hvdrun: embedded mode (coordinator, process supervision and the job store in one process) and
+# remote mode (SubmitJob to the leader hvdagent).
+add_executable(hvdrun ${CMAKE_CURRENT_LIST_DIR}/hvdrun_main.cc)
+target_link_libraries(hvdrun PRIVATE hvd_launcher hvd_internal spdlog::spdlog hvd_warnings)

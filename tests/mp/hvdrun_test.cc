@@ -251,13 +251,59 @@ TEST(HvdrunTest, MissingProgramIsAClearError) {
       << r.err;
 }
 
-TEST(HvdrunTest, RemoteHostIsRefusedWithUsageExit) {
-  RunResult r = runHvdrun({"-np", "2", "-H", "otherhost:2", "/bin/true"});
+TEST(HvdrunTest, RemoteHostWithoutKeyFileIsAUsageErrorNamingTheFix) {
+  TempDir dir;
+  const std::string key = dir.path() + "/missing.key";
+  RunResult r = runHvdrun({"-np", "2", "-H", "otherhost:2", "--key-file", key, "/bin/true"});
   EXPECT_EQ(r.status, 2);
-  EXPECT_NE(r.err.find("remote hosts need hvdagent, which is not available yet in this build "
-                       "(host 'otherhost')"),
+  EXPECT_NE(r.err.find("'" + key + "' does not exist"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("hvdrun keygen"), std::string::npos) << r.err;
+}
+
+TEST(HvdrunTest, UnreachableAgentExits69NamingHostAndAddress) {
+  TempDir dir;
+  const std::string key = dir.path() + "/k";
+  ASSERT_EQ(runHvdrun({"keygen", "--key-file", key}).status, 0);
+  // Port 1 on loopback: nothing listens there, so the connection is refused at once.
+  RunResult r = runHvdrun({"-np", "1", "--agent-port", "1", "--key-file", key, "/bin/true"}, 30s);
+  EXPECT_EQ(r.status, 69) << r.err;
+  EXPECT_LT(r.seconds, 10.0);
+  EXPECT_NE(r.err.find("hvdrun: agent on localhost (127.0.0.1:1) is unreachable: connection "
+                       "refused"),
             std::string::npos)
       << r.err;
+}
+
+TEST(HvdrunTest, VersionPrintsTheProjectVersion) {
+  RunResult r = runHvdrun({"--version"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, "hvdrun " HVD_PROJECT_VERSION "\n");
+}
+
+TEST(HvdrunTest, CheckBuildListsTransportsNcclMpiAndTls) {
+  RunResult r = runHvdrun({"--check-build"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("transports: tcp shm\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("NCCL: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("MPI: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("TLS: yes\n"), std::string::npos) << r.out;
+}
+
+TEST(HvdrunTest, KeygenCreatesA0600KeyAndRefusesToOverwriteIt) {
+  TempDir dir;
+  const std::string key = dir.path() + "/k";
+  RunResult r = runHvdrun({"keygen", "--key-file", key});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find(key), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("fingerprint "), std::string::npos) << r.out;
+  EXPECT_EQ(std::filesystem::status(key).permissions(),
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  EXPECT_EQ(std::filesystem::file_size(key), 32u);
+  const std::string before = readFile(key);
+  RunResult again = runHvdrun({"keygen", "--key-file", key});
+  EXPECT_EQ(again.status, 2);
+  EXPECT_NE(again.err.find("already exists"), std::string::npos) << again.err;
+  EXPECT_EQ(readFile(key), before);
 }
 
 TEST(HvdrunTest, UsageErrorsExit2) {

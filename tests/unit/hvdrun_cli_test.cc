@@ -1,22 +1,30 @@
 // hvdrun's command line (launcher/cli.h) and its output renderer (launcher/output.h): the pure
 // decisions hvdrun makes before anything runs, and how rank output reaches the user. The host
 // checks that live in hvdrun's main() (remote host, two names for this machine) are pinned down
-// by running the hvdrun binary itself, which refuses such jobs before starting anything.
+// by running the hvdrun binary itself, which refuses such jobs before starting anything. Also
+// the commands that run no job: --version, --check-build and keygen.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "agent/auth/cluster_key.h"
 #include "hvd/error.hpp"
+#include "launcher/build_info.h"
 #include "launcher/cli.h"
+#include "launcher/keygen.h"
 #include "launcher/output.h"
 
 namespace hvd::launcher {
@@ -163,11 +171,29 @@ TEST(HvdrunCliHosts, TwoNamesForThisMachineAreRefusedWithExit2) {
       << out;
 }
 
-TEST(HvdrunCliHosts, RemoteHostIsRefusedWithExit2NamingIt) {
-  auto [code, out] = runHvdrun("-H far-away-node.invalid:2 -np 2 true");
+TEST(HvdrunCliHosts, RemoteHostWithoutKeyFileIsAUsageErrorNamingTheFileAndTheFix) {
+  auto [code, out] =
+      runHvdrun("-H far-away-node.invalid:2 -np 2 --key-file /nonexistent/hvd-cli-test.key true");
   EXPECT_EQ(code, 2) << out;
-  EXPECT_NE(out.find("remote hosts need hvdagent"), std::string::npos) << out;
-  EXPECT_NE(out.find("(host 'far-away-node.invalid')"), std::string::npos) << out;
+  EXPECT_NE(out.find("'/nonexistent/hvd-cli-test.key'"), std::string::npos) << out;
+  EXPECT_NE(out.find("hvdrun keygen"), std::string::npos) << out;
+}
+
+TEST(HvdrunCliHosts, UsesAgentsForRemoteHostsOrAnExplicitAgentPort) {
+  Options o;
+  EXPECT_FALSE(usesAgents(o, {{"localhost", 2}}, "node-a"));
+  EXPECT_FALSE(usesAgents(o, {{"node-a", 2}}, "node-a"));
+  EXPECT_TRUE(usesAgents(o, {{"node-a", 2}, {"node-b", 2}}, "node-a"));
+  o.agentPortGiven = true;
+  EXPECT_TRUE(usesAgents(o, {{"localhost", 2}}, "node-a"));
+}
+
+TEST(HvdrunCliHosts, AgentAddressBracketsIpv6AndPinsLocalhostToIpv4Loopback) {
+  EXPECT_EQ(agentAddress("node-b", 7475), "node-b:7475");
+  EXPECT_EQ(agentAddress("10.0.0.2", 9), "10.0.0.2:9");
+  EXPECT_EQ(agentAddress("fe80::2", 7475), "[fe80::2]:7475");
+  EXPECT_EQ(agentAddress("::1", 7475), "[::1]:7475");
+  EXPECT_EQ(agentAddress("localhost", 7475), "127.0.0.1:7475");
 }
 
 // --- forwardedEnvironment ------------------------------------------------------------------
@@ -286,6 +312,132 @@ TEST(HvdrunCliParse, UnknownOptionIsAUsageError) {
   EXPECT_NE(p.stderrText.find("--no-such-option"), std::string::npos) << p.stderrText;
 }
 
+TEST(HvdrunCliParse, RemoteOptionsAreParsed) {
+  Parsed p = parse({"hvdrun",    "-np",
+                    "2",         "--agent-port",
+                    "9000",      "--key-file",
+                    "/k",        "--tls-cert",
+                    "c.pem",     "--tls-key",
+                    "k.pem",     "--tls-ca",
+                    "ca.pem",    "--start-timeout",
+                    "2.5",       "--gpu-bind",
+                    "visible",   "--timestamp-output",
+                    "--verbose", "prog"});
+  ASSERT_EQ(p.code, std::nullopt) << p.stderrText;
+  EXPECT_EQ(p.options.action, Action::kRun);
+  EXPECT_EQ(p.options.agentPort, 9000);
+  EXPECT_TRUE(p.options.agentPortGiven);
+  EXPECT_EQ(p.options.keyFile, "/k");
+  EXPECT_EQ(p.options.tlsCert, "c.pem");
+  EXPECT_EQ(p.options.tlsKey, "k.pem");
+  EXPECT_EQ(p.options.tlsCa, "ca.pem");
+  EXPECT_DOUBLE_EQ(p.options.startTimeoutSeconds, 2.5);
+  EXPECT_TRUE(p.options.startTimeoutGiven);
+  EXPECT_EQ(p.options.gpuBind, "visible");
+  EXPECT_TRUE(p.options.timestampOutput);
+  EXPECT_TRUE(p.options.verbose);
+  EXPECT_EQ(p.options.command, (std::vector<std::string>{"prog"}));
+}
+
+TEST(HvdrunCliParse, RemoteOptionDefaults) {
+  ASSERT_EQ(::setenv("HVD_KEY_FILE", "/etc/hvd/test.key", 1), 0);
+  Parsed p = parse({"hvdrun", "-np", "1", "prog"});
+  ::unsetenv("HVD_KEY_FILE");
+  ASSERT_EQ(p.code, std::nullopt) << p.stderrText;
+  EXPECT_EQ(p.options.agentPort, 7475);
+  EXPECT_FALSE(p.options.agentPortGiven);
+  EXPECT_EQ(p.options.keyFile, "/etc/hvd/test.key");
+  EXPECT_DOUBLE_EQ(p.options.startTimeoutSeconds, kDefaultStartTimeoutSeconds);
+  EXPECT_FALSE(p.options.startTimeoutGiven);
+  EXPECT_EQ(p.options.gpuBind, "none");
+  EXPECT_FALSE(p.options.timestampOutput);
+  EXPECT_FALSE(p.options.verbose);
+  EXPECT_TRUE(p.options.tlsCert.empty() && p.options.tlsKey.empty() && p.options.tlsCa.empty());
+}
+
+TEST(HvdrunCliParse, BadGpuBindIsAUsageErrorNamingTheToken) {
+  Parsed p = parse({"hvdrun", "-np", "1", "--gpu-bind", "all", "prog"});
+  EXPECT_EQ(p.code, 2);
+  EXPECT_NE(p.stderrText.find("--gpu-bind: unknown value 'all' (expected none or visible)"),
+            std::string::npos)
+      << p.stderrText;
+  EXPECT_EQ(parseGpuBind("none"), agent::node::GpuBind::kNone);
+  EXPECT_EQ(parseGpuBind("visible"), agent::node::GpuBind::kVisible);
+  EXPECT_EQ(parseGpuBind("Visible"), std::nullopt);
+}
+
+TEST(HvdrunCliParse, AgentPortAndStartTimeoutOutOfRangeAreUsageErrors) {
+  EXPECT_EQ(parse({"hvdrun", "-np", "1", "--agent-port", "0", "prog"}).code, 2);
+  EXPECT_EQ(parse({"hvdrun", "-np", "1", "--agent-port", "65536", "prog"}).code, 2);
+  EXPECT_EQ(parse({"hvdrun", "-np", "1", "--start-timeout", "0", "prog"}).code, 2);
+  EXPECT_EQ(parse({"hvdrun", "-np", "1", "--start-timeout", "soon", "prog"}).code, 2);
+}
+
+TEST(HvdrunCliParse, VersionAndCheckBuildNeedNoNpOrProgram) {
+  Parsed v = parse({"hvdrun", "--version"});
+  ASSERT_EQ(v.code, std::nullopt) << v.stderrText;
+  EXPECT_EQ(v.options.action, Action::kVersion);
+  Parsed c = parse({"hvdrun", "--check-build"});
+  ASSERT_EQ(c.code, std::nullopt) << c.stderrText;
+  EXPECT_EQ(c.options.action, Action::kCheckBuild);
+  EXPECT_EQ(versionText(), "hvdrun " HVD_TEST_PROJECT_VERSION "\n");
+  const std::string build = checkBuildText();
+  EXPECT_EQ(build.rfind(versionText(), 0), 0u) << build;
+  EXPECT_NE(build.find("transports: tcp shm\n"), std::string::npos) << build;
+  EXPECT_NE(build.find(HVD_TEST_HAVE_NCCL ? "NCCL: yes\n" : "NCCL: no\n"), std::string::npos)
+      << build;
+  EXPECT_NE(build.find(HVD_TEST_HAVE_MPI ? "MPI: yes\n" : "MPI: no\n"), std::string::npos) << build;
+  EXPECT_NE(build.find("TLS: yes\n"), std::string::npos) << build;
+}
+
+TEST(HvdrunCliParse, KeygenSubcommandTakesAKeyFile) {
+  Parsed p = parse({"hvdrun", "keygen", "--key-file", "/tmp/x/k"});
+  ASSERT_EQ(p.code, std::nullopt) << p.stderrText;
+  EXPECT_EQ(p.options.action, Action::kKeygen);
+  EXPECT_EQ(p.options.keyFile, "/tmp/x/k");
+  ASSERT_EQ(::setenv("HVD_KEY_FILE", "/etc/hvd/test.key", 1), 0);
+  Parsed d = parse({"hvdrun", "keygen"});
+  ::unsetenv("HVD_KEY_FILE");
+  ASSERT_EQ(d.code, std::nullopt) << d.stderrText;
+  EXPECT_EQ(d.options.keyFile, "/etc/hvd/test.key");
+  EXPECT_EQ(parse({"hvdrun", "keygen", "--bogus"}).code, 2);
+  EXPECT_EQ(parse({"hvdrun", "keygen", "extra"}).code, 2);
+}
+
+// --- keygen --------------------------------------------------------------------------------
+
+TEST(HvdrunCliKeygen, CreatesA0600KeyInANew0700DirectoryAndRefusesToOverwrite) {
+  char tmpl[] = "/tmp/hvdrun_cli_test.XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::filesystem::path key = std::filesystem::path(tmpl) / "dot-hvd" / "cluster.key";
+  std::FILE* out = std::tmpfile();
+  std::FILE* err = std::tmpfile();
+  ASSERT_EQ(runKeygen(key.string(), out, err), 0);
+  struct stat st = {};
+  ASSERT_EQ(::stat(key.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_EQ(st.st_size, 32);
+  ASSERT_EQ(::stat(key.parent_path().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  const std::string fingerprint = agent::auth::ClusterKey::load(key.string()).fingerprint();
+  std::rewind(out);
+  char buf[512] = {};
+  (void)!std::fread(buf, 1, sizeof(buf) - 1, out);
+  EXPECT_NE(std::string(buf).find(key.string()), std::string::npos) << buf;
+  EXPECT_NE(std::string(buf).find("fingerprint " + fingerprint), std::string::npos) << buf;
+
+  const std::string before = readFile(key);
+  EXPECT_EQ(runKeygen(key.string(), out, err), 2);
+  EXPECT_EQ(readFile(key), before) << "an existing key must never be replaced";
+  std::rewind(err);
+  std::fill(std::begin(buf), std::end(buf), 0);
+  (void)!std::fread(buf, 1, sizeof(buf) - 1, err);
+  EXPECT_NE(std::string(buf).find("already exists"), std::string::npos) << buf;
+  std::fclose(out);
+  std::fclose(err);
+  std::filesystem::remove_all(tmpl);
+}
+
 // --- OutputRenderer ------------------------------------------------------------------------
 
 TEST(HvdrunCliOutputRenderer, TaggedLinesGoToTheMatchingStream) {
@@ -358,6 +510,41 @@ TEST(HvdrunCliOutputRenderer, UncreatableOutputDirIsAnErrorNamingThePath) {
     EXPECT_NE(what.find((file / "rank.0").string()), std::string::npos) << what;
   }
   std::filesystem::remove_all(tmpl);
+}
+
+TEST(HvdrunCliOutputRenderer, TimestampOutputPrefixesEachLineWithTheLocalTime) {
+  OutputRenderer r(1, /*tagOutput=*/true, "", /*timestampOutput=*/true);
+  testing::internal::CaptureStdout();
+  r.onOutput(0, "localhost", Stream::kStdout, "tick");
+  const std::string out = testing::internal::GetCapturedStdout();
+  // "2024-05-01T12:34:56.789 [0]<stdout>: tick"
+  EXPECT_TRUE(std::regex_match(
+      out, std::regex(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3} \[0\]<stdout>: tick\n)")))
+      << out;
+  std::tm t = {};
+  t.tm_year = 124;
+  t.tm_mon = 4;
+  t.tm_mday = 1;
+  t.tm_hour = 12;
+  t.tm_min = 34;
+  t.tm_sec = 56;
+  t.tm_isdst = -1;
+  const auto tp =
+      std::chrono::system_clock::from_time_t(std::mktime(&t)) + std::chrono::milliseconds(7);
+  EXPECT_EQ(formatTimestamp(tp), "2024-05-01T12:34:56.007 ");
+}
+
+TEST(HvdrunCliOutputRenderer, FailureNamesTheCauseAndTheStderrTail) {
+  agent::coordinator::JobResult result;
+  result.summary = "hvdrun: rank 1 on node-b exited with code 3";
+  result.rank = 1;
+  result.stderrTail = {"a", "b"};
+  EXPECT_EQ(formatFailure(result),
+            "hvdrun: rank 1 on node-b exited with code 3\n"
+            "hvdrun: last 2 line(s) of rank 1's stderr:\n  a\n  b\n");
+  result.unreportedRanks = {2, 3};
+  EXPECT_NE(formatFailure(result).find("hvdrun: 2 rank(s) did not report their exit in time\n"),
+            std::string::npos);
 }
 
 TEST(HvdrunCliOutputRenderer, ResultIsEmptyUntilJobEnd) {

@@ -1,0 +1,68 @@
+#include "launcher/job_spec.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <set>
+
+#include "agent/auth/cluster_key.h"
+#include "agent/rpc/convert.h"
+#include "hvd/error.hpp"
+
+namespace hvd::launcher {
+
+std::string randomHex(size_t bytes) {
+  std::vector<unsigned char> buf(bytes);
+  agent::auth::fillFromKernelRandom(buf.data(), buf.size());
+  return agent::auth::hexEncode(buf.data(), buf.size());
+}
+
+std::string newJobId() { return "hvdrun-" + std::to_string(::getpid()) + "-" + randomHex(4); }
+
+agent::coordinator::JobSpec buildJobSpec(const Options& options,
+                                         const std::vector<HostSlots>& hosts,
+                                         std::vector<std::string> env) {
+  agent::coordinator::JobSpec spec;
+  spec.jobId = newJobId();
+  spec.argv = options.command;
+  addStartTimeout(options, &env);
+  spec.env = std::move(env);
+  spec.cwd = std::filesystem::current_path().string();
+  spec.np = options.np;
+  spec.hosts = hosts;
+  spec.oversubscribe = options.oversubscribe;
+  spec.gpuBind = parseGpuBind(options.gpuBind).value_or(agent::node::GpuBind::kNone);
+  spec.stopSignal = parseSignal(options.stopSignal).value_or(SIGTERM);
+  spec.grace = std::chrono::milliseconds(static_cast<long long>(options.graceSeconds * 1000));
+  return spec;
+}
+
+void checkAgentHosts(const std::vector<HostSlots>& hosts) {
+  std::set<std::string> seen;
+  for (const HostSlots& h : hosts) {
+    if (!seen.insert(h.host).second) {
+      throw InvalidArgumentError("host '" + h.host +
+                                 "' is listed twice; list it once with its "
+                                 "slots");
+    }
+    const bool loopback = h.host == "localhost" || h.host == "127.0.0.1" || h.host == "::1";
+    if (loopback && hosts.size() > 1) {
+      throw InvalidArgumentError("host '" + h.host +
+                                 "' means a different machine to each agent; name this machine "
+                                 "by its hostname or address in a multi-host job");
+    }
+  }
+}
+
+v1::SubmitJobRequest buildSubmitRequest(const Options& options,
+                                        const std::vector<HostSlots>& hosts) {
+  const agent::coordinator::JobSpec spec =
+      buildJobSpec(options, hosts, exportedEnvironment(options.exports));
+  std::vector<std::string> addresses;
+  for (const HostSlots& h : hosts) addresses.push_back(agentAddress(h.host, options.agentPort));
+  v1::SubmitJobRequest request = agent::rpc::toProto(spec, addresses);
+  request.set_connect_timeout_ms(static_cast<long long>(options.startTimeoutSeconds * 1000));
+  return request;
+}
+
+}  // namespace hvd::launcher

@@ -1,0 +1,44 @@
+#include "launcher/signals.h"
+
+#include <fcntl.h>
+
+#include <cerrno>
+
+#include "hvd/error.hpp"
+
+namespace hvd::launcher {
+
+namespace {
+
+// The write end of the signal self-pipe: the only global, because a signal handler can reach
+// nothing else.
+int gSignalPipeWrite = -1;
+
+void onSignal(int signo) {
+  const int saved = errno;
+  const unsigned char byte = static_cast<unsigned char>(signo);
+  (void)!::write(gSignalPipeWrite, &byte, 1);
+  errno = saved;
+}
+
+}  // namespace
+
+int installSignalPipe() {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) {
+    throw BackendError("cannot create the signal pipe");
+  }
+  gSignalPipeWrite = fds[1];
+  struct sigaction sa = {};
+  sa.sa_handler = onSignal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+  return fds[0];
+}
+
+int signalPipeWriteFd() { return gSignalPipeWrite; }
+
+}  // namespace hvd::launcher

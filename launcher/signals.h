@@ -1,0 +1,65 @@
+// Ctrl-C for hvdrun: SIGINT and SIGTERM go through a self-pipe (the handler only writes the
+// signal number), and one main loop serves both modes. The job's end wakes the loop too: a
+// byte 0 on the same pipe (WakingClientEvents), so hvdrun exits the moment the job is over.
+#pragma once
+
+#include <poll.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdio>
+#include <string>
+#include <string_view>
+
+#include "agent/coordinator/job_coordinator.h"
+
+namespace hvd::launcher {
+
+// Installs the handlers (and ignores SIGPIPE: a closed stdout must not kill the launcher while
+// its ranks run). Returns the pipe's read end; throws hvd::BackendError when it cannot be made.
+int installSignalPipe();
+
+// The pipe's write end (-1 before installSignalPipe): where the job's end is announced.
+int signalPipeWriteFd();
+
+// Forwards the job's events to `inner` and writes byte 0 to `wakeFd` once the job ended.
+class WakingClientEvents final : public agent::coordinator::ClientEvents {
+ public:
+  WakingClientEvents(agent::coordinator::ClientEvents& inner, int wakeFd)
+      : inner_(inner), wakeFd_(wakeFd) {}
+  void onOutput(int rank, const std::string& host, agent::process::Stream stream,
+                std::string_view line) override {
+    inner_.onOutput(rank, host, stream, line);
+  }
+  void onJobEnd(const agent::coordinator::JobResult& result) override {
+    inner_.onJobEnd(result);
+    const unsigned char wake = 0;
+    (void)!::write(wakeFd_, &wake, 1);
+  }
+
+ private:
+  agent::coordinator::ClientEvents& inner_;
+  int wakeFd_;
+};
+
+// Waits until job.finished(): each SIGINT/SIGTERM read from `signalPipe` calls job.cancel()
+// (the job escalates a second one within 2 s); job.tick() runs at least every 200 ms. `Job` is
+// JobCoordinator (embedded) or RemoteJobClient (remote).
+template <typename Job>
+void waitForJob(int signalPipe, Job& job) {
+  while (!job.finished()) {
+    pollfd pfd = {signalPipe, POLLIN, 0};
+    if (::poll(&pfd, 1, 200) > 0) {
+      unsigned char signo = 0;
+      while (::read(signalPipe, &signo, 1) == 1) {
+        if (signo == 0) continue;  // the job ended: the loop condition sees it
+        std::fprintf(stderr, "hvdrun: got %s, stopping the job (again within 2 s to kill it)\n",
+                     signo == SIGINT ? "SIGINT" : "SIGTERM");
+        job.cancel();
+      }
+    }
+    job.tick();
+  }
+}
+
+}  // namespace hvd::launcher
