@@ -4,3 +4,8 @@ target_compile_definitions(hvdrun_test PRIVATE HVDRUN_PATH="$<TARGET_FILE:hvdrun
                                                HVD_WORKER_PATH="$<TARGET_FILE:hvd-test-worker>"
                                                HVD_PROJECT_VERSION="${PROJECT_VERSION}")
 add_dependencies(hvdrun_test hvdrun hvd-test-worker)
+# Remote mode through a real hvdagent on 127.0.0.1 (when this build has it).
+if(TARGET hvdagent)
+  target_compile_definitions(hvdrun_test PRIVATE HVDAGENT_PATH="$<TARGET_FILE:hvdagent>")
+  add_dependencies(hvdrun_test hvdagent)
+endif()

@@ -314,4 +314,127 @@ TEST(HvdrunTest, UsageErrorsExit2) {
   EXPECT_EQ(runHvdrun({"-np", "3", "-H", "localhost:2", "/bin/true"}).status, 2);  // > slots
 }
 
+#ifdef HVDAGENT_PATH
+// --- remote mode through a real hvdagent on 127.0.0.1 ---------------------------------------
+
+// hvdagent on 127.0.0.1:<ephemeral> with its own key and state directory; stopped (SIGTERM,
+// then SIGKILL) when the test ends.
+class Agent {
+ public:
+  explicit Agent(const std::string& dir) : keyFile_(dir + "/cluster.key") {
+    if (runHvdrun({"keygen", "--key-file", keyFile_}).status != 0) return;
+    const std::string portFile = dir + "/port";
+    std::filesystem::create_directory(dir + "/state");
+    std::vector<std::string> args = {HVDAGENT_PATH, "--listen",    "127.0.0.1:0",
+                                     "--port-file", portFile,      "--key-file",
+                                     keyFile_,      "--state-dir", dir + "/state"};
+    if (::geteuid() == 0) args.push_back("--allow-run-as-root");
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::setenv("HVD_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+      std::vector<char*> argv;
+      for (std::string& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+    const auto deadline = Clock::now() + 20s;
+    while (Clock::now() < deadline && ::waitpid(pid_, nullptr, WNOHANG) == 0) {
+      port_ = std::atoi(readFile(portFile).c_str());
+      if (port_ > 0) return;
+      std::this_thread::sleep_for(20ms);
+    }
+  }
+  ~Agent() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGTERM);
+    const auto deadline = Clock::now() + 10s;
+    while (::waitpid(pid_, nullptr, WNOHANG) == 0) {
+      if (Clock::now() > deadline) {
+        ::kill(pid_, SIGKILL);
+        ::waitpid(pid_, nullptr, 0);
+        break;
+      }
+      std::this_thread::sleep_for(20ms);
+    }
+  }
+  int port() const { return port_; }
+  const std::string& keyFile() const { return keyFile_; }
+
+ private:
+  std::string keyFile_;
+  pid_t pid_ = -1;
+  int port_ = 0;
+};
+
+std::vector<std::string> viaAgent(const Agent& agent, std::vector<std::string> rest) {
+  std::vector<std::string> args = {"--agent-port", std::to_string(agent.port()), "--key-file",
+                                   agent.keyFile()};
+  args.insert(args.end(), rest.begin(), rest.end());
+  return args;
+}
+
+TEST(HvdrunAgentTest, RunsAllreduceWorkerAndRendersOutputThroughTheAgent) {
+  TempDir dir;
+  Agent agent(dir.path());
+  ASSERT_GT(agent.port(), 0) << "hvdagent did not start";
+  RunResult r =
+      runHvdrun(viaAgent(agent, {"-np", "2", "-H", "127.0.0.1:2", "-x", "GREETING=hi", "/bin/sh",
+                                 "-c", "echo $GREETING-$HVD_RANK-of-$HVD_SIZE; echo e >&2"}));
+  EXPECT_FALSE(r.timedOut);
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("[0]<stdout>: hi-0-of-2\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("[1]<stdout>: hi-1-of-2\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("[1]<stderr>: e\n"), std::string::npos) << r.err;
+
+  RunResult w = runHvdrun(viaAgent(
+      agent, {"-np", "2", "-H", "127.0.0.1:2", "--", HVD_WORKER_PATH, "loop", "20", "1000"}));
+  EXPECT_EQ(w.status, 0) << w.err;
+}
+
+TEST(HvdrunAgentTest, RankExitCodeIsHvdrunsExitCode) {
+  TempDir dir;
+  Agent agent(dir.path());
+  ASSERT_GT(agent.port(), 0) << "hvdagent did not start";
+  RunResult r = runHvdrun(
+      viaAgent(agent, {"-np", "2", "-H", "127.0.0.1:2", "--grace", "5", "/bin/sh", "-c",
+                       "if [ $HVD_RANK = 1 ]; then echo boom >&2; exit 3; fi; exec sleep 30"}));
+  EXPECT_EQ(r.status, 3) << r.err;
+  EXPECT_LT(r.seconds, 20.0);
+  EXPECT_NE(r.err.find("rank 1 on 127.0.0.1 exited with code 3"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("  boom\n"), std::string::npos) << r.err;
+}
+
+TEST(HvdrunAgentTest, WrongKeyIsRefusedWithAuthenticationFailed) {
+  TempDir dir;
+  Agent agent(dir.path());
+  ASSERT_GT(agent.port(), 0) << "hvdagent did not start";
+  const std::string otherKey = dir.path() + "/other.key";
+  ASSERT_EQ(runHvdrun({"keygen", "--key-file", otherKey}).status, 0);
+  RunResult r = runHvdrun({"--agent-port", std::to_string(agent.port()), "--key-file", otherKey,
+                           "-np", "1", "-H", "127.0.0.1:1", "/bin/true"});
+  EXPECT_EQ(r.status, 69) << r.err;
+  EXPECT_NE(r.err.find("refused the request: authentication failed"), std::string::npos) << r.err;
+}
+
+TEST(HvdrunAgentTest, SigintCancelsTheJobThroughTheAgent) {
+  TempDir dir;
+  Agent agent(dir.path());
+  ASSERT_GT(agent.port(), 0) << "hvdagent did not start";
+  ::setenv("D", dir.path().c_str(), 1);
+  Hvdrun h(viaAgent(agent, {"-np", "2", "-H", "127.0.0.1:2", "--grace", "5", "-x", "D", "/bin/sh",
+                            "-c", std::string(kWritePid) + "exec sleep 30"}));
+  ::unsetenv("D");
+  const auto deadline = Clock::now() + 20s;
+  while (countPidFiles(dir.path()) < 2 && Clock::now() < deadline) {
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_EQ(countPidFiles(dir.path()), 2u) << "ranks did not start";
+  ASSERT_EQ(::kill(h.pid(), SIGINT), 0);
+  RunResult r = h.finish(40s);
+  EXPECT_EQ(r.status, 130) << r.err;
+  for (pid_t pid : rankPids(dir.path())) EXPECT_FALSE(alive(pid)) << "rank " << pid << " left";
+}
+#endif  // HVDAGENT_PATH
+
 }  // namespace
