@@ -47,6 +47,8 @@ std::optional<JobRecord> parse(const std::string& path) {
     const bool numeric = errno == 0 && end != value.c_str() && *end == '\0';
     if (key == "job") {
       r.jobId = value;
+    } else if (key == "tag") {
+      r.tag = value;
     } else if (key == "pgid" && numeric && n > 1) {
       r.pgid = static_cast<pid_t>(n), ++fields;
     } else if (key == "leader_start" && numeric) {
@@ -61,22 +63,62 @@ std::optional<JobRecord> parse(const std::string& path) {
   return r;
 }
 
+// The fields of /proc/<pid>/stat from field 3 (state) on: what follows the last ')', since the
+// command name in between may hold spaces and parentheses.
+std::vector<std::string> statFields(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  std::vector<std::string> fields;
+  if (!std::getline(in, stat)) return fields;
+  const size_t close = stat.rfind(')');
+  if (close == std::string::npos) return fields;
+  std::istringstream rest(stat.substr(close + 1));
+  for (std::string field; rest >> field;) fields.push_back(field);
+  return fields;
+}
+
+// See the header: the leader with its start time, or a member with the job's tag.
+bool stillTheJobs(const JobRecord& record) {
+  if (processStartTime(record.pgid) == record.leaderStartTime) return true;
+  if (record.tag.empty()) return false;
+  const std::string entry = std::string(kJobTagEnv) + "=" + record.tag;
+  for (pid_t member : processGroupMembers(record.pgid)) {
+    if (environContains(member, entry)) return true;
+  }
+  return false;
+}
+
 }  // namespace
+
+std::vector<pid_t> processGroupMembers(pid_t pgid) {
+  std::vector<pid_t> members;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator("/proc", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const pid_t pid = static_cast<pid_t>(std::stol(name));
+    const std::vector<std::string> fields = statFields(pid);
+    // fields[0] is field 3 (state), so field 5 (pgrp) is fields[2]. Zombies are gone already.
+    if (fields.size() > 2 && fields[0] != "Z" && fields[2] == std::to_string(pgid)) {
+      members.push_back(pid);
+    }
+  }
+  return members;
+}
+
+bool environContains(pid_t pid, const std::string& entry) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
+  for (std::string item; std::getline(in, item, '\0');) {
+    if (item == entry) return true;
+  }
+  return false;
+}
 
 std::optional<uint64_t> processStartTime(pid_t pid) {
   if (pid <= 0) return std::nullopt;
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat;
-  if (!std::getline(in, stat)) return std::nullopt;
-  // "pid (comm) state ppid ...": comm may hold spaces and parentheses, so split after the last
-  // ')'. The field after it is field 3 (state); field 22 is 19 further on.
-  const size_t close = stat.rfind(')');
-  if (close == std::string::npos) return std::nullopt;
-  std::istringstream fields(stat.substr(close + 1));
-  std::string field;
-  for (int i = 3; i <= 22; ++i) {
-    if (!(fields >> field)) return std::nullopt;
-  }
+  const std::vector<std::string> fields = statFields(pid);
+  if (fields.size() < 20) return std::nullopt;
+  const std::string& field = fields[19];  // field 22
   char* end = nullptr;
   const unsigned long long value = std::strtoull(field.c_str(), &end, 10);
   if (end == field.c_str() || *end != '\0') return std::nullopt;
@@ -116,17 +158,17 @@ std::string JobRecords::pathFor(const std::string& jobId, pid_t agentPid) const 
          kSuffix;
 }
 
-bool JobRecords::add(const std::string& jobId, pid_t pgid) {
+bool JobRecords::add(const std::string& jobId, pid_t pgid, const std::string& tag) {
   const std::optional<uint64_t> start = processStartTime(pgid);
   if (!start) return false;
-  return write({jobId, pgid, *start, selfPid_, selfStartTime_});
+  return write({jobId, pgid, *start, selfPid_, selfStartTime_, tag});
 }
 
 bool JobRecords::write(const JobRecord& record) {
   std::ostringstream text;
   text << kHeader << "\njob " << printable(record.jobId) << "\npgid " << record.pgid
        << "\nleader_start " << record.leaderStartTime << "\nagent_pid " << record.agentPid
-       << "\nagent_start " << record.agentStartTime << "\n";
+       << "\nagent_start " << record.agentStartTime << "\ntag " << printable(record.tag) << "\n";
   const std::string data = text.str();
   const std::string path = pathFor(record.jobId, record.agentPid);
   const std::string tmp = path + ".tmp";
@@ -180,8 +222,7 @@ CleanupReport JobRecords::cleanupLeftovers() {
       ++report.kept;
       continue;
     }
-    if (processStartTime(record->pgid) == record->leaderStartTime &&
-        ::kill(-record->pgid, SIGKILL) == 0) {
+    if (stillTheJobs(*record) && ::kill(-record->pgid, SIGKILL) == 0) {
       ++report.killed;
     } else {
       ++report.skipped;

@@ -4,17 +4,22 @@
 // Workers get PR_SET_PDEATHSIG, so they die with the agent's supervisor thread; but anything a
 // worker started in the background (a data loader it double-forked, a shell's child) stays in
 // the job's process group and survives. So for every running local job the agent writes a small
-// record under its state directory: the job id, the process group id and the start time of the
-// group's leader (/proc/<pid>/stat field 22, in clock ticks since boot). When the job ends the
-// record is removed. At start-up the agent reads the records left behind and SIGKILLs each
-// recorded group whose leader still has the recorded start time: a pid that was reused by an
-// unrelated process has another start time, so a stranger is never killed.
+// record under its state directory: the job id, the process group id, the start time of the
+// group's leader (/proc/<pid>/stat field 22, in clock ticks since boot) and the job's tag, a
+// random value every rank carries in its environment (kJobTagEnv) and passes on to its
+// children. When the job ends the record is removed. At start-up the agent reads the records
+// left behind and SIGKILLs a recorded group when it can tell the group is still the job's:
+//   * its leader is alive with the recorded start time (a reused pid has another start time), or
+//   * the leader is gone (the usual case: the rank died of its death signal) but a process of
+//     the group still carries the job's tag in /proc/<pid>/environ.
+// A stranger that reused the number is never killed.
 //
 // Several agents may share a state directory (network-namespace test clusters run one agent per
 // namespace on one machine): a record names the agent that wrote it (pid and start time), and
 // cleanup leaves alone the records of an agent that is still running.
 //
-// Limit: a group whose leader has exited and been reaped cannot be verified, so it is skipped.
+// Limit: leftovers that cleared their environment and lost their leader cannot be told from
+// strangers, so they are left alone (and the record is dropped).
 #pragma once
 
 #include <sys/types.h>
@@ -27,12 +32,16 @@
 
 namespace hvd::agent::service {
 
+// The environment variable that carries a job's tag into every rank (and its children).
+inline constexpr const char* kJobTagEnv = "HVD_AGENT_JOB_TAG";
+
 struct JobRecord {
   std::string jobId;
   pid_t pgid = 0;
   uint64_t leaderStartTime = 0;  // /proc/<pgid>/stat field 22
   pid_t agentPid = 0;            // the agent that wrote the record
   uint64_t agentStartTime = 0;
+  std::string tag;  // kJobTagEnv's value in the job's processes; empty: none
 };
 
 struct CleanupReport {
@@ -40,6 +49,13 @@ struct CleanupReport {
   int skipped = 0;  // gone already, leader's start time differs, or unreadable record
   int kept = 0;     // records of another agent that is still running
 };
+
+// The processes whose process group is `pgid` (field 5 of /proc/<pid>/stat).
+std::vector<pid_t> processGroupMembers(pid_t pgid);
+
+// Whether /proc/<pid>/environ (the environment the process was started with) holds `entry`
+// ("K=V") exactly; false when unreadable.
+bool environContains(pid_t pid, const std::string& entry);
 
 // Start time (field 22 of /proc/<pid>/stat) of a live or zombie process; nullopt when there is
 // no such process.
@@ -60,7 +76,7 @@ class JobRecords {
   // Writes the record of a job started by this agent (atomically: temporary file + rename).
   // Reads the leader's start time itself; returns false (and writes nothing) when `pgid` is not
   // a live process or the file cannot be written. Thread-safe.
-  bool add(const std::string& jobId, pid_t pgid);
+  bool add(const std::string& jobId, pid_t pgid, const std::string& tag);
   // Writes `record` as given (agentPid/agentStartTime included); for tests. Thread-safe.
   bool write(const JobRecord& record);
   // Removes this agent's record of `jobId`; unknown ids are ignored. Thread-safe.
@@ -70,7 +86,7 @@ class JobRecords {
   std::vector<JobRecord> list() const;
 
   // At start-up: for every record whose agent is no longer running, SIGKILL the recorded group
-  // if its leader's start time matches, then delete the record.
+  // if it is still the job's (see above), then delete the record.
   CleanupReport cleanupLeftovers();
 
  private:

@@ -6,6 +6,7 @@
 #include <exception>
 #include <utility>
 
+#include "agent/auth/cluster_key.h"
 #include "agent/service/environment.h"
 
 namespace hvd::agent::service {
@@ -16,8 +17,13 @@ LocalJobs::LocalJobs(coordinator::LocalNodeAgent* agent, JobRecords* records,
 
 coordinator::LaunchStatus LocalJobs::launch(coordinator::LaunchRequest request,
                                             coordinator::JobEvents* events) {
+  // The tag lets a restarted agent recognise this job's leftovers (job_records.h).
+  unsigned char random[8];
+  auth::fillFromKernelRandom(random, sizeof(random));
+  const std::string tag = auth::hexEncode(random, sizeof(random));
   for (coordinator::RankLaunch& rank : request.ranks) {
     rank.spec.env = mergeEnvironment(baseEnv_, rank.spec.env);
+    rank.spec.env = mergeEnvironment(rank.spec.env, {std::string(kJobTagEnv) + "=" + tag});
   }
   coordinator::LaunchStatus status = agent_->launch(request, events);
   if (!status.ok() || request.ranks.empty()) return status;
@@ -27,7 +33,7 @@ coordinator::LaunchStatus LocalJobs::launch(coordinator::LaunchRequest request,
   }
   if (records_ != nullptr) {
     const std::optional<pid_t> pgid = agent_->processGroupId(request.jobId);
-    if (!pgid || !records_->add(request.jobId, *pgid)) {
+    if (!pgid || !records_->add(request.jobId, *pgid, tag)) {
       // Not fatal: the job runs, only a crash of this agent could leave its leftovers behind.
       spdlog::warn("hvdagent: job {}: cannot write its record in {}", request.jobId,
                    records_->dir());

@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
@@ -574,13 +575,17 @@ TEST(JobRecordsTest, RestartKillsLeftoverGroupsWhoseLeaderStillMatches) {
   ASSERT_TRUE(waitUntil([&] { return ::getpgid(stranger) == stranger; }, 2s));
   {
     JobRecords before(state);  // the agent that "crashed"
-    ASSERT_TRUE(before.add("job-a", leftover));
+    ASSERT_TRUE(before.add("job-a", leftover, ""));
     // A record whose pid now belongs to someone else: the start time differs.
-    JobRecord reused{"job-b", stranger, processStartTime(stranger).value() + 1, ::getpid(), 0};
+    JobRecord reused{"job-b", stranger, processStartTime(stranger).value() + 1, ::getpid(), 0, ""};
     ASSERT_TRUE(before.write(reused));
     // A record of another agent that is still running (here: our parent) is left alone.
-    JobRecord otherAgent{"job-c", stranger, processStartTime(stranger).value(), ::getppid(),
-                         processStartTime(::getppid()).value()};
+    JobRecord otherAgent{"job-c",
+                         stranger,
+                         processStartTime(stranger).value(),
+                         ::getppid(),
+                         processStartTime(::getppid()).value(),
+                         ""};
     ASSERT_TRUE(before.write(otherAgent));
     ASSERT_EQ(before.list().size(), 3u);
   }
@@ -597,17 +602,79 @@ TEST(JobRecordsTest, RestartKillsLeftoverGroupsWhoseLeaderStillMatches) {
   ::waitpid(stranger, nullptr, 0);
 }
 
+// A job's leftover whose group leader is gone (the rank died with the agent; what it started in
+// the background lives on): a process in the leader's group, carrying `environment`. Returns
+// (pgid, leftover pid); the leftover is not our child.
+std::pair<pid_t, pid_t> spawnOrphanedGroupMember(const std::string& environment) {
+  int fds[2];
+  if (::pipe(fds) != 0) return {0, 0};
+  const pid_t leader = ::fork();
+  if (leader == 0) {
+    ::setpgid(0, 0);
+    const pid_t member = ::fork();
+    if (member == 0) {
+      std::string env = environment;
+      char* envp[] = {env.data(), nullptr};
+      ::execle("/bin/sleep", "sleep", "60", static_cast<char*>(nullptr), envp);
+      ::_exit(127);
+    }
+    (void)!::write(fds[1], &member, sizeof(member));
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  pid_t member = 0;
+  (void)!::read(fds[0], &member, sizeof(member));
+  ::close(fds[0]);
+  ::waitpid(leader, nullptr, 0);
+  return {leader, member};
+}
+
+// Gone, or a zombie waiting for whoever adopted it.
+bool deadOrZombie(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  if (!std::getline(in, stat)) return true;
+  const size_t close = stat.rfind(')');
+  return close != std::string::npos && stat.size() > close + 2 && stat[close + 2] == 'Z';
+}
+
+TEST(JobRecordsTest, RestartKillsLeftoversOfADeadLeaderByTheirTag) {
+  TempDir dir;
+  const std::string state = (dir.path() / "state").string();
+  const auto [taggedGroup, tagged] = spawnOrphanedGroupMember("HVD_AGENT_JOB_TAG=0123abcd");
+  const auto [otherGroup, other] = spawnOrphanedGroupMember("HVD_AGENT_JOB_TAG=ffff0000");
+  ASSERT_GT(tagged, 0);
+  ASSERT_GT(other, 0);
+  ASSERT_TRUE(waitUntil([&, g = taggedGroup] { return processStartTime(g) == std::nullopt; }, 2s));
+  EXPECT_EQ(processGroupMembers(taggedGroup), std::vector<pid_t>{tagged});
+  {
+    JobRecords before(state);
+    // Leader start times that can no longer be checked: the leaders are gone.
+    ASSERT_TRUE(before.write({"job-t", taggedGroup, 1, ::getpid(), 0, "0123abcd"}));
+    ASSERT_TRUE(before.write({"job-o", otherGroup, 1, ::getpid(), 0, "0123abcd"}));
+  }
+  JobRecords after(state);
+  const CleanupReport report = after.cleanupLeftovers();
+  EXPECT_EQ(report.killed, 1);
+  EXPECT_EQ(report.skipped, 1);
+  EXPECT_TRUE(waitUntil([&, p = tagged] { return deadOrZombie(p); }, 5s));
+  EXPECT_FALSE(deadOrZombie(other)) << "a group without the job's tag was killed";
+  EXPECT_TRUE(after.list().empty());
+  ::kill(other, SIGKILL);
+}
+
 TEST(JobRecordsTest, RemoveForgetsTheRecordAndStartTimeReadsProc) {
   TempDir dir;
   JobRecords records((dir.path() / "nested" / "state").string());
   EXPECT_EQ(fs::status(records.dir()).permissions() & fs::perms::all, fs::perms::owner_all);
-  ASSERT_TRUE(records.add("job\nwith newline", ::getpid()));
+  ASSERT_TRUE(records.add("job\nwith newline", ::getpid(), "t1"));
   ASSERT_EQ(records.list().size(), 1u);
   EXPECT_EQ(records.list()[0].jobId, "job?with newline");
   EXPECT_EQ(records.list()[0].leaderStartTime, processStartTime(::getpid()).value());
+  EXPECT_EQ(records.list()[0].tag, "t1");
   records.remove("job\nwith newline");
   EXPECT_TRUE(records.list().empty());
-  EXPECT_FALSE(records.add("gone", 0));
+  EXPECT_FALSE(records.add("gone", 0, ""));
   EXPECT_EQ(processStartTime(0), std::nullopt);
 }
 
@@ -626,6 +693,18 @@ TEST(AgentCliTest, ListenAddresses) {
   EXPECT_FALSE(isLoopbackName("10.0.0.1"));
   EXPECT_FALSE(isLoopbackName("node-1"));
   EXPECT_GT(pickFreePort("127.0.0.1"), 0);
+}
+
+TEST(AgentCliTest, DefaultsAreClosed) {
+  std::string name = "hvdagent";
+  char* argv[] = {name.data(), nullptr};
+  AgentCliOptions options;
+  ASSERT_EQ(parseAgentCommandLine(1, argv, &options), std::nullopt);
+  EXPECT_EQ(options.listen, "127.0.0.1:7475");
+  EXPECT_TRUE(isLoopbackName(parseListenAddress(options.listen).host));
+  EXPECT_FALSE(options.allowRunAsRoot);
+  EXPECT_FALSE(options.tls.enabled());
+  EXPECT_FALSE(options.stateDir.empty());
 }
 
 TEST(AgentCliTest, RootNeedsBothConfirmations) {
