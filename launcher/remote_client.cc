@@ -55,7 +55,7 @@ RemoteJobClient::~RemoteJobClient() {
 void RemoteJobClient::start(const v1::SubmitJobRequest& request) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    startDeadline_ = steady_clock::now() + config_.startTimeout + config_.startSlack;
+    startDeadline_ = steady_clock::now() + config_.startTimeout;
   }
   // A refused connection fails the call at once instead of waiting for the channel.
   context_.set_wait_for_ready(false);
@@ -121,8 +121,7 @@ coord::JobResult RemoteJobClient::resultWithoutEnd(const grpc::Status& status) c
                       "hvdrun: job cancelled; " + closedBecause_, closedBecause_);
   }
   if (timedOut_) {
-    const std::string reason =
-        "no answer within " + seconds(config_.startTimeout + config_.startSlack);
+    const std::string reason = "no answer within " + seconds(config_.startTimeout);
     coord::AgentError e{config_.host, config_.address, reason};
     return makeResult(coord::JobOutcome::kAgentUnreachable, coord::kExitAgentUnreachable,
                       "hvdrun: " + e.describeUnreachable(), reason);

@@ -42,12 +42,10 @@ namespace hvd::launcher {
 struct RemoteJobConfig {
   std::string host;     // the leader host as the user named it (hosts[0])
   std::string address;  // where its agent is contacted, "host:port"
-  // How long the leader may take to accept the job (its first event); also the connect
-  // timeout the leader uses for the other agents.
+  // How long the leader may take to accept the job (its first event, JobAccepted, which the
+  // agent sends before describing the other hosts); also the connect timeout the leader uses
+  // for the other agents.
   std::chrono::milliseconds startTimeout{10000};
-  // Slack on top of startTimeout before hvdrun gives up on the leader, so that the leader's own
-  // report of another host's unreachable agent (which can take startTimeout) arrives first.
-  std::chrono::milliseconds startSlack{5000};
   std::chrono::milliseconds cancelTimeout{5000};  // deadline of each CancelJob call
 };
 

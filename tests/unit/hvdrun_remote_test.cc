@@ -225,7 +225,6 @@ ClientRun runClient(const std::string& address, const agent::auth::ClusterKey& k
   config.host = "node-a";
   config.address = address;
   config.startTimeout = startTimeout;
-  config.startSlack = 200ms;
   const auto start = Clock::now();
   ClientRun run;
   {
@@ -318,7 +317,7 @@ TEST(HvdrunRemoteClient, SilentAgentIsUnreachableAfterTheStartTimeout) {
   Script s;
   s.silent = true;
   fake.setScript(s);
-  ClientRun run = runClient(fake.address(), key, /*startTimeout=*/300ms);
+  ClientRun run = runClient(fake.address(), key, /*startTimeout=*/500ms);
   EXPECT_EQ(run.result.exitCode, 69);
   EXPECT_EQ(run.result.summary, "hvdrun: agent on node-a (" + fake.address() +
                                     ") is unreachable: no answer within 0.5 s");
