@@ -1,0 +1,420 @@
+// hvdagent as an operator runs it: the real executable in a child process with an explicit
+// environment, a temporary HOME, state directory and key per test, and ephemeral ports. Checks
+// the start-up refusals (root without both confirmations, missing / empty / world-readable key),
+// that it listens only where it was told (every listening socket of the process, from
+// /proc/net/tcp{,6}), that SIGTERM stops it and its jobs promptly, and that a restarted agent
+// kills what a SIGKILLed one left behind.
+#include <fcntl.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agent/auth/cluster_key.h"
+#include "agent/auth/request_signer.h"
+#include "agent/rpc/call_auth.h"
+#include "agent/rpc/methods.h"
+#include "hvd/v1/agent.grpc.pb.h"
+
+namespace {
+
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+bool isRoot() { return ::geteuid() == 0; }
+
+bool waitUntil(const std::function<bool()>& condition, std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  while (Clock::now() < deadline) {
+    if (condition()) return true;
+    std::this_thread::sleep_for(20ms);
+  }
+  return condition();
+}
+
+std::string readFile(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Gone, or a zombie nobody has reaped yet: either way it runs no more.
+bool deadOrZombie(pid_t pid) {
+  const std::string stat = readFile("/proc/" + std::to_string(pid) + "/stat");
+  if (stat.empty()) return true;
+  const size_t close = stat.rfind(')');
+  return close != std::string::npos && stat.size() > close + 2 && stat[close + 2] == 'Z';
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (fs::temp_directory_path() / "hvdagent-test-XXXXXX").string();
+    if (::mkdtemp(pattern.data()) == nullptr) std::abort();
+    path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+// hvdagent as a child process with output in files.
+class Agent {
+ public:
+  Agent(const fs::path& dir, std::vector<std::string> args, std::vector<std::string> env)
+      : log_(dir / ("agent-" + std::to_string(++counter()) + ".log")) {
+    args.insert(args.begin(), HVDAGENT_PATH);
+    env.push_back("PATH=/usr/bin:/bin");
+    env.push_back("HOME=" + dir.string());
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      const int fd = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+      std::vector<char*> argv, envp;
+      for (std::string& a : args) argv.push_back(a.data());
+      for (std::string& e : env) envp.push_back(e.data());
+      argv.push_back(nullptr);
+      envp.push_back(nullptr);
+      ::execve(argv[0], argv.data(), envp.data());
+      ::_exit(127);
+    }
+  }
+  ~Agent() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+
+  pid_t pid() const { return pid_; }
+  std::string output() const { return readFile(log_); }
+
+  // The exit status ($?-style), or nullopt if it still runs after `timeout`.
+  std::optional<int> waitExit(std::chrono::milliseconds timeout) {
+    const auto deadline = Clock::now() + timeout;
+    do {
+      int status = 0;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      std::this_thread::sleep_for(10ms);
+    } while (Clock::now() < deadline);
+    return std::nullopt;
+  }
+
+  // Waits for --port-file (written once serving); 0 if the agent exited or time ran out.
+  int waitPort(const fs::path& portFile, std::chrono::milliseconds timeout) {
+    int port = 0;
+    waitUntil(
+        [&] {
+          std::ifstream in(portFile);
+          if (in >> port && port > 0) return true;
+          return ::waitpid(pid_, nullptr, WNOHANG) != 0;
+        },
+        timeout);
+    return port;
+  }
+
+ private:
+  static int& counter() {
+    static int n = 0;
+    return n;
+  }
+  const fs::path log_;
+  pid_t pid_ = -1;
+};
+
+// A key file with `mode` holding 32 random bytes (or `size` of them).
+fs::path writeKey(const fs::path& dir, const std::string& name, mode_t mode, size_t size = 32) {
+  const fs::path path = dir / name;
+  std::vector<unsigned char> bytes(size);
+  hvd::agent::auth::fillFromKernelRandom(bytes.data(), bytes.size());
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
+  EXPECT_GE(fd, 0);
+  EXPECT_EQ(::write(fd, bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
+  ::close(fd);
+  ::chmod(path.c_str(), mode);
+  return path;
+}
+
+// What every test that wants a running agent passes: root needs both confirmations.
+std::vector<std::string> rootArgs() {
+  return isRoot() ? std::vector<std::string>{"--allow-run-as-root"} : std::vector<std::string>{};
+}
+std::vector<std::string> rootEnv() {
+  return isRoot() ? std::vector<std::string>{"HVD_ALLOW_RUN_AS_ROOT_CONFIRM=1"}
+                  : std::vector<std::string>{};
+}
+
+// A running agent on 127.0.0.1:<ephemeral> with its own key and state directory.
+struct RunningAgent {
+  explicit RunningAgent(const fs::path& dir, std::vector<std::string> extra = {})
+      : keyFile(dir / "cluster.key") {
+    if (!fs::exists(keyFile)) writeKey(dir, "cluster.key", 0600);
+    const fs::path portFile = dir / "port";
+    fs::remove(portFile);
+    std::vector<std::string> args = {"--listen",         "127.0.0.1:0",
+                                     "--key-file",       keyFile.string(),
+                                     "--state-dir",      (dir / "state").string(),
+                                     "--port-file",      portFile.string(),
+                                     "--shutdown-grace", "1"};
+    for (const std::string& a : rootArgs()) args.push_back(a);
+    for (const std::string& a : extra) args.push_back(a);
+    agent.emplace(dir, args, rootEnv());
+    port = agent->waitPort(portFile, 20s);
+  }
+
+  fs::path keyFile;
+  std::optional<Agent> agent;
+  int port = 0;
+};
+
+// Listening TCP sockets of `pid` as (local address hex, port) from /proc/net/tcp and tcp6.
+std::vector<std::pair<std::string, int>> listeningSockets(pid_t pid) {
+  std::set<std::string> inodes;
+  std::error_code ec;
+  for (const fs::directory_entry& e :
+       fs::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ec)) {
+    const std::string target = fs::read_symlink(e.path(), ec).string();
+    if (target.rfind("socket:[", 0) == 0) inodes.insert(target.substr(8, target.size() - 9));
+  }
+  std::vector<std::pair<std::string, int>> result;
+  for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    std::istringstream lines(readFile(table));
+    std::string line;
+    std::getline(lines, line);  // header
+    while (std::getline(lines, line)) {
+      std::istringstream fields(line);
+      std::string sl, local, remote, state, queues, timer, retr, uid, timeout, inode;
+      fields >> sl >> local >> remote >> state >> queues >> timer >> retr >> uid >> timeout >>
+          inode;
+      if (state != "0A" || inodes.count(inode) == 0) continue;
+      const size_t colon = local.find(':');
+      result.emplace_back(local.substr(0, colon), std::stoi(local.substr(colon + 1), nullptr, 16));
+    }
+  }
+  return result;
+}
+
+// 127.0.0.1 as /proc/net/tcp prints it (little-endian hex), or v4-mapped in tcp6.
+bool isLoopbackHex(const std::string& address) {
+  return address == "0100007F" || address == "0000000000000000FFFF00000100007F" ||
+         address == "00000000000000000000000001000000";  // ::1
+}
+
+TEST(HvdagentTest, RefusesRootWithoutBothConfirmations) {
+  if (!isRoot()) GTEST_SKIP() << "not running as root";
+  TempDir dir;
+  const fs::path key = writeKey(dir.path(), "key", 0600);
+  const std::vector<std::string> base = {"--listen",    "127.0.0.1:0",
+                                         "--key-file",  key.string(),
+                                         "--state-dir", (dir.path() / "state").string()};
+  struct Case {
+    bool flag;
+    const char* env;
+  };
+  for (Case c : {Case{false, nullptr}, Case{true, nullptr}, Case{false, "1"}, Case{true, "0"}}) {
+    SCOPED_TRACE(std::string("flag ") + (c.flag ? "on" : "off") + ", env " +
+                 (c.env ? c.env : "unset"));
+    std::vector<std::string> args = base;
+    if (c.flag) args.push_back("--allow-run-as-root");
+    std::vector<std::string> env;
+    if (c.env != nullptr) env.push_back(std::string("HVD_ALLOW_RUN_AS_ROOT_CONFIRM=") + c.env);
+    Agent agent(dir.path(), args, env);
+    EXPECT_EQ(agent.waitExit(20s), 2);
+    const std::string out = agent.output();
+    EXPECT_NE(out.find("refusing to run as root"), std::string::npos) << out;
+    EXPECT_NE(out.find("--allow-run-as-root"), std::string::npos) << out;
+    EXPECT_NE(out.find("HVD_ALLOW_RUN_AS_ROOT_CONFIRM=1"), std::string::npos) << out;
+  }
+  // Both: it starts.
+  RunningAgent running(dir.path());
+  EXPECT_GT(running.port, 0) << running.agent->output();
+  ::kill(running.agent->pid(), SIGTERM);
+  EXPECT_EQ(running.agent->waitExit(10s), 0);
+}
+
+TEST(HvdagentTest, RefusesMissingEmptyAndWorldReadableKeys) {
+  TempDir dir;
+  struct Case {
+    fs::path key;
+    const char* reason;
+  };
+  const std::vector<Case> cases = {
+      {dir.path() / "missing.key", "does not exist"},
+      {writeKey(dir.path(), "empty.key", 0600, 0), "is empty"},
+      {writeKey(dir.path(), "open.key", 0644), "0644"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.key.string());
+    std::vector<std::string> args = {"--listen",    "127.0.0.1:0",
+                                     "--key-file",  c.key.string(),
+                                     "--state-dir", (dir.path() / "state").string()};
+    for (const std::string& a : rootArgs()) args.push_back(a);
+    Agent agent(dir.path(), args, rootEnv());
+    EXPECT_EQ(agent.waitExit(20s), 2);
+    const std::string out = agent.output();
+    EXPECT_NE(out.find(c.key.string()), std::string::npos) << out;
+    EXPECT_NE(out.find(c.reason), std::string::npos) << out;
+    EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << "one line: " << out;
+  }
+}
+
+TEST(HvdagentTest, ListensOnlyOnTheAddressGiven) {
+  TempDir dir;
+  RunningAgent running(dir.path());
+  ASSERT_GT(running.port, 0) << running.agent->output();
+  const auto sockets = listeningSockets(running.agent->pid());
+  ASSERT_GE(sockets.size(), 2u) << "the agent's port and its job store";
+  bool sawAgentPort = false;
+  for (const auto& [address, port] : sockets) {
+    EXPECT_TRUE(isLoopbackHex(address)) << address << ":" << port << " is not loopback";
+    sawAgentPort |= port == running.port;
+  }
+  EXPECT_TRUE(sawAgentPort);
+  const std::string out = running.agent->output();
+  EXPECT_NE(out.find("listening on 127.0.0.1:" + std::to_string(running.port)), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("key fingerprint"), std::string::npos) << out;
+  EXPECT_NE(out.find("TLS off"), std::string::npos) << out;
+}
+
+TEST(HvdagentTest, DefaultListenAddressIsLoopback) {
+  TempDir dir;
+  const fs::path key = writeKey(dir.path(), "key", 0600);
+  const fs::path portFile = dir.path() / "port";
+  std::vector<std::string> args = {"--key-file",  key.string(),
+                                   "--state-dir", (dir.path() / "state").string(),
+                                   "--port-file", portFile.string()};
+  for (const std::string& a : rootArgs()) args.push_back(a);
+  Agent agent(dir.path(), args, rootEnv());
+  const int port = agent.waitPort(portFile, 20s);
+  if (port == 0) {
+    // The default port is taken on this machine (another agent): the refusal names the default.
+    EXPECT_EQ(agent.waitExit(10s), 1);
+    EXPECT_NE(agent.output().find("127.0.0.1:7475"), std::string::npos) << agent.output();
+    return;
+  }
+  EXPECT_EQ(port, 7475);
+  for (const auto& [address, p] : listeningSockets(agent.pid())) {
+    EXPECT_TRUE(isLoopbackHex(address)) << address << ":" << p << " is not loopback";
+  }
+  ::kill(agent.pid(), SIGTERM);
+  EXPECT_EQ(agent.waitExit(10s), 0);
+}
+
+// A signed Launch of one rank running `script`; returns the stream's first output line.
+struct LaunchCall {
+  std::unique_ptr<hvd::v1::Agent::Stub> stub;
+  grpc::ClientContext context;
+  std::unique_ptr<grpc::ClientReader<hvd::v1::RankEvent>> reader;
+  std::string firstLine;
+};
+
+void launch(int port, const fs::path& keyFile, const std::string& jobId, const std::string& script,
+            LaunchCall* call) {
+  hvd::agent::auth::SystemClock clock;
+  hvd::agent::rpc::CallSigner signer(hvd::agent::auth::ClusterKey::load(keyFile.string()), clock);
+  auto channel =
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials());
+  call->stub = hvd::v1::Agent::NewStub(channel);
+  hvd::v1::LaunchRequest request;
+  request.set_job_id(jobId);
+  request.set_stop_signal(SIGTERM);
+  request.set_grace_ms(10000);
+  hvd::v1::RankSpec* rank = request.add_ranks();
+  rank->add_argv("/bin/sh");
+  rank->add_argv("-c");
+  rank->add_argv(script);
+  call->context.set_deadline(std::chrono::system_clock::now() + 60s);
+  signer.sign(&call->context, hvd::agent::rpc::kLaunchMethod, request);
+  call->reader = call->stub->Launch(&call->context, request);
+  hvd::v1::RankEvent event;
+  ASSERT_TRUE(call->reader->Read(&event));
+  ASSERT_TRUE(event.has_launched());
+  ASSERT_EQ(event.launched().error(), "");
+  ASSERT_TRUE(call->reader->Read(&event));
+  ASSERT_TRUE(event.has_output());
+  call->firstLine = event.output().line();
+}
+
+TEST(HvdagentTest, SigtermStopsJobsAndExitsPromptly) {
+  TempDir dir;
+  RunningAgent running(dir.path());
+  ASSERT_GT(running.port, 0) << running.agent->output();
+  LaunchCall call;
+  launch(running.port, running.keyFile, "sigterm-job", "echo $$; exec sleep 60", &call);
+  const pid_t rank = std::atoi(call.firstLine.c_str());
+  ASSERT_GT(rank, 0);
+  ASSERT_FALSE(deadOrZombie(rank));
+
+  // hvdrun reads the stream to its end; a client that stops reading holds up the server's
+  // shutdown until its deadline.
+  std::thread drain([&] {
+    hvd::v1::RankEvent e;
+    while (call.reader->Read(&e)) {
+    }
+    call.reader->Finish();
+  });
+  const auto start = Clock::now();
+  ::kill(running.agent->pid(), SIGTERM);
+  EXPECT_EQ(running.agent->waitExit(15s), 0) << running.agent->output();
+  EXPECT_LT(Clock::now() - start, 8s);
+  EXPECT_TRUE(waitUntil([&] { return deadOrZombie(rank); }, 5s));
+  call.context.TryCancel();
+  drain.join();
+}
+
+TEST(HvdagentTest, RestartKillsWhatAKilledAgentLeftBehind) {
+  TempDir dir;
+  pid_t leftover = 0;
+  {
+    RunningAgent first(dir.path());
+    ASSERT_GT(first.port, 0) << first.agent->output();
+    LaunchCall call;
+    // The shell is the rank (it dies with the agent); the sleep it started in the background is
+    // what a crashed agent leaves behind.
+    launch(first.port, first.keyFile, "crash-job", "sleep 60 & echo $!; wait", &call);
+    leftover = std::atoi(call.firstLine.c_str());
+    ASSERT_GT(leftover, 0);
+    ::kill(first.agent->pid(), SIGKILL);
+    EXPECT_EQ(first.agent->waitExit(10s), 128 + SIGKILL);
+    call.context.TryCancel();
+  }
+  std::this_thread::sleep_for(200ms);
+  ASSERT_FALSE(deadOrZombie(leftover)) << "the background process should outlive the agent";
+
+  RunningAgent second(dir.path());
+  ASSERT_GT(second.port, 0) << second.agent->output();
+  EXPECT_TRUE(waitUntil([&] { return deadOrZombie(leftover); }, 5s));
+  const std::string out = second.agent->output();
+  EXPECT_NE(out.find("killed 1 leftover job group"), std::string::npos) << out;
+  if (!deadOrZombie(leftover)) ::kill(leftover, SIGKILL);
+  ::kill(second.agent->pid(), SIGTERM);
+  EXPECT_EQ(second.agent->waitExit(10s), 0);
+}
+
+}  // namespace
