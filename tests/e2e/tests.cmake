@@ -1,0 +1,48 @@
+# Multi-host end-to-end tests (issue 3): "hosts" are Linux network namespaces joined to a bridge,
+# one hvdagent each (scripts/netns-cluster.sh); hvdrun runs in the root namespace. Label e2e;
+# they need root and `ip netns` and are skipped without them.
+#
+# e2e_cluster_up (fixture setup) brings one 2-host cluster up that the E2e* tests share;
+# e2e_cluster_down (fixture cleanup) tears down every cluster under this build's state root,
+# also when a test failed or was killed. The tests take one resource lock: they share agents
+# and measure failure-detection times.
+if(NOT (TARGET hvdagent AND TARGET hvdrun AND TARGET hvd_agent_rpc))
+  return()
+endif()
+
+add_executable(hvd-e2e-worker ${CMAKE_CURRENT_LIST_DIR}/e2e_worker.cc)
+target_link_libraries(hvd-e2e-worker PRIVATE hvd hvd_warnings)
+
+# A cluster name and state root of this build tree, so build trees can run e2e side by side.
+string(MD5 _e2e_hash "${PROJECT_BINARY_DIR}")
+string(SUBSTRING "${_e2e_hash}" 0 6 _e2e_hash)
+set(HVD_E2E_PREFIX "e2e${_e2e_hash}")
+set(HVD_E2E_STATE_ROOT "${PROJECT_BINARY_DIR}/e2e-netns")
+set(HVD_E2E_SCRIPT "${PROJECT_SOURCE_DIR}/scripts/netns-cluster.sh")
+
+add_executable(e2e_test ${CMAKE_CURRENT_LIST_DIR}/e2e_test.cc ${CMAKE_CURRENT_LIST_DIR}/e2e_cluster.cc
+                        ${CMAKE_CURRENT_LIST_DIR}/e2e_process.cc)
+target_link_libraries(e2e_test PRIVATE hvd_agent_rpc hvd_auth hvd_proto GTest::gtest
+                                       GTest::gtest_main hvd_warnings)
+target_compile_definitions(e2e_test PRIVATE
+  HVDRUN_PATH="$<TARGET_FILE:hvdrun>"
+  HVDAGENT_PATH="$<TARGET_FILE:hvdagent>"
+  HVD_E2E_WORKER_PATH="$<TARGET_FILE:hvd-e2e-worker>"
+  HVD_E2E_BIN_DIR="$<TARGET_FILE_DIR:hvdagent>"
+  HVD_E2E_SCRIPT="${HVD_E2E_SCRIPT}"
+  HVD_E2E_STATE_ROOT="${HVD_E2E_STATE_ROOT}")
+add_dependencies(e2e_test hvdrun hvdagent hvd-e2e-worker)
+
+add_test(NAME e2e_cluster_up
+         COMMAND ${CMAKE_CURRENT_LIST_DIR}/cluster_fixture.sh up ${HVD_E2E_STATE_ROOT}
+                 ${HVD_E2E_PREFIX} $<TARGET_FILE_DIR:hvdagent>)
+set_tests_properties(e2e_cluster_up PROPERTIES LABELS e2e TIMEOUT 60 SKIP_RETURN_CODE 77
+                     FIXTURES_SETUP e2e_cluster RESOURCE_LOCK e2e_cluster)
+add_test(NAME e2e_cluster_down
+         COMMAND ${CMAKE_CURRENT_LIST_DIR}/cluster_fixture.sh down ${HVD_E2E_STATE_ROOT})
+set_tests_properties(e2e_cluster_down PROPERTIES LABELS e2e TIMEOUT 60 SKIP_RETURN_CODE 77
+                     FIXTURES_CLEANUP e2e_cluster RESOURCE_LOCK e2e_cluster)
+
+gtest_discover_tests(e2e_test DISCOVERY_TIMEOUT 60
+  PROPERTIES LABELS e2e TIMEOUT 90 FIXTURES_REQUIRED e2e_cluster RESOURCE_LOCK e2e_cluster
+             ENVIRONMENT "HVD_E2E_CLUSTER_ENV=${HVD_E2E_STATE_ROOT}/${HVD_E2E_PREFIX}/env")
