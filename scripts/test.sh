@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs the dependencies, builds hvd, and runs the whole test suite through ctest; then
-# builds and runs the unit and multi-process tests once more under AddressSanitizer and
+# Installs the dependencies, builds hvd, and runs the whole test suite through ctest (unit,
+# multi-process, and multi-host e2e over network namespaces, which need root: CI runs as root);
+# then builds and runs the unit and multi-process tests once more under AddressSanitizer and
 # UndefinedBehaviorSanitizer. Exits non-zero on any failure.
 #
 #   scripts/test.sh                 everything
@@ -26,6 +27,10 @@ ctest --test-dir "$BUILD" -L unit --output-on-failure -j"$JOBS"
 section "multi-process tests"
 # Serial: these fork many ranks each and measure fault-detection times.
 ctest --test-dir "$BUILD" -L mp --output-on-failure
+section "multi-host tests (network namespaces; skipped unless root)"
+# Serial: hosts are netns on this machine with one hvdagent each (scripts/netns-cluster.sh), the
+# tests share one cluster and measure failure-detection times. Normal build only.
+ctest --test-dir "$BUILD" -L e2e --output-on-failure
 
 if [[ "${HVD_TEST_SKIP_SANITIZE:-0}" != 1 ]]; then
   section "AddressSanitizer + UndefinedBehaviorSanitizer build ($ASAN_BUILD)"
