@@ -148,6 +148,8 @@ grpc::Status AgentService::runLaunch(grpc::ServerContext* context, const v1::Lau
         if (event.has_exit()) ++exits;
         if (!callerGone && !writer->Write(event)) callerGone = true;
       }
+      // The caller may close the stream as soon as it has the last exit: that is no loss.
+      if (exits >= rankCount) break;
       if (!callerGone && context->IsCancelled()) callerGone = true;
       if (callerGone && !stopped) {
         // The leader went away (hvdrun killed, leader agent lost): no worker outlives it.

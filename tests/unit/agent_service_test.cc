@@ -23,6 +23,7 @@
 
 #include "agent/auth/cluster_key.h"
 #include "agent/auth/request_signer.h"
+#include "agent/client/remote_node_agent.h"
 #include "agent/coordinator/local_node_agent.h"
 #include "agent/node/gpu_discovery.h"
 #include "agent/process/posix_spawner.h"
@@ -84,6 +85,9 @@ v1::RankSpec* addRank(v1::LaunchRequest* request, int rank, const std::string& s
 // A complete agent in-process: what hvdagent's main() wires, on an ephemeral loopback port.
 class AgentServiceTest : public ::testing::Test {
  protected:
+  // Lets a derived fixture adjust the service's options before it starts.
+  virtual void configure(AgentServiceOptions*) {}
+
   void SetUp() override {
     key_.emplace(auth::ClusterKey::generate((dir_.path() / "key").string()));
     wrongKey_.emplace(auth::ClusterKey::generate((dir_.path() / "wrong").string()));
@@ -98,6 +102,7 @@ class AgentServiceTest : public ::testing::Test {
     store_.start();
     AgentServiceOptions options;
     options.listenHost = "127.0.0.1";
+    configure(&options);
     service_ = std::make_unique<AgentService>(options, guard_.get(), jobs_.get(), &gpus_, &store_);
     grpc::ServerBuilder builder;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
@@ -497,6 +502,169 @@ TEST_F(AgentServiceTest, CancelJobStopsARunningJob) {
   auto again = signedContext("/hvd.v1.Agent/CancelJob", cancel);
   EXPECT_EQ(stub_->CancelJob(again.get(), cancel, &response).error_code(),
             grpc::StatusCode::NOT_FOUND);
+}
+
+// A second agent (another "host", on the same machine), reached over gRPC through the real
+// RemoteNodeAgent, as hvdagent's main() wires it.
+class TwoAgentsTest : public AgentServiceTest {
+ protected:
+  struct Other {
+    explicit Other(const auth::ClusterKey& key, const fs::path& dir)
+        : verifier(key, clock),
+          guard(&verifier),
+          records((dir / "other-state").string()),
+          localAgent("other", &spawner, &gpus),
+          jobs(&localAgent, &records, baseEnvironment(environ)),
+          service(AgentServiceOptions{}, &guard, &jobs, &gpus, &store) {}
+    ~Other() {
+      service.shutdown();
+      if (server) server->Shutdown(std::chrono::system_clock::now() + 5s);
+      localAgent.shutdown();
+      store.stop();
+    }
+    auth::SystemClock clock;
+    auth::RequestVerifier verifier;
+    rpc::CallGuard guard;
+    process::PosixSpawner spawner;
+    node::FakeGpuDiscovery gpus{{}};
+    JobRecords records;
+    coordinator::LocalNodeAgent localAgent;
+    LocalJobs jobs;
+    store::TcpStoreServer store;
+    AgentService service;
+    std::unique_ptr<grpc::Server> server;
+    int port = 0;
+  };
+
+  void configure(AgentServiceOptions* options) override {
+    other_ = std::make_unique<Other>(*key_, dir_.path());
+    other_->store.start();
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &other_->port);
+    builder.RegisterService(&other_->service);
+    other_->server = builder.BuildAndStart();
+    options->remoteAgents = [this](const RemoteHost& host) {
+      client::RemoteAgentOptions remote;
+      remote.host = host.host;
+      remote.address = host.address;
+      remote.callTimeout = host.callTimeout;
+      return std::make_unique<client::RemoteNodeAgent>(remote, signer_.get());
+    };
+  }
+
+  void TearDown() override {
+    AgentServiceTest::TearDown();
+    other_.reset();
+  }
+
+  // np 2 over this agent (named by the machine's hostname: not a loopback name) and the other.
+  v1::SubmitJobRequest twoHostRequest(const std::string& script) {
+    v1::SubmitJobRequest request = submitRequest(script, 2);
+    char name[256] = {};
+    ::gethostname(name, sizeof(name) - 1);
+    request.mutable_hosts(0)->set_host(name);
+    request.mutable_hosts(0)->set_slots(1);
+    v1::HostEntry* other = request.add_hosts();
+    other->set_host("other");
+    other->set_slots(1);
+    other->set_agent_address("127.0.0.1:" + std::to_string(other_->port));
+    request.set_connect_timeout_ms(5000);
+    return request;
+  }
+
+  std::unique_ptr<Other> other_;
+};
+
+TEST_F(TwoAgentsTest, SubmitJobRunsRanksOnBothAgents) {
+  ASSERT_GT(other_->port, 0);
+  const v1::SubmitJobRequest request = twoHostRequest("echo rank=$HVD_RANK cross=$HVD_CROSS_RANK");
+  auto context = signedContext("/hvd.v1.Agent/SubmitJob", request);
+  auto reader = stub_->SubmitJob(context.get(), request);
+  v1::JobEvent event;
+  std::vector<std::string> lines;
+  std::optional<v1::JobEnd> end;
+  while (reader->Read(&event)) {
+    if (event.has_output()) lines.push_back(event.output().host() + " " + event.output().line());
+    if (event.has_end()) end = event.end();
+  }
+  EXPECT_TRUE(reader->Finish().ok());
+  ASSERT_TRUE(end.has_value());
+  EXPECT_EQ(end->outcome(), v1::SUCCEEDED) << end->summary();
+  std::sort(lines.begin(), lines.end());
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0], "other rank=1 cross=1");
+  EXPECT_NE(lines[1].find(" rank=0 cross=0"), std::string::npos) << lines[1];
+  EXPECT_TRUE(records_->list().empty());
+  EXPECT_TRUE(other_->records.list().empty());
+}
+
+TEST_F(TwoAgentsTest, ARankFailingOnTheOtherAgentStopsTheJobEverywhere) {
+  ASSERT_GT(other_->port, 0);
+  const v1::SubmitJobRequest request =
+      twoHostRequest("if [ $HVD_RANK = 1 ]; then exit 5; fi; exec sleep 30");
+  auto context = signedContext("/hvd.v1.Agent/SubmitJob", request);
+  auto reader = stub_->SubmitJob(context.get(), request);
+  v1::JobEvent event;
+  std::optional<v1::JobEnd> end;
+  const auto start = std::chrono::steady_clock::now();
+  while (reader->Read(&event)) {
+    if (event.has_end()) end = event.end();
+  }
+  EXPECT_TRUE(reader->Finish().ok());
+  ASSERT_TRUE(end.has_value());
+  EXPECT_EQ(end->outcome(), v1::RANK_FAILED) << end->summary();
+  EXPECT_EQ(end->exit_code(), 5);
+  EXPECT_EQ(end->host(), "other");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+}
+
+TEST_F(TwoAgentsTest, LosingTheOtherAgentFailsTheJobAndStopsTheLocalRanks) {
+  ASSERT_GT(other_->port, 0);
+  const v1::SubmitJobRequest request = twoHostRequest("echo up $$; exec sleep 30");
+  auto context = signedContext("/hvd.v1.Agent/SubmitJob", request);
+  auto reader = stub_->SubmitJob(context.get(), request);
+  v1::JobEvent event;
+  std::map<std::string, pid_t> pids;  // by host
+  while (pids.size() < 2 && reader->Read(&event)) {
+    if (event.has_output()) {
+      pids[event.output().host()] = std::atoi(event.output().line().substr(3).c_str());
+    }
+  }
+  ASSERT_EQ(pids.size(), 2u);
+  const auto start = std::chrono::steady_clock::now();
+  other_->server->Shutdown(std::chrono::system_clock::now());  // the other agent goes away
+  std::optional<v1::JobEnd> end;
+  while (reader->Read(&event)) {
+    if (event.has_end()) end = event.end();
+  }
+  EXPECT_TRUE(reader->Finish().ok());
+  ASSERT_TRUE(end.has_value());
+  EXPECT_EQ(end->outcome(), v1::AGENT_LOST) << end->summary();
+  EXPECT_EQ(end->exit_code(), 75);
+  EXPECT_EQ(end->host(), "other");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+  for (const auto& [host, pid] : pids) {
+    EXPECT_TRUE(waitUntil([pid = pid] { return processGone(pid); }, 5s)) << host;
+  }
+}
+
+TEST_F(TwoAgentsTest, AnUnreachableAgentFailsTheJobNamingTheHost) {
+  v1::SubmitJobRequest request = twoHostRequest("true");
+  request.mutable_hosts(1)->set_agent_address("127.0.0.1:" +
+                                              std::to_string(pickFreePort("127.0.0.1")));
+  request.set_connect_timeout_ms(2000);
+  auto context = signedContext("/hvd.v1.Agent/SubmitJob", request);
+  auto reader = stub_->SubmitJob(context.get(), request);
+  v1::JobEvent event;
+  std::optional<v1::JobEnd> end;
+  while (reader->Read(&event)) {
+    if (event.has_end()) end = event.end();
+  }
+  EXPECT_TRUE(reader->Finish().ok());
+  ASSERT_TRUE(end.has_value());
+  EXPECT_EQ(end->outcome(), v1::AGENT_UNREACHABLE) << end->summary();
+  EXPECT_EQ(end->exit_code(), 69);
+  EXPECT_NE(end->summary().find("other"), std::string::npos) << end->summary();
 }
 
 TEST(AgentEnvironmentTest, BaseDropsLauncherVariablesAndSecrets) {
