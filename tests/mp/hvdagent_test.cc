@@ -27,6 +27,7 @@
 #include "agent/auth/cluster_key.h"
 #include "agent/auth/request_signer.h"
 #include "agent/rpc/call_auth.h"
+#include "agent/rpc/credentials.h"
 #include "agent/rpc/methods.h"
 #include "hvd/v1/agent.grpc.pb.h"
 
@@ -415,6 +416,52 @@ TEST(HvdagentTest, RestartKillsWhatAKilledAgentLeftBehind) {
   if (!deadOrZombie(leftover)) ::kill(leftover, SIGKILL);
   ::kill(second.agent->pid(), SIGTERM);
   EXPECT_EQ(second.agent->waitExit(10s), 0);
+}
+
+// With --tls-*, the agent serves mutual TLS only: a client with a certificate from the CA gets
+// through (and Describe lists "tls"), a plaintext client and a client whose certificate the CA
+// never signed do not.
+TEST(HvdagentTest, MutualTlsRequiresAClientCertificateFromTheCa) {
+  TempDir dir;
+  const std::string certs = (dir.path() / "certs").string();
+  fs::create_directory(certs);
+  ASSERT_EQ(std::system(
+                ("'" + std::string(HVD_MAKE_TEST_CERTS) + "' '" + certs + "' hvd-agent hvd-client")
+                    .c_str()),
+            0);
+  RunningAgent running(dir.path(), {"--tls-cert", certs + "/hvd-agent.pem", "--tls-key",
+                                    certs + "/hvd-agent.key", "--tls-ca", certs + "/ca.pem"});
+  ASSERT_GT(running.port, 0) << running.agent->output();
+  EXPECT_NE(running.agent->output().find("TLS on"), std::string::npos) << running.agent->output();
+  const std::string address = "127.0.0.1:" + std::to_string(running.port);
+  hvd::agent::auth::SystemClock clock;
+  hvd::agent::rpc::CallSigner signer(hvd::agent::auth::ClusterKey::load(running.keyFile.string()),
+                                     clock);
+  const auto describe = [&](std::shared_ptr<grpc::Channel> channel,
+                            hvd::v1::DescribeResponse* response) {
+    auto stub = hvd::v1::Agent::NewStub(channel);
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + 5s);
+    hvd::v1::DescribeRequest request;
+    signer.sign(&context, hvd::agent::rpc::kDescribeMethod, request);
+    return stub->Describe(&context, request, response);
+  };
+  hvd::v1::DescribeResponse response;
+  const hvd::agent::rpc::TlsOptions client{certs + "/hvd-client.pem", certs + "/hvd-client.key",
+                                           certs + "/ca.pem"};
+  const grpc::Status ok =
+      describe(hvd::agent::rpc::makeChannel(address, client, "hvd-agent"), &response);
+  ASSERT_TRUE(ok.ok()) << ok.error_message();
+  EXPECT_NE(std::find(response.features().begin(), response.features().end(), "tls"),
+            response.features().end());
+
+  EXPECT_FALSE(
+      describe(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()), &response).ok());
+  const hvd::agent::rpc::TlsOptions rogue{certs + "/rogue.pem", certs + "/rogue.key",
+                                          certs + "/ca.pem"};
+  EXPECT_FALSE(describe(hvd::agent::rpc::makeChannel(address, rogue, "hvd-agent"), &response).ok());
+  ::kill(running.agent->pid(), SIGTERM);
+  EXPECT_EQ(running.agent->waitExit(10s), 0);
 }
 
 }  // namespace
