@@ -25,11 +25,14 @@
 # collide), subnet 10.213.R with R random and unused by any route here, port 7475, binaries
 # from build/bin. The prefix may also come from $HVD_NETNS_PREFIX for down/status/exec.
 # State lives in $HVD_NETNS_STATE_ROOT (default /run/hvd-netns)/PREFIX: agent logs
-# (hI/agent.log), pids, per-agent --state-dir (hI/agent-state).
+# (hI/agent.log), pids, per-agent --state-dir (hI/agent-state). `down --all` tears down every
+# cluster under that state root (and only those).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 STATE_ROOT="${HVD_NETNS_STATE_ROOT:-/run/hvd-netns}"
+# One lock for every state root: parallel `up`s pick their subnets one at a time.
+LOCK_FILE=/run/hvd-netns.lock
 LISTEN_TIMEOUT_S=20
 STOP_GRACE_S=3
 
@@ -277,7 +280,7 @@ cmd_up() {
     ip link add "$br" type bridge
     ip addr add "$subnet.1/24" dev "$br"
     ip link set "$br" up
-  } 9> "$STATE_ROOT/.lock"
+  } 9> "$LOCK_FILE"
 
   [[ -n "$key" ]] || {
     key="$state/cluster.key"
