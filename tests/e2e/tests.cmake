@@ -20,7 +20,9 @@ set(HVD_E2E_PREFIX "e2e${_e2e_hash}")
 set(HVD_E2E_STATE_ROOT "${PROJECT_BINARY_DIR}/e2e-netns")
 set(HVD_E2E_SCRIPT "${PROJECT_SOURCE_DIR}/scripts/netns-cluster.sh")
 
-add_executable(e2e_test ${CMAKE_CURRENT_LIST_DIR}/e2e_test.cc ${CMAKE_CURRENT_LIST_DIR}/e2e_cluster.cc
+add_executable(e2e_test ${CMAKE_CURRENT_LIST_DIR}/e2e_jobs_test.cc
+                        ${CMAKE_CURRENT_LIST_DIR}/e2e_security_test.cc
+                        ${CMAKE_CURRENT_LIST_DIR}/e2e_support.cc ${CMAKE_CURRENT_LIST_DIR}/e2e_cluster.cc
                         ${CMAKE_CURRENT_LIST_DIR}/e2e_process.cc)
 target_link_libraries(e2e_test PRIVATE hvd_agent_rpc hvd_auth hvd_proto GTest::gtest
                                        GTest::gtest_main hvd_warnings)

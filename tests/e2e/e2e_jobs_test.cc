@@ -1,0 +1,198 @@
+// Jobs across network-namespace hosts (issue 3, "Multi-host e2e"): every "host" is a network
+// namespace joined to a bridge (scripts/netns-cluster.sh) with its own hvdagent on a private
+// address that exists only there; hvdrun runs here, in the root namespace, as a user would type
+// it. Placement and results across hosts, fast failure on unreachable or lost hosts, and no
+// worker left behind. Needs root; skipped otherwise.
+#include <signal.h>
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "e2e_support.h"
+
+namespace hvd::e2e {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+// Checks that an allreduce job on hosts with `slots` (in host order) ran each rank once, in its
+// host's namespace, with the contract's local and cross ranks (cross rank: the host's index among
+// the hosts that have a rank with this local rank), and that every rank got the right sums.
+void expectPlacement(const Cluster& cluster, const RunResult& r, const std::vector<int>& slots) {
+  const auto ranks = identities(r.output);
+  int np = 0;
+  for (int s : slots) np += s;
+  ASSERT_EQ(static_cast<int>(ranks.size()), np) << describe(r);
+  int rank = 0;
+  for (size_t host = 0; host < slots.size(); ++host) {
+    for (int local = 0; local < slots[host]; ++local, ++rank) {
+      SCOPED_TRACE("rank " + std::to_string(rank));
+      int crossRank = 0, crossSize = 0;
+      for (size_t h = 0; h < slots.size(); ++h) {
+        if (slots[h] <= local) continue;
+        if (h < host) ++crossRank;
+        ++crossSize;
+      }
+      ASSERT_EQ(ranks.count(rank), 1u) << describe(r);
+      ASSERT_EQ(ranks.at(rank).size(), 1u) << "rank printed more than once\n" << describe(r);
+      Fields f = ranks.at(rank)[0];
+      EXPECT_EQ(f["size"], std::to_string(np));
+      EXPECT_EQ(f["local_rank"], std::to_string(local));
+      EXPECT_EQ(f["local_size"], std::to_string(slots[host]));
+      EXPECT_EQ(f["cross_rank"], std::to_string(crossRank));
+      EXPECT_EQ(f["cross_size"], std::to_string(crossSize));
+      EXPECT_EQ(f["env_rank"], std::to_string(rank));
+      EXPECT_EQ(f["env_local_rank"], std::to_string(local));
+      EXPECT_EQ(f["env_cross_rank"], std::to_string(crossRank));
+      // The rank ran inside its host's namespace, not here.
+      EXPECT_EQ(f["netns"], std::to_string(cluster.netnsInode(static_cast<int>(host))));
+      EXPECT_EQ(countOf(r.output, "e2e rank=" + std::to_string(rank) +
+                                      " allreduce ok sum=" + std::to_string(np * (np + 1) / 2)),
+                1u)
+          << describe(r);
+    }
+  }
+}
+
+TEST_F(E2e, AllreduceAcrossTwoHosts) {
+  const RunResult r =
+      run(hvdrunArgs(cluster(), 4, cluster().hostList(2), {"--", HVD_E2E_WORKER_PATH, "allreduce"}),
+          90s);
+  ASSERT_EQ(r.status, 0) << describe(r);
+  expectPlacement(cluster(), r, {2, 2});
+  // Across namespaces the ranks talk TCP (shared memory only within a host).
+  for (const auto& [rank, lines] : identities(r.output)) {
+    EXPECT_NE(lines[0].at("transport").find("tcp"), std::string::npos) << "rank " << rank;
+  }
+}
+
+TEST_F(E2e, UnevenSlotsAcrossTwoHosts) {
+  const std::string hosts = cluster().address(0) + ":1," + cluster().address(1) + ":2";
+  const RunResult r =
+      run(hvdrunArgs(cluster(), 3, hosts, {"--", HVD_E2E_WORKER_PATH, "allreduce"}), 90s);
+  ASSERT_EQ(r.status, 0) << describe(r);
+  expectPlacement(cluster(), r, {1, 2});
+}
+
+TEST_F(E2e, UnreachableHostFailsFastAndNamesIt) {
+  const std::string ghost = cluster().subnet() + ".250";  // in the subnet, no namespace has it
+  const std::string hosts = cluster().address(0) + ":2," + ghost + ":2";
+  const RunResult r =
+      run(hvdrunArgs(cluster(), 4, hosts,
+                     {"--start-timeout", "10", "--", HVD_E2E_WORKER_PATH, "allreduce"}),
+          60s);
+  EXPECT_EQ(r.status, kExitAgentUnreachable) << describe(r);
+  EXPECT_LT(r.seconds, 15.0) << describe(r);
+  EXPECT_NE(r.output.find(ghost), std::string::npos) << describe(r);
+  EXPECT_EQ(countOf(r.output, "e2e rank="), 0u) << "ranks started anyway\n" << describe(r);
+}
+
+TEST_F(E2e, UnreachableLeaderFailsFastAndNamesIt) {
+  const std::string ghost = cluster().subnet() + ".251";
+  const std::string hosts = ghost + ":2," + cluster().address(0) + ":2";
+  const RunResult r =
+      run(hvdrunArgs(cluster(), 4, hosts,
+                     {"--start-timeout", "10", "--", HVD_E2E_WORKER_PATH, "allreduce"}),
+          60s);
+  EXPECT_EQ(r.status, kExitAgentUnreachable) << describe(r);
+  EXPECT_LT(r.seconds, 15.0) << describe(r);
+  EXPECT_NE(r.output.find(ghost), std::string::npos) << describe(r);
+}
+
+// If hvdrun itself is killed, the agents stop its job: nothing is left on any host.
+TEST_F(E2e, KilledHvdrunLeavesNoWorkers) {
+  std::unique_ptr<Child> hvdrun;
+  std::vector<pid_t> workers;
+  ASSERT_NO_FATAL_FAILURE(startSleepingJob(cluster(), 4, cluster().hostList(2), &hvdrun, &workers));
+  ::kill(hvdrun->pid(), SIGKILL);
+  hvdrun->finish(10s);
+  EXPECT_EQ(survivors(workers, 15s), std::vector<pid_t>()) << "workers outlived hvdrun";
+}
+
+// Ctrl-C stops the job gracefully on every host and hvdrun reports 130 (128 + SIGINT).
+TEST_F(E2e, CtrlCStopsTheJobEverywhere) {
+  std::unique_ptr<Child> hvdrun;
+  std::vector<pid_t> workers;
+  ASSERT_NO_FATAL_FAILURE(startSleepingJob(cluster(), 4, cluster().hostList(2), &hvdrun, &workers));
+  ::kill(hvdrun->pid(), SIGINT);
+  const RunResult r = hvdrun->finish(30s);
+  EXPECT_EQ(r.status, kExitInterrupted) << describe(r);
+  EXPECT_EQ(survivors(workers, 5s), std::vector<pid_t>()) << describe(r);
+}
+
+// --- losing an agent mid-job (each test on its own cluster) -----------------------------------
+
+class E2eAgentLoss : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string why = whyNoNetns();
+    if (!why.empty()) GTEST_SKIP() << why;
+    std::string error;
+    // A prefix of its own ("e2e" + pid + "k"), apart from the shared cluster's.
+    std::optional<Cluster> cluster =
+        Cluster::up(2, "e2e" + std::to_string(::getpid() % 100000) + "k", &error);
+    ASSERT_TRUE(cluster.has_value()) << error;
+    cluster_.emplace(std::move(*cluster));
+  }
+  void TearDown() override { cluster_.reset(); }
+
+  // Starts a 2+2 sleeping job, loses host `victim` once every rank is ready (its agent is
+  // SIGKILLed, or with `partition` its link to the bridge goes down: no FIN, no RST, only
+  // keepalive can tell), and checks that hvdrun exits with "agent lost" within the bound, names
+  // the host, and that no worker survives anywhere.
+  void loseHostMidJob(int victim, bool partition = false) {
+    const Cluster& c = *cluster_;
+    std::unique_ptr<Child> hvdrun;
+    std::vector<pid_t> workers;
+    ASSERT_NO_FATAL_FAILURE(startSleepingJob(c, 4, c.hostList(2), &hvdrun, &workers));
+
+    const pid_t agent = c.agentPid(victim);
+    ASSERT_GT(agent, 0);
+    const auto killed = Clock::now();
+    if (partition) {
+      const RunResult cut =
+          run({"ip", "link", "set", c.prefix() + "-v" + std::to_string(victim), "down"}, 10s);
+      ASSERT_EQ(cut.status, 0) << describe(cut);
+    } else {
+      ASSERT_EQ(::kill(agent, SIGKILL), 0);
+    }
+    const RunResult r = hvdrun->finish(30s);
+    const double seconds = std::chrono::duration<double>(Clock::now() - killed).count();
+    std::printf("host %d %s: hvdrun exited %d after %.2f s\n", victim,
+                partition ? "cut off" : "agent killed", r.status, seconds);
+    EXPECT_EQ(r.status, kExitAgentLost) << describe(r);
+    EXPECT_LT(seconds, 15.0) << describe(r);
+    EXPECT_NE(r.output.find(c.address(victim)), std::string::npos)
+        << "the message should name the lost host\n"
+        << describe(r);
+
+    // No worker outlives the job, on either host. Slack: a cut-off host's agent notices by
+    // keepalive (~5 s), then grants the ranks their grace.
+    EXPECT_EQ(survivors(workers, 10s), std::vector<pid_t>()) << describe(r);
+    for (int i = 0; i < c.size(); ++i) {
+      EXPECT_EQ(leftoversIn(c, i, 1s), "") << "processes left in " << c.ns(i);
+    }
+    if (victim != 0) {
+      EXPECT_TRUE(alive(c.agentPid(0))) << "the leader agent died too; its log:\n" << c.agentLog(0);
+    }
+  }
+
+  std::optional<Cluster> cluster_;
+};
+
+TEST_F(E2eAgentLoss, KillingAWorkerHostsAgentFailsTheJobEverywhere) { loseHostMidJob(1); }
+
+TEST_F(E2eAgentLoss, KillingTheLeaderAgentFailsTheJobEverywhere) { loseHostMidJob(0); }
+
+TEST_F(E2eAgentLoss, PartitionedHostFailsTheJobEverywhere) {
+  loseHostMidJob(1, /*partition=*/true);
+}
+
+}  // namespace
+}  // namespace hvd::e2e

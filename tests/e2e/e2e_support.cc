@@ -1,0 +1,163 @@
+#include "e2e_support.h"
+
+#include <signal.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+namespace hvd::e2e {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+// The identity lines of hvdrun's (tagged) output, by rank.
+std::map<int, std::vector<Fields>> identities(const std::string& output) {
+  std::map<int, std::vector<Fields>> byRank;
+  std::istringstream in(output);
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto at = line.find("e2e rank=");
+    if (at == std::string::npos || line.find(" size=", at) == std::string::npos) continue;
+    Fields fields;
+    std::istringstream words(line.substr(at + 4));
+    std::string word;
+    while (words >> word) {
+      const auto eq = word.find('=');
+      if (eq != std::string::npos) fields[word.substr(0, eq)] = word.substr(eq + 1);
+    }
+    byRank[std::atoi(fields["rank"].c_str())].push_back(fields);
+  }
+  return byRank;
+}
+
+size_t countOf(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (auto at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
+bool alive(pid_t pid) { return ::kill(pid, 0) == 0 || errno != ESRCH; }
+
+std::vector<std::string> hvdrunArgs(const Cluster& cluster, int np, const std::string& hosts,
+                                    std::vector<std::string> extra) {
+  std::vector<std::string> args = {HVDRUN_PATH,
+                                   "-np",
+                                   std::to_string(np),
+                                   "-H",
+                                   hosts,
+                                   "--key-file",
+                                   cluster.keyFile(),
+                                   "--agent-port",
+                                   std::to_string(cluster.port())};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+// Waits until namespace i holds no process but its agent (or none when the agent is gone), for
+// up to `timeout`; returns what is left beyond that, with each process's command line.
+std::string leftoversIn(const Cluster& cluster, int i, std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  for (;;) {
+    std::string left;
+    for (pid_t pid : cluster.pidsIn(i)) {
+      if (pid == cluster.agentPid(i)) continue;
+      std::ifstream cmdline("/proc/" + std::to_string(pid) + "/cmdline");
+      std::string cmd((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
+      std::replace(cmd.begin(), cmd.end(), '\0', ' ');
+      left += "  pid " + std::to_string(pid) + ": " + cmd + "\n";
+    }
+    if (left.empty() || Clock::now() >= deadline) return left;
+    std::this_thread::sleep_for(100ms);
+  }
+}
+
+// Starts `hvdrun ... hvd-e2e-worker sleep` and waits until every rank is ready; *workers gets
+// the ranks' pids in rank order.
+void startSleepingJob(const Cluster& cluster, int np, const std::string& hosts,
+                      std::unique_ptr<Child>* hvdrun, std::vector<pid_t>* workers) {
+  *hvdrun = std::make_unique<Child>(
+      hvdrunArgs(cluster, np, hosts, {"--grace", "2", "--", HVD_E2E_WORKER_PATH, "sleep"}));
+  ASSERT_TRUE((*hvdrun)->waitForOutput(
+      [np](const std::string& out) { return countOf(out, " ready") >= static_cast<size_t>(np); },
+      60s))
+      << (*hvdrun)->output();
+  workers->clear();
+  for (const auto& [rank, lines] : identities((*hvdrun)->output())) {
+    workers->push_back(std::atoi(lines[0].at("pid").c_str()));
+  }
+  ASSERT_EQ(workers->size(), static_cast<size_t>(np)) << (*hvdrun)->output();
+}
+
+// Waits up to `timeout` for every pid to be gone; returns the ones still alive.
+std::vector<pid_t> survivors(const std::vector<pid_t>& pids, std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  std::vector<pid_t> left;
+  for (pid_t pid : pids) {
+    while (alive(pid) && Clock::now() < deadline) std::this_thread::sleep_for(50ms);
+    if (alive(pid)) left.push_back(pid);
+  }
+  return left;
+}
+
+std::string readFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// True once agent i's log contains every one of `needles` (within `timeout`).
+bool agentLogHas(const Cluster& cluster, int i, const std::vector<std::string>& needles,
+                 std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  for (;;) {
+    const std::string log = cluster.agentLog(i);
+    if (std::all_of(needles.begin(), needles.end(),
+                    [&](const std::string& n) { return log.find(n) != std::string::npos; })) {
+      return true;
+    }
+    if (Clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(50ms);
+  }
+}
+
+std::string* E2e::skipReason_ = nullptr;
+std::string* E2e::error_ = nullptr;
+std::optional<Cluster>* E2e::cluster_ = nullptr;
+
+void E2e::SetUpTestSuite() {
+  skipReason_ = new std::string(whyNoNetns());
+  error_ = new std::string();
+  if (!skipReason_->empty()) return;
+  if (const char* env = std::getenv("HVD_E2E_CLUSTER_ENV"); env != nullptr && *env != '\0') {
+    cluster_ = new std::optional<Cluster>(Cluster::fromEnvFile(env, error_));
+  } else {
+    cluster_ = new std::optional<Cluster>(
+        Cluster::up(2, "e2e" + std::to_string(::getpid() % 1000000), error_));
+  }
+}
+
+void E2e::TearDownTestSuite() {
+  if (cluster_ != nullptr) delete cluster_;  // runs `down` when this process brought it up
+  cluster_ = nullptr;
+  delete skipReason_;
+  delete error_;
+}
+
+void E2e::SetUp() {
+  if (!skipReason_->empty()) GTEST_SKIP() << *skipReason_;
+  ASSERT_TRUE(cluster_ != nullptr && cluster_->has_value()) << *error_;
+}
+
+void E2e::TearDown() {
+  if (!skipReason_->empty() || cluster_ == nullptr || !cluster_->has_value()) return;
+  for (int i = 0; i < cluster().size(); ++i) {
+    EXPECT_TRUE(alive(cluster().agentPid(i))) << "agent " << i << " died; its log:\n"
+                                              << cluster().agentLog(i);
+    EXPECT_EQ(leftoversIn(cluster(), i, 5s), "") << "processes left in " << cluster().ns(i);
+  }
+}
+
+}  // namespace hvd::e2e
