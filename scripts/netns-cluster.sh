@@ -124,10 +124,14 @@ namespace_pids() {
 cluster_down() {
   local prefix="$1" pid ns link deadline state
   state="$(state_dir "$prefix")"
-  # Agents first, gracefully: each stops its jobs' process groups.
-  local agent_pids=() pidfile
+  # Agents first, gracefully: each stops its jobs' process groups. Only pids that are inside the
+  # cluster's namespaces: a stale state dir (after a reboot) must not name someone else's process.
+  local agent_pids=() pidfile in_namespaces
+  in_namespaces=" $(namespace_pids "$prefix" | tr '\n' ' ') "
   for pidfile in "$state"/h*/agent.pid; do
-    if [[ -f "$pidfile" ]]; then agent_pids+=("$(cat "$pidfile")"); fi
+    [[ -f "$pidfile" ]] || continue
+    pid="$(cat "$pidfile")"
+    if [[ "$in_namespaces" == *" $pid "* ]]; then agent_pids+=("$pid"); fi
   done
   for pid in ${agent_pids[@]+"${agent_pids[@]}"}; do
     kill -TERM "$pid" 2> /dev/null || true
