@@ -113,6 +113,15 @@ pick_subnet() {
 
 # --- down -------------------------------------------------------------------------------------
 
+# True while process $1 runs: exists and is not a zombie (an agent orphaned by `up` is reaped by
+# init, which may take a while after it exited).
+running() {
+  local stat
+  stat="$(cat "/proc/$1/stat" 2> /dev/null)" || return 1
+  stat="${stat##*) }"
+  [[ "${stat:0:1}" != Z ]]
+}
+
 # Pids of every process inside the cluster's namespaces.
 namespace_pids() {
   local ns
@@ -138,7 +147,7 @@ cluster_down() {
   done
   deadline=$((SECONDS + STOP_GRACE_S))
   for pid in ${agent_pids[@]+"${agent_pids[@]}"}; do
-    while kill -0 "$pid" 2> /dev/null && [[ $SECONDS -lt $deadline ]]; do
+    while running "$pid" && [[ $SECONDS -lt $deadline ]]; do
       sleep 0.05
     done
   done
@@ -217,7 +226,7 @@ wait_listening() {
   pid="$(cat "$dir/agent.pid")"
   deadline=$((SECONDS + LISTEN_TIMEOUT_S))
   until listening_on "$ns" "$addr:$port"; do
-    if ! kill -0 "$pid" 2> /dev/null; then
+    if ! running "$pid"; then
       log "hvdagent in $ns exited before listening on $addr:$port; its log:"
       tail -n 20 "$dir/agent.log" >&2 || true
       return 1
@@ -394,7 +403,7 @@ cmd_status() {
       i="${ns##*-h}"
       addr="$(ip -n "$ns" -4 -o addr show dev eth0 2> /dev/null | awk '{ print $4 }')"
       pid="$(cat "$state/h$i/agent.pid" 2> /dev/null || echo -)"
-      if [[ "$pid" != - ]] && kill -0 "$pid" 2> /dev/null; then
+      if [[ "$pid" != - ]] && running "$pid"; then
         pid="$pid (running)"
       elif [[ "$pid" != - ]]; then
         pid="$pid (exited)"

@@ -40,7 +40,13 @@ size_t countOf(const std::string& text, const std::string& needle) {
   return n;
 }
 
-bool alive(pid_t pid) { return ::kill(pid, 0) == 0 || errno != ESRCH; }
+bool alive(pid_t pid) {
+  if (::kill(pid, 0) != 0 && errno == ESRCH) return false;
+  // A zombie has exited; whether its parent (init, for an orphan) has reaped it yet is not ours.
+  const std::string stat = readFile("/proc/" + std::to_string(pid) + "/stat");
+  const auto close = stat.rfind(')');
+  return close == std::string::npos || close + 2 >= stat.size() || stat[close + 2] != 'Z';
+}
 
 std::vector<std::string> hvdrunArgs(const Cluster& cluster, int np, const std::string& hosts,
                                     std::vector<std::string> extra) {

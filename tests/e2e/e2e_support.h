@@ -52,7 +52,7 @@ std::map<int, std::vector<Fields>> identities(const std::string& output);
 // How often `needle` occurs in `text`.
 size_t countOf(const std::string& text, const std::string& needle);
 
-// The process exists (not yet reaped: a zombie counts).
+// The process exists and has not exited (a zombie counts as gone).
 bool alive(pid_t pid);
 
 std::string readFile(const std::string& path);
