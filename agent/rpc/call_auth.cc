@@ -18,6 +18,16 @@ std::string metadataValue(const std::multimap<grpc::string_ref, grpc::string_ref
   return std::string(range.first->second.data(), range.first->second.size());
 }
 
+// The caller's address without its port ("ipv4:10.0.0.1:4242" -> "ipv4:10.0.0.1",
+// "ipv6:[::1]:4242" -> "ipv6:[::1]"): a client reconnects from a new port for every retry, and
+// a denial is logged once per caller, not once per connection.
+std::string peerHost(const std::string& peer) {
+  const size_t colon = peer.rfind(':');
+  const size_t scheme = peer.find(':');
+  if (colon == std::string::npos || colon == scheme) return peer;
+  return peer.substr(0, colon);
+}
+
 }  // namespace
 
 std::string requestDigest(const google::protobuf::Message& request) {
@@ -54,7 +64,10 @@ grpc::Status CallGuard::check(const grpc::ServerContext& context, std::string_vi
   {
     std::lock_guard<std::mutex> lock(mutex_);
     ++denials_;
-    first = logged_.insert(peer + "|" + result.reason).second;
+    // Bounded: a flood of distinct callers stops adding entries (and log lines) at the cap.
+    if (logged_.size() < kMaxLoggedDenials) {
+      first = logged_.insert(peerHost(peer) + "|" + result.reason).second;
+    }
   }
   if (first) {
     spdlog::warn("hvdagent: denied {} from {}: {}", method, peer, result.reason);
@@ -66,6 +79,11 @@ grpc::Status CallGuard::check(const grpc::ServerContext& context, std::string_vi
 size_t CallGuard::denials() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return denials_;
+}
+
+size_t CallGuard::loggedDenials() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return logged_.size();
 }
 
 }  // namespace hvd::agent::rpc

@@ -41,14 +41,19 @@ class CallGuard {
   // `verifier` must outlive the guard.
   explicit CallGuard(auth::RequestVerifier* verifier) : verifier_(verifier) {}
 
-  // OK, or UNAUTHENTICATED "authentication failed: <reason>". A denial is logged once per peer
-  // address and reason (a client retrying a bad key cannot flood the log); the log line names
-  // the peer, the method and the reason, never metadata values.
+  // OK, or UNAUTHENTICATED "authentication failed: <reason>". A denial is logged once per caller
+  // host (the peer address without its port) and reason, so a client retrying a bad key cannot
+  // flood the log; the line names the peer, the method and the reason, never metadata values.
   grpc::Status check(const grpc::ServerContext& context, std::string_view method,
                      const google::protobuf::Message& request);
 
   // Denials so far (all of them, logged or not); for tests.
   size_t denials() const;
+  // Denials that were logged (first of their caller and reason); for tests.
+  size_t loggedDenials() const;
+
+  // Distinct (caller, reason) pairs remembered for logging; beyond it denials are counted only.
+  static constexpr size_t kMaxLoggedDenials = 4096;
 
  private:
   auth::RequestVerifier* const verifier_;

@@ -312,6 +312,11 @@ TEST_F(RpcTest, WrongKeyIsRefusedWithAuthenticationFailed) {
   EXPECT_EQ(r.error.host, "node-b");
   EXPECT_EQ(r.error.address, address());
   EXPECT_EQ(guard_->denials(), 1u);
+  // A retry reconnects from another port: counted, but not logged again.
+  client::RemoteNodeAgent retry(options(), &wrong);
+  EXPECT_FALSE(retry.describe().ok());
+  EXPECT_EQ(guard_->denials(), 2u);
+  EXPECT_EQ(guard_->loggedDenials(), 1u);
 }
 
 TEST_F(RpcTest, UnsignedReplayedAndTamperedCallsAreRefused) {
