@@ -145,6 +145,9 @@ int serve(const svc::AgentCliOptions& options, const svc::ListenAddress& listen,
   int port = 0;
   builder.AddListeningPort(listen.toString(), credentials, &port);
   hvd::agent::rpc::configureServerKeepalive(&builder);
+  // gRPC sets SO_REUSEPORT by default: a second agent (or anything else of this user) could
+  // then bind the same port and take a share of the calls. One port, one agent.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || port == 0) {

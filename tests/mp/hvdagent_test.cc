@@ -299,6 +299,17 @@ TEST(HvdagentTest, ListensOnlyOnTheAddressGiven) {
   const std::string out = running.agent->output();
   EXPECT_NE(out.find("listening on 127.0.0.1:" + std::to_string(running.port)), std::string::npos)
       << out;
+
+  // The port is this agent's alone (no SO_REUSEPORT sharing): a second agent is refused.
+  std::vector<std::string> args = {"--listen",    "127.0.0.1:" + std::to_string(running.port),
+                                   "--key-file",  running.keyFile.string(),
+                                   "--state-dir", (dir.path() / "state2").string()};
+  for (const std::string& a : rootArgs()) args.push_back(a);
+  Agent second(dir.path(), args, rootEnv());
+  EXPECT_EQ(second.waitExit(20s), 1);
+  EXPECT_NE(second.output().find("cannot listen on 127.0.0.1:" + std::to_string(running.port)),
+            std::string::npos)
+      << second.output();
   EXPECT_NE(out.find("key fingerprint"), std::string::npos) << out;
   EXPECT_NE(out.find("TLS off"), std::string::npos) << out;
 }
