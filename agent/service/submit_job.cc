@@ -198,8 +198,11 @@ grpc::Status AgentService::runSubmit(grpc::ServerContext* context,
       if (!clientGone && !writer->Write(event)) clientGone = true;
     }
   };
-  while (!coordinator.finished()) {
+  // Until JobEnd is through the queue, not until finished(): the coordinator reports the end to
+  // its client just after it marks the job finished, possibly from another thread.
+  while (!ended) {
     deliver(queue.popAll(kPollInterval));
+    if (ended) break;
     if (!clientGone && context->IsCancelled()) clientGone = true;
     if (clientGone && !cancelled) {
       spdlog::warn("hvdagent: job {}: client {} went away; stopping the job", jobId,
@@ -209,7 +212,6 @@ grpc::Status AgentService::runSubmit(grpc::ServerContext* context,
     }
     coordinator.tick();
   }
-  deliver(queue.popAll(std::chrono::milliseconds(0)));
   if (const std::optional<coord::JobResult> result = coordinator.result()) {
     spdlog::info("hvdagent: job {}: ended, exit code {}: {}", jobId, result->exitCode,
                  result->summary);
