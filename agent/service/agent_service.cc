@@ -21,14 +21,15 @@ class RankEventQueue final : public coordinator::JobEvents {
   explicit RankEventQueue(EventQueue<v1::RankEvent>* queue) : queue_(queue) {}
 
   void onOutput(int rank, process::Stream stream, std::string_view line) override {
-    v1::RankEvent event;
-    v1::RankOutput* out = event.mutable_output();
-    out->set_rank(rank);
-    out->set_stream(rpc::toProto(stream));
-    out->set_line(line.data(), line.size());
-    queue_->push(std::move(event));
+    size_t dropped = 0;
+    if (!budget_.admit(rank, line.size(), queue_->queuedBytes(), &dropped)) return;
+    if (dropped > 0) pushOutput(rank, process::Stream::kStderr, OutputBudget::notice(dropped));
+    pushOutput(rank, stream, line);
   }
   void onExit(int rank, const process::ExitStatus& status) override {
+    if (const size_t dropped = budget_.takeDropped(rank); dropped > 0) {
+      pushOutput(rank, process::Stream::kStderr, OutputBudget::notice(dropped));
+    }
     v1::RankEvent event;
     v1::RankExit* exit = event.mutable_exit();
     exit->set_rank(rank);
@@ -39,7 +40,17 @@ class RankEventQueue final : public coordinator::JobEvents {
   void onAgentLost(const std::string&, const std::string&) override {}  // local: never
 
  private:
+  void pushOutput(int rank, process::Stream stream, std::string_view line) {
+    v1::RankEvent event;
+    v1::RankOutput* out = event.mutable_output();
+    out->set_rank(rank);
+    out->set_stream(rpc::toProto(stream));
+    out->set_line(line.data(), line.size());
+    queue_->push(std::move(event), line.size());
+  }
+
   EventQueue<v1::RankEvent>* const queue_;
+  OutputBudget budget_;
 };
 
 // Runs `body`, turning anything it throws into a status.

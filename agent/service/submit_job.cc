@@ -49,22 +49,36 @@ class JobEventQueue final : public coord::ClientEvents {
 
   void onOutput(int rank, const std::string& host, process::Stream stream,
                 std::string_view line) override {
-    v1::JobEvent event;
-    v1::JobOutput* out = event.mutable_output();
-    out->set_rank(rank);
-    out->set_host(host);
-    out->set_stream(rpc::toProto(stream));
-    out->set_line(line.data(), line.size());
-    queue_->push(std::move(event));
+    size_t dropped = 0;
+    if (!budget_.admit(rank, line.size(), queue_->queuedBytes(), &dropped)) return;
+    if (dropped > 0) {
+      pushOutput(rank, host, process::Stream::kStderr, OutputBudget::notice(dropped));
+    }
+    pushOutput(rank, host, stream, line);
   }
   void onJobEnd(const coord::JobResult& result) override {
+    for (const auto& [rank, dropped] : budget_.takeAllDropped()) {
+      pushOutput(rank, "", process::Stream::kStderr, OutputBudget::notice(dropped));
+    }
     v1::JobEvent event;
     *event.mutable_end() = rpc::toProto(result);
     queue_->push(std::move(event));
   }
 
  private:
+  void pushOutput(int rank, const std::string& host, process::Stream stream,
+                  std::string_view line) {
+    v1::JobEvent event;
+    v1::JobOutput* out = event.mutable_output();
+    out->set_rank(rank);
+    out->set_host(host);
+    out->set_stream(rpc::toProto(stream));
+    out->set_line(line.data(), line.size());
+    queue_->push(std::move(event), line.size());
+  }
+
   EventQueue<v1::JobEvent>* const queue_;
+  OutputBudget budget_;
 };
 
 v1::JobEvent invalidJobEnd(const std::string& jobId, const std::string& reason) {

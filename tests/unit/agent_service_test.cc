@@ -30,6 +30,7 @@
 #include "agent/rpc/call_auth.h"
 #include "agent/service/agent_cli.h"
 #include "agent/service/environment.h"
+#include "agent/service/event_queue.h"
 #include "agent/service/job_records.h"
 #include "agent/service/local_jobs.h"
 #include "agent/service/net.h"
@@ -884,6 +885,39 @@ TEST(AgentCliTest, RootNeedsBothConfirmations) {
     EXPECT_NE(message.find("--allow-run-as-root"), std::string::npos) << message;
     EXPECT_NE(message.find("HVD_ALLOW_RUN_AS_ROOT_CONFIRM=1"), std::string::npos) << message;
   }
+}
+
+}  // namespace
+}  // namespace hvd::agent::service
+
+namespace hvd::agent::service {
+namespace {
+
+TEST(OutputBudget, DropsBeyondTheBudgetAndReportsTheCountOnce) {
+  EventQueue<std::string> queue;
+  OutputBudget budget(10);
+  size_t dropped = 99;
+  ASSERT_TRUE(budget.admit(0, 6, queue.queuedBytes(), &dropped));
+  EXPECT_EQ(dropped, 0u);
+  queue.push("aaaaaa", 6);
+  EXPECT_EQ(queue.queuedBytes(), 6u);
+  EXPECT_FALSE(budget.admit(0, 6, queue.queuedBytes(), &dropped));
+  EXPECT_FALSE(budget.admit(0, 5, queue.queuedBytes(), &dropped));
+  EXPECT_FALSE(budget.admit(1, 5, queue.queuedBytes(), &dropped));
+  EXPECT_TRUE(budget.admit(1, 4, queue.queuedBytes(), &dropped));  // fits exactly
+  EXPECT_EQ(dropped, 1u);
+  EXPECT_EQ(queue.popAll(std::chrono::milliseconds(0)).size(), 1u);
+  EXPECT_EQ(queue.queuedBytes(), 0u);
+  ASSERT_TRUE(budget.admit(0, 6, queue.queuedBytes(), &dropped));
+  EXPECT_EQ(dropped, 2u);  // rank 0's two dropped lines, reported once
+  ASSERT_TRUE(budget.admit(0, 1, queue.queuedBytes(), &dropped));
+  EXPECT_EQ(dropped, 0u);
+  EXPECT_FALSE(budget.admit(2, 11, 0, &dropped));
+  EXPECT_EQ(budget.takeDropped(2), 1u);
+  EXPECT_EQ(budget.takeDropped(2), 0u);
+  EXPECT_FALSE(budget.admit(3, 11, 0, &dropped));
+  EXPECT_EQ(budget.takeAllDropped(), (std::map<int, size_t>{{3, 1}}));
+  EXPECT_NE(OutputBudget::notice(7).find("7 line(s)"), std::string::npos);
 }
 
 }  // namespace
