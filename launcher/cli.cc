@@ -39,9 +39,9 @@ constexpr char kDescription[] =
     "\n"
     "Exit status: 0 when every rank exited 0; else the first failing rank's exit code\n"
     "(128+signal when a signal killed it), with one line naming it and its last stderr\n"
-    "lines; 2 for usage errors (also a missing or unsafe key file); 69 agent unreachable or\n"
-    "request refused (authentication failed); 71 launch failed (e.g. PROGRAM not found); 75\n"
-    "agent lost; 130 cancelled. Ctrl-C (or SIGTERM) stops the job gracefully; a second one\n"
+    "lines; 2 for usage errors (also a missing or unsafe key file); 69 agent unreachable;\n"
+    "71 launch failed (e.g. PROGRAM not found); 75 agent lost; 77 authentication failed\n"
+    "(wrong key); 130 cancelled. Ctrl-C (or SIGTERM) stops the job gracefully; a second one\n"
     "within 2 s kills it.";
 
 constexpr char kKeygenDescription[] =

@@ -128,7 +128,7 @@ coord::JobResult RemoteJobClient::resultWithoutEnd(const grpc::Status& status) c
   }
   if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
     const std::string reason = agent::client::describeStatus(status, config_.startTimeout);
-    return makeResult(coord::JobOutcome::kAgentUnreachable, coord::kExitAgentUnreachable,
+    return makeResult(coord::JobOutcome::kAgentUnreachable, coord::kExitAuthenticationFailed,
                       "hvdrun: " + where + " refused the request: " + reason +
                           " (is --key-file the cluster's key?)",
                       reason);

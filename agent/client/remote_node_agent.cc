@@ -116,6 +116,7 @@ coordinator::DescribeResult RemoteNodeAgent::describe() {
   const grpc::Status status = stub_->Describe(&context, request, &response);
   if (!status.ok()) {
     result.error.reason = describeStatus(status, options_.callTimeout);
+    result.error.authenticationFailed = status.error_code() == grpc::StatusCode::UNAUTHENTICATED;
     return result;
   }
   result.description = rpc::fromProto(response);

@@ -15,6 +15,9 @@ inline constexpr int kExitUsage = 2;
 // An agent could not be reached before launch (sysexits EX_UNAVAILABLE: "service unavailable").
 // Nothing was started.
 inline constexpr int kExitAgentUnreachable = 69;
+// An agent refused our credentials: the cluster key (or TLS certificate) differs (sysexits
+// EX_NOPERM). The agent was reached, so this is not "unreachable"; nothing was started.
+inline constexpr int kExitAuthenticationFailed = 77;
 // An agent refused or failed to start the ranks (program not found, bad cwd, ...)
 // (sysexits EX_OSERR). Other hosts' ranks were stopped.
 inline constexpr int kExitLaunchFailed = 71;

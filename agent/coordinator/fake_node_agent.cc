@@ -30,9 +30,10 @@ void FakeNodeAgent::setDescription(NodeDescription description) {
   description_ = std::move(description);
 }
 
-void FakeNodeAgent::failDescribe(std::string reason) {
+void FakeNodeAgent::failDescribe(std::string reason, bool authentication) {
   std::lock_guard<std::mutex> lock(mutex_);
   describeError_ = std::move(reason);
+  describeAuthFailed_ = authentication;
 }
 
 void FakeNodeAgent::failLaunch(std::string reason) {
@@ -87,7 +88,7 @@ DescribeResult FakeNodeAgent::describe() {
   ++describeCalls_;
   DescribeResult result;
   if (describeError_) {
-    result.error = {host_, address_, *describeError_};
+    result.error = {host_, address_, *describeError_, describeAuthFailed_};
   } else {
     result.description = description_;
   }

@@ -28,8 +28,9 @@ class FakeNodeAgent : public NodeAgent {
   // Configuration.
   void setGpuCount(int count);  // count GPUs with NVML-like facts
   void setDescription(NodeDescription description);
-  void failDescribe(std::string reason);  // describe() reports the agent unreachable
-  void failLaunch(std::string reason);    // launch() refuses with this error
+  // describe() reports the agent unreachable, or (authentication) refusing our credentials.
+  void failDescribe(std::string reason, bool authentication = false);
+  void failLaunch(std::string reason);  // launch() refuses with this error
 
   // Observation.
   std::vector<LaunchRequest> launches() const;
@@ -57,6 +58,7 @@ class FakeNodeAgent : public NodeAgent {
   mutable std::mutex mutex_;
   NodeDescription description_;
   std::optional<std::string> describeError_;
+  bool describeAuthFailed_ = false;
   std::optional<std::string> launchError_;
   std::vector<LaunchRequest> launches_;
   std::vector<StopCall> stops_;

@@ -59,8 +59,13 @@ bool JobCoordinator::start() {
       AgentError error = described.error;
       if (error.host.empty()) error.host = spec_.hosts[h].host;
       if (error.address.empty()) error.address = agents_[h]->address();
-      JobResult r = baseResult(JobOutcome::kAgentUnreachable, kExitAgentUnreachable,
-                               "hvdrun: " + error.describeUnreachable());
+      JobResult r = error.authenticationFailed
+                        ? baseResult(JobOutcome::kAgentUnreachable, kExitAuthenticationFailed,
+                                     "hvdrun: agent on " + error.host + " (" + error.address +
+                                         ") refused the leader's request: " + error.reason +
+                                         " (is the cluster key the same on every host?)")
+                        : baseResult(JobOutcome::kAgentUnreachable, kExitAgentUnreachable,
+                                     "hvdrun: " + error.describeUnreachable());
       r.host = error.host;
       r.reason = error.reason;
       endNow(std::move(r));

@@ -72,7 +72,7 @@ enum class JobOutcome {
   kSucceeded,         // every rank exited 0
   kRankFailed,        // a rank exited non-zero or was killed by a signal
   kAgentLost,         // an agent went away while its ranks ran
-  kAgentUnreachable,  // describe failed; nothing was started
+  kAgentUnreachable,  // describe failed (unreachable, or refused our credentials); nothing started
   kLaunchFailed,      // an agent could not start its ranks; the others were stopped
   kInvalidJob,        // placement or environment refused the request; nothing was started
   kCancelled,         // the client cancelled (Ctrl-C) before any failure

@@ -37,6 +37,9 @@ struct AgentError {
   std::string host;     // the host as the user named it (-H / hostfile)
   std::string address;  // where the agent was contacted ("10.0.0.2:7070", "in-process")
   std::string reason;   // "connection refused", "deadline exceeded after 5 s", ...
+  // The agent answered but refused the caller's credentials (reason: "authentication failed:
+  // ..."): a configuration error, reported with its own exit code rather than as unreachable.
+  bool authenticationFailed = false;
 
   // "agent on host-b (10.0.0.2:7070) is unreachable: connection refused"
   std::string describeUnreachable() const {

@@ -74,7 +74,7 @@ TEST_F(E2e, WrongKeyIsRefused) {
       hvdrunArgs(cluster(), 4, cluster().hostList(2), {"--", HVD_E2E_WORKER_PATH, "allreduce"});
   *std::find(args.begin(), args.end(), cluster().keyFile()) = wrongKey;
   const RunResult r = run(args, 60s);
-  EXPECT_NE(r.status, 0) << describe(r);
+  EXPECT_EQ(r.status, 77) << describe(r);
   EXPECT_NE(r.output.find("authentication failed"), std::string::npos) << describe(r);
   EXPECT_EQ(countOf(r.output, "e2e rank="), 0u) << describe(r);
 }

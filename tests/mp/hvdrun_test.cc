@@ -413,7 +413,7 @@ TEST(HvdrunAgentTest, WrongKeyIsRefusedWithAuthenticationFailed) {
   ASSERT_EQ(runHvdrun({"keygen", "--key-file", otherKey}).status, 0);
   RunResult r = runHvdrun({"--agent-port", std::to_string(agent.port()), "--key-file", otherKey,
                            "-np", "1", "-H", "127.0.0.1:1", "/bin/true"});
-  EXPECT_EQ(r.status, 69) << r.err;
+  EXPECT_EQ(r.status, 77) << r.err;
   EXPECT_NE(r.err.find("refused the request: authentication failed"), std::string::npos) << r.err;
 }
 

@@ -175,6 +175,18 @@ TEST_F(CoordinatorTest, UnreachableAgentFailsAtOnceNamingHostAndAddress) {
   EXPECT_TRUE(agent(0).launches().empty()) << "nothing may start before every host answered";
 }
 
+TEST_F(CoordinatorTest, AgentRefusingTheLeadersKeyIsAnAuthenticationFailure) {
+  makeJob({{"a", 1}, {"b", 1}}, 2);
+  agent(1).failDescribe("authentication failed: bad signature", /*authentication=*/true);
+  EXPECT_FALSE(coordinator().start());
+  const JobResult& r = onlyEnd();
+  EXPECT_EQ(r.exitCode, kExitAuthenticationFailed);
+  EXPECT_EQ(r.summary,
+            "hvdrun: agent on b (b:7070) refused the leader's request: authentication failed: "
+            "bad signature (is the cluster key the same on every host?)");
+  EXPECT_TRUE(agent(0).launches().empty());
+}
+
 TEST_F(CoordinatorTest, LaunchFailureStopsLaunchedHostsAndNamesTheHost) {
   makeJob({{"a", 1}, {"b", 1}, {"c", 1}}, 3);
   agent(1).failLaunch("rank 1: cannot execute './train': No such file or directory");

@@ -281,7 +281,7 @@ TEST(HvdrunRemoteClient, WrongKeyIsAnAuthenticationFailureNamingHostAndAddress) 
   const auto otherKey = agent::auth::ClusterKey::load(makeKey(dir, "other.key"));
   FakeAgent fake(agentKey);
   ClientRun run = runClient(fake.address(), otherKey);
-  EXPECT_EQ(run.result.exitCode, 69);
+  EXPECT_EQ(run.result.exitCode, 77);
   EXPECT_EQ(run.result.summary, "hvdrun: agent on node-a (" + fake.address() +
                                     ") refused the request: authentication failed: bad signature "
                                     "(is --key-file the cluster's key?)");
@@ -584,12 +584,12 @@ TEST(HvdrunRemoteBinary, MissingKeyFileIsAUsageErrorNamingTheFileAndTheFix) {
   EXPECT_NE(r.err.find("hvdrun keygen"), std::string::npos) << r.err;
 }
 
-TEST(HvdrunRemoteBinary, WrongKeyExits69WithAuthenticationFailed) {
+TEST(HvdrunRemoteBinary, WrongKeyExits77WithAuthenticationFailed) {
   TempDir dir;
   FakeAgent fake(agent::auth::ClusterKey::load(makeKey(dir, "agent.key")));
   BinaryRun r = runHvdrun({"--agent-port", std::to_string(fake.port()), "--key-file",
                            makeKey(dir, "mine.key"), "-np", "1", "prog"});
-  EXPECT_EQ(r.status, 69) << r.err;
+  EXPECT_EQ(r.status, 77) << r.err;
   EXPECT_NE(r.err.find("hvdrun: agent on localhost (127.0.0.1:" + std::to_string(fake.port()) +
                        ") refused the request: authentication failed: bad signature"),
             std::string::npos)

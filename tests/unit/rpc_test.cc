@@ -309,6 +309,7 @@ TEST_F(RpcTest, WrongKeyIsRefusedWithAuthenticationFailed) {
   const coordinator::DescribeResult r = agent.describe();
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error.reason, "authentication failed: bad signature");
+  EXPECT_TRUE(r.error.authenticationFailed);
   EXPECT_EQ(r.error.host, "node-b");
   EXPECT_EQ(r.error.address, address());
   EXPECT_EQ(guard_->denials(), 1u);
