@@ -12,15 +12,13 @@
 #include <string_view>
 
 #include "agent/coordinator/job_coordinator.h"
+#include "agent/process/signal_pipe.h"
 
 namespace hvd::launcher {
 
-// Installs the handlers (and ignores SIGPIPE: a closed stdout must not kill the launcher while
-// its ranks run). Returns the pipe's read end; throws hvd::BackendError when it cannot be made.
-int installSignalPipe();
-
-// The pipe's write end (-1 before installSignalPipe): where the job's end is announced.
-int signalPipeWriteFd();
+// The self-pipe itself is shared with hvdagent (agent/process/signal_pipe.h).
+using agent::process::installSignalPipe;
+using agent::process::signalPipeWriteFd;
 
 // Forwards the job's events to `inner` and writes byte 0 to `wakeFd` once the job ended.
 class WakingClientEvents final : public agent::coordinator::ClientEvents {

@@ -12,11 +12,10 @@ add_library(hvd_launcher STATIC
   ${CMAKE_CURRENT_LIST_DIR}/build_info.cc
   ${CMAKE_CURRENT_LIST_DIR}/keygen.cc
   ${CMAKE_CURRENT_LIST_DIR}/job_spec.cc
-  ${CMAKE_CURRENT_LIST_DIR}/signals.cc
   ${CMAKE_CURRENT_LIST_DIR}/remote_client.cc)
 target_include_directories(hvd_launcher PUBLIC ${PROJECT_SOURCE_DIR})
 target_link_libraries(hvd_launcher
-  PUBLIC hvd_launcher_core hvd_agent_coordinator hvd_agent_rpc hvd_agent_client hvd_auth hvd
+  PUBLIC hvd_launcher_core hvd_agent_coordinator hvd_agent_process hvd_agent_rpc hvd_agent_client hvd_auth hvd
   PRIVATE CLI11::CLI11 spdlog::spdlog hvd_warnings)
 # --version and --check-build describe this build (cmake/HvdDependencies.cmake's detection).
 target_compile_definitions(hvd_launcher PRIVATE

@@ -22,6 +22,7 @@
 #include "agent/coordinator/local_node_agent.h"
 #include "agent/node/gpu_discovery.h"
 #include "agent/process/posix_spawner.h"
+#include "agent/process/signal_pipe.h"
 #include "agent/rpc/call_auth.h"
 #include "agent/rpc/credentials.h"
 #include "agent/service/agent_cli.h"
@@ -39,32 +40,6 @@ extern char** environ;
 namespace {
 
 namespace svc = hvd::agent::service;
-
-// The write end of the signal self-pipe: the only global, because a signal handler can reach
-// nothing else. The handler only writes the signal number; main() does the work.
-int gSignalPipeWrite = -1;
-
-void onSignal(int signo) {
-  const int saved = errno;
-  const unsigned char byte = static_cast<unsigned char>(signo);
-  (void)!::write(gSignalPipeWrite, &byte, 1);
-  errno = saved;
-}
-
-// Returns the read end, or -1 when the pipe cannot be made.
-int installSignalPipe() {
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) return -1;
-  gSignalPipeWrite = fds[1];
-  struct sigaction sa = {};
-  sa.sa_handler = onSignal;
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_RESTART;
-  ::sigaction(SIGINT, &sa, nullptr);
-  ::sigaction(SIGTERM, &sa, nullptr);
-  std::signal(SIGPIPE, SIG_IGN);
-  return fds[0];
-}
 
 // Blocks until SIGTERM or SIGINT arrives; returns it.
 int waitForSignal(int pipeRead) {
@@ -138,8 +113,7 @@ int serve(const svc::AgentCliOptions& options, const svc::ListenAddress& listen,
   };
   svc::AgentService service(serviceOptions, &guard, &jobs, &gpus, &store);
 
-  const int signalPipe = installSignalPipe();
-  if (signalPipe < 0) throw hvd::BackendError("cannot create the signal pipe");
+  const int signalPipe = hvd::agent::process::installSignalPipe();
 
   grpc::ServerBuilder builder;
   int port = 0;

@@ -1,17 +1,16 @@
-#include "launcher/signals.h"
+#include "agent/process/signal_pipe.h"
 
 #include <fcntl.h>
+#include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 
 #include "hvd/error.hpp"
 
-namespace hvd::launcher {
-
+namespace hvd::agent::process {
 namespace {
 
-// The write end of the signal self-pipe: the only global, because a signal handler can reach
-// nothing else.
 int gSignalPipeWrite = -1;
 
 void onSignal(int signo) {
@@ -41,4 +40,4 @@ int installSignalPipe() {
 
 int signalPipeWriteFd() { return gSignalPipeWrite; }
 
-}  // namespace hvd::launcher
+}  // namespace hvd::agent::process
