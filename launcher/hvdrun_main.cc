@@ -86,7 +86,7 @@ int runEmbedded(const launcher::Options& options, const std::vector<launcher::Ho
 
   hvd::store::TcpStoreServer store;  // loopback, ephemeral port
   store.start();
-  const std::string token = launcher::randomHex(32);
+  const std::string token = hvd::agent::auth::randomHex(32);
   store.addJob(spec.jobId, token);
   spdlog::debug("hvdrun: job {} np {} on {} (embedded), store {}", spec.jobId, spec.np,
                 hosts[0].host, store.address());

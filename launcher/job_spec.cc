@@ -11,13 +11,9 @@
 
 namespace hvd::launcher {
 
-std::string randomHex(size_t bytes) {
-  std::vector<unsigned char> buf(bytes);
-  agent::auth::fillFromKernelRandom(buf.data(), buf.size());
-  return agent::auth::hexEncode(buf.data(), buf.size());
+std::string newJobId() {
+  return "hvdrun-" + std::to_string(::getpid()) + "-" + agent::auth::randomHex(4);
 }
-
-std::string newJobId() { return "hvdrun-" + std::to_string(::getpid()) + "-" + randomHex(4); }
 
 agent::coordinator::JobSpec buildJobSpec(const Options& options,
                                          const std::vector<HostSlots>& hosts,

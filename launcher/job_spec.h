@@ -14,9 +14,6 @@
 
 namespace hvd::launcher {
 
-// `bytes` random bytes from the kernel CSPRNG as hex.
-std::string randomHex(size_t bytes);
-
 // "hvdrun-<pid>-<8 hex>": names the job in logs (the leader agent makes its own id from it).
 std::string newJobId();
 

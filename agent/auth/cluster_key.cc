@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <vector>
 
 #include "hvd/error.hpp"
 
@@ -248,6 +249,12 @@ std::string ClusterKey::hmacSha256Hex(std::string_view message) const {
 std::string ClusterKey::fingerprint() const {
   return sha256Hex(std::string_view(reinterpret_cast<const char*>(bytes_.data()), bytes_.size()))
       .substr(0, 8);
+}
+
+std::string randomHex(size_t bytes) {
+  std::vector<unsigned char> buf(bytes);
+  fillFromKernelRandom(buf.data(), buf.size());
+  return hexEncode(buf.data(), buf.size());
 }
 
 }  // namespace hvd::agent::auth

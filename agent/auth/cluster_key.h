@@ -61,4 +61,8 @@ std::string hexEncode(const unsigned char* data, size_t size);
 // if the kernel cannot provide them.
 void fillFromKernelRandom(unsigned char* out, size_t size);
 
+// `bytes` bytes from the kernel CSPRNG as 2*bytes lowercase hex characters: job id suffixes and
+// per-job store tokens.
+std::string randomHex(size_t bytes);
+
 }  // namespace hvd::agent::auth

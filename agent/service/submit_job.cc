@@ -24,11 +24,7 @@ namespace {
 
 namespace coord = coordinator;
 
-std::string randomHex(size_t bytes) {
-  std::vector<unsigned char> buf(bytes);
-  auth::fillFromKernelRandom(buf.data(), buf.size());
-  return auth::hexEncode(buf.data(), buf.size());
-}
+using auth::randomHex;
 
 // "<job_name or job>-<8 hex>", the name reduced to characters safe in logs and file names.
 std::string makeJobId(const std::string& name) {
