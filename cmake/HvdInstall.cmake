@@ -18,3 +18,15 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/hvdConfigVersion.cmake
                                  COMPATIBILITY SameMinorVersion)
 install(FILES ${PROJECT_BINARY_DIR}/hvdConfig.cmake ${PROJECT_BINARY_DIR}/hvdConfigVersion.cmake
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/hvd)
+
+# The launcher and the node agent (scripts/hvdagent.service expects them in ${prefix}/bin).
+# They find libhvd relative to themselves, in the build tree (bin/../lib) and installed
+# (bin/../${CMAKE_INSTALL_LIBDIR}), so installing rewrites no RPATH.
+foreach(tool hvdrun hvdagent)
+  if(TARGET ${tool})
+    set_target_properties(${tool} PROPERTIES
+      BUILD_WITH_INSTALL_RPATH ON
+      INSTALL_RPATH "$ORIGIN/../${CMAKE_INSTALL_LIBDIR};$ORIGIN/../lib")
+    install(TARGETS ${tool} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+  endif()
+endforeach()
