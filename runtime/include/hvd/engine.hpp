@@ -1,0 +1,124 @@
+// libhvd's engine (DESIGN.md "Engine"): named collectives submitted asynchronously from any
+// thread, matched across ranks by name, checked, fused and run in the background — what a
+// training loop needs when its backward pass produces hundreds of gradients in a different
+// order on every rank.
+//
+//   hvd::init();
+//   hvd::Handle h = hvd::allreduceAsync("fc1.weight.grad", grad, grad, {128, 64},
+//                                       hvd::DataType::kFloat32);   // average by default
+//   ...                                   // submit the others as they become ready
+//   h.wait();                             // throws the op's error, if any
+//
+// Semantics:
+// * A name identifies one op across ranks: every rank submits an op of that name, and it runs
+//   once all ranks have (rank order of submission does not matter). Before it runs, type,
+//   shape, op, root, scale factors, compression and device must agree on every rank; otherwise
+//   every rank's handle fails with an hvd::InvalidArgumentError naming the tensor, the field and
+//   the ranks that differ, e.g. "allreduce 'fc1.weight': shape [17,18] on rank 1, [17,17] on
+//   ranks 0,2". The job stays usable.
+// * Submitting a name that is already in flight on this rank fails at once (InvalidArgument,
+//   thrown by the submit call); the job stays usable.
+// * Buffers passed to a submit call must stay valid and untouched until the handle is done.
+//   Input and output may be the same buffer (in place).
+// * A stall (some ranks submitted a name, others did not, for HVD_STALL_CHECK_TIME seconds) is
+//   logged by rank 0 with the tensors and the ranks they wait on; after HVD_STALL_SHUTDOWN_TIME
+//   seconds every pending handle fails with that message instead of hanging.
+// * These ops run on the engine's own connections, so they may be mixed freely with the blocking
+//   collectives of hvd.hpp (which run in the caller's thread, in program order).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hvd/types.hpp"
+
+namespace hvd {
+
+// Row-major dimensions; the element count is their product (an empty shape is a scalar).
+using Shape = std::vector<int64_t>;
+
+struct OpOptions {
+  ReduceOp op = ReduceOp::kAverage;  // allreduce and reducescatter
+  // Inputs are multiplied by prescaleFactor before the reduction and the result by
+  // postscaleFactor after it (floating-point types only; 1.0 for integers).
+  double prescaleFactor = 1.0;
+  double postscaleFactor = 1.0;
+  // float32/float64 allreduce sent as float16 and cast back: half the bytes on the wire.
+  bool fp16Compression = false;
+  int root = 0;     // broadcast
+  int device = -1;  // -1: host memory; a GPU index for device buffers
+};
+
+namespace engine {
+class OpState;
+}
+
+// The result of a submitted op. Copyable; all copies refer to the same op.
+class Handle {
+ public:
+  Handle() = default;
+  explicit Handle(std::shared_ptr<engine::OpState> state) : state_(std::move(state)) {}
+
+  bool valid() const { return state_ != nullptr; }
+  const std::string& name() const;
+  // True once the op finished, successfully or not. Never blocks.
+  bool poll() const;
+  // Blocks until the op finished; rethrows its error.
+  void wait() const;
+  // Like wait() but gives up after `timeout`: false if the op is still running.
+  bool waitFor(std::chrono::milliseconds timeout) const;
+
+  // Results the engine allocates, valid after a successful wait():
+  //   allgather: the ranks' inputs concatenated along dimension 0;
+  //   reducescatter: this rank's rows of the reduction;
+  //   alltoall: the rows received, in rank order.
+  const std::vector<uint8_t>& output() const;
+  const Shape& outputShape() const;
+  // alltoall: rows received from each rank.
+  const std::vector<int64_t>& receivedSplits() const;
+
+ private:
+  std::shared_ptr<engine::OpState> state_;
+};
+
+Handle allreduceAsync(const std::string& name, const void* input, void* output,
+                      const Shape& shape, DataType type, const OpOptions& options = {});
+
+// Negotiated and fused as one: runs once every member has been submitted on every rank. All
+// members share type and options; `names`, `inputs`, `outputs` and `shapes` are parallel.
+Handle groupedAllreduceAsync(const std::vector<std::string>& names,
+                             const std::vector<const void*>& inputs,
+                             const std::vector<void*>& outputs, const std::vector<Shape>& shapes,
+                             DataType type, const OpOptions& options = {});
+
+// Dimension 0 may differ across ranks; the other dimensions must agree.
+Handle allgatherAsync(const std::string& name, const void* input, const Shape& shape,
+                      DataType type);
+
+Handle broadcastAsync(const std::string& name, void* buffer, const Shape& shape, DataType type,
+                      int root);
+
+// Reduces, then leaves this rank its share of dimension 0's rows (the first rows % size ranks
+// get one extra row).
+Handle reducescatterAsync(const std::string& name, const void* input, const Shape& shape,
+                          DataType type, const OpOptions& options = {});
+
+// Sends splits[p] rows of dimension 0 (consecutive, in rank order) to each rank p; empty
+// `splits`: an equal split, which must be exact.
+Handle alltoallAsync(const std::string& name, const void* input, const Shape& shape,
+                     const std::vector<int64_t>& splits, DataType type);
+
+// Completes when every rank has submitted its n-th barrierAsync().
+Handle barrierAsync();
+
+// This rank has no more data: until every rank has joined, it takes part in the others'
+// allreduces with zeros (allgather, broadcast, reducescatter and alltoall submitted by the
+// others meanwhile fail with an error naming the joined ranks). Blocks until every rank has
+// joined; returns the rank that joined last.
+int join();
+
+}  // namespace hvd

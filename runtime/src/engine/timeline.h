@@ -1,0 +1,48 @@
+// The engine's timeline (HVD_TIMELINE=path, hvdrun --timeline-filename): a Chrome trace
+// ("Trace Event Format", JSON array form) that opens in Perfetto and chrome://tracing. Each
+// tensor is one row (a "process" named after the tensor, like Horovod's timeline), and each
+// phase of its op is a duration event on it: NEGOTIATE_<OP>, QUEUE, MEMCPY_IN_FUSION_BUFFER,
+// the collective (ALLREDUCE, ALLGATHER, ...), MEMCPY_OUT_FUSION_BUFFER.
+//
+// Written off the hot path: begin()/end() only append to an in-memory buffer under a short
+// lock; a writer thread formats and writes it out every kFlushInterval. The file is valid JSON
+// after every flush (the writer rewrites the closing bracket after each batch), so a job that
+// is interrupted still leaves a trace that parses, missing at most the last interval.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace hvd::engine {
+
+class Timeline {
+ public:
+  static constexpr std::chrono::milliseconds kFlushInterval{100};
+
+  // Creates (truncates) `path` and writes the opening of the trace. Throws hvd::BackendError
+  // naming the path when it cannot be written. `rank` labels the trace's metadata.
+  Timeline(const std::string& path, int rank);
+  // Flushes everything and closes the file (valid JSON).
+  ~Timeline();
+  Timeline(const Timeline&) = delete;
+  Timeline& operator=(const Timeline&) = delete;
+
+  // A phase of `tensor`'s op starts / ends now. Phases of one tensor nest (begin/end pairs,
+  // last begun first ended). Thread-safe; never blocks on I/O.
+  void begin(std::string_view tensor, std::string_view activity);
+  void end(std::string_view tensor);
+  // A point in time on the tensor's row (e.g. a cache hit), for hints and errors.
+  void instant(std::string_view tensor, std::string_view what);
+
+  // Writes out everything recorded so far and waits until it is on disk (for tests and
+  // shutdown).
+  void flush();
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace hvd::engine
