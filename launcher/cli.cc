@@ -7,6 +7,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <utility>
 
 #include "agent/rpc/defaults.h"
@@ -66,11 +67,29 @@ constexpr SignalName kSignals[] = {
 // neither an option nor an option's value, or everything after "--"), and "-np" becomes "--np".
 void splitArguments(int argc, char** argv, std::vector<std::string>* ours,
                     std::vector<std::string>* command) {
-  static const char* const kTakesValue[] = {
-      "-n",         "--np",         "--num-proc",      "-H",         "--hosts",
-      "--hostfile", "-x",           "--stop-signal",   "--grace",    "--output-filename",
-      "--gpu-bind", "--agent-port", "--start-timeout", "--key-file", "--tls-cert",
-      "--tls-key",  "--tls-ca"};
+  static const char* const kTakesValue[] = {"-n",
+                                            "--np",
+                                            "--num-proc",
+                                            "-H",
+                                            "--hosts",
+                                            "--hostfile",
+                                            "-x",
+                                            "--stop-signal",
+                                            "--grace",
+                                            "--output-filename",
+                                            "--gpu-bind",
+                                            "--agent-port",
+                                            "--start-timeout",
+                                            "--key-file",
+                                            "--tls-cert",
+                                            "--tls-key",
+                                            "--tls-ca",
+                                            "--fusion-threshold-mb",
+                                            "--cycle-time-ms",
+                                            "--cache-capacity",
+                                            "--timeline-filename",
+                                            "--stall-check-warning-time-seconds",
+                                            "--stall-check-shutdown-time-seconds"};
   ours->push_back(argc > 0 ? argv[0] : "hvdrun");
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -166,6 +185,33 @@ std::optional<int> parseCommandLine(int argc, char** argv, Options* options) {
   app.add_option("--tls-key", options->tlsKey, "its private key (PEM)");
   app.add_option("--tls-ca", options->tlsCa, "CA (PEM) that signed the agents' certificates");
   app.add_flag("--verbose", options->verbose, "debug logs on stderr");
+  // Engine knobs: each becomes an environment variable of every rank (HVD_*; the runtime also
+  // reads the HOROVOD_* names). Kept as text and checked here, converted after parsing.
+  double fusionMb = 0, cycleMs = 0, stallWarn = 0, stallShutdown = 0;
+  long long cacheCapacity = 0;
+  std::string timeline;
+  app.add_option("--fusion-threshold-mb", fusionMb,
+                 "engine: fuse ready allreduces into buffers of up to this many MiB (default "
+                 "128; 0 disables fusion) -> HVD_FUSION_THRESHOLD")
+      ->check(CLI::Range(0.0, 1048576.0));
+  app.add_option("--cycle-time-ms", cycleMs,
+                 "engine: milliseconds between negotiation cycles (default 1) -> HVD_CYCLE_TIME")
+      ->check(CLI::Range(0.0, 60000.0));
+  app.add_option("--cache-capacity", cacheCapacity,
+                 "engine: response cache entries (default 1024; 0 disables) -> "
+                 "HVD_CACHE_CAPACITY")
+      ->check(CLI::Range(0LL, 1LL << 30));
+  app.add_option("--timeline-filename", timeline,
+                 "engine: write a Chrome-trace timeline (Perfetto, chrome://tracing) of rank 0 "
+                 "to this file -> HVD_TIMELINE");
+  app.add_option("--stall-check-warning-time-seconds", stallWarn,
+                 "engine: warn about ops some ranks submitted and others did not after this "
+                 "long (default 60; 0 disables) -> HVD_STALL_CHECK_TIME")
+      ->check(CLI::Range(0.0, 1e7));
+  app.add_option("--stall-check-shutdown-time-seconds", stallShutdown,
+                 "engine: fail the job after a stall this long (default 300; 0 never) -> "
+                 "HVD_STALL_SHUTDOWN_TIME")
+      ->check(CLI::Range(0.0, 1e7));
   bool version = false;
   bool checkBuild = false;
   app.add_flag("--version", version, "print hvdrun's version and exit");
@@ -187,6 +233,32 @@ std::optional<int> parseCommandLine(int argc, char** argv, Options* options) {
     return 2;
   }
   options->startTimeoutGiven = app.count("--start-timeout") > 0;
+  const auto number = [](double v) {
+    char text[64];
+    std::snprintf(text, sizeof(text), "%.17g", v);
+    return std::string(text);
+  };
+  if (app.count("--fusion-threshold-mb") > 0) {
+    options->engineSettings.push_back("HVD_FUSION_THRESHOLD=" +
+                                      std::to_string(static_cast<long long>(fusionMb * 1048576.0)));
+  }
+  if (app.count("--cycle-time-ms") > 0) {
+    options->engineSettings.push_back("HVD_CYCLE_TIME=" + number(cycleMs));
+  }
+  if (app.count("--cache-capacity") > 0) {
+    options->engineSettings.push_back("HVD_CACHE_CAPACITY=" + std::to_string(cacheCapacity));
+  }
+  if (app.count("--timeline-filename") > 0) {
+    // Relative to where hvdrun runs, whatever the ranks' working directory.
+    options->engineSettings.push_back(
+        "HVD_TIMELINE=" + std::filesystem::absolute(timeline).lexically_normal().string());
+  }
+  if (app.count("--stall-check-warning-time-seconds") > 0) {
+    options->engineSettings.push_back("HVD_STALL_CHECK_TIME=" + number(stallWarn));
+  }
+  if (app.count("--stall-check-shutdown-time-seconds") > 0) {
+    options->engineSettings.push_back("HVD_STALL_SHUTDOWN_TIME=" + number(stallShutdown));
+  }
   options->agentPortGiven = app.count("--agent-port") > 0;
   if (!options->agentPortGiven) options->agentPort = agent::rpc::kDefaultAgentPort;
   if (app.count("--key-file") == 0) options->keyFile = agent::rpc::defaultKeyFile();
@@ -284,21 +356,38 @@ std::vector<std::string> exportedEnvironment(const std::vector<std::string>& exp
   return forwardedEnvironment({}, exports);
 }
 
-void addStartTimeout(const Options& options, std::vector<std::string>* env) {
-  if (!options.startTimeoutGiven) return;
-  constexpr char kName[] = "HVD_START_TIMEOUT=";
+namespace {
+
+// Sets NAME=value in `env` unless a -x names NAME (an explicit -x wins).
+void setUnlessExported(const Options& options, const std::string& name, const std::string& value,
+                       std::vector<std::string>* env) {
+  const std::string prefix = name + "=";
   for (const std::string& x : options.exports) {
-    if (x.rfind(kName, 0) == 0 || x == "HVD_START_TIMEOUT") return;  // -x wins
+    if (x == name || x.rfind(prefix, 0) == 0) return;
   }
-  char value[64];
-  std::snprintf(value, sizeof(value), "%g", options.startTimeoutSeconds);
   for (std::string& e : *env) {
-    if (e.rfind(kName, 0) == 0) {
-      e = std::string(kName) + value;
+    if (e.rfind(prefix, 0) == 0) {
+      e = prefix + value;
       return;
     }
   }
-  env->push_back(std::string(kName) + value);
+  env->push_back(prefix + value);
+}
+
+}  // namespace
+
+void addStartTimeout(const Options& options, std::vector<std::string>* env) {
+  if (!options.startTimeoutGiven) return;
+  char value[64];
+  std::snprintf(value, sizeof(value), "%g", options.startTimeoutSeconds);
+  setUnlessExported(options, "HVD_START_TIMEOUT", value, env);
+}
+
+void addEngineSettings(const Options& options, std::vector<std::string>* env) {
+  for (const std::string& setting : options.engineSettings) {
+    const size_t eq = setting.find('=');
+    setUnlessExported(options, setting.substr(0, eq), setting.substr(eq + 1), env);
+  }
 }
 
 bool usesAgents(const Options& options, const std::vector<HostSlots>& hosts,

@@ -41,8 +41,12 @@ struct Options {
   std::string tlsCert;  // --tls-cert / --tls-key / --tls-ca: all three or none
   std::string tlsKey;
   std::string tlsCa;
-  std::string gpuBind = "none";      // --gpu-bind: none | visible
-  bool verbose = false;              // --verbose: debug logs
+  std::string gpuBind = "none";  // --gpu-bind: none | visible
+  bool verbose = false;          // --verbose: debug logs
+  // Engine knobs (--fusion-threshold-mb, --cycle-time-ms, --cache-capacity,
+  // --timeline-filename, --stall-check-*-seconds) as the "NAME=VALUE" entries they set for every
+  // rank (see addEngineSettings), in the order given.
+  std::vector<std::string> engineSettings;
   std::vector<std::string> command;  // PROGRAM ARGS...
 };
 
@@ -83,6 +87,10 @@ std::vector<std::string> exportedEnvironment(const std::vector<std::string>& exp
 // not set HVD_START_TIMEOUT through -x (an explicit -x wins). Without --start-timeout the ranks
 // keep the runtime's own default (or the caller's variable, in embedded mode).
 void addStartTimeout(const Options& options, std::vector<std::string>* env);
+
+// Adds each of options.engineSettings to `env` (replacing an inherited value) unless -x names the
+// same variable: an explicit -x wins, as for --start-timeout.
+void addEngineSettings(const Options& options, std::vector<std::string>* env);
 
 // True when the job goes through hvdagent: some host is not this machine, or --agent-port was
 // given (then even a local job is submitted to the agent on this machine).

@@ -22,6 +22,7 @@ agent::coordinator::JobSpec buildJobSpec(const Options& options,
   spec.jobId = newJobId();
   spec.argv = options.command;
   addStartTimeout(options, &env);
+  addEngineSettings(options, &env);
   spec.env = std::move(env);
   spec.cwd = std::filesystem::current_path().string();
   spec.np = options.np;
