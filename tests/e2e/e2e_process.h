@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "common/test_support.h"
+
 namespace hvd::e2e {
 
 struct RunResult {
@@ -19,38 +21,32 @@ struct RunResult {
   double seconds = 0;     // wall time from start to exit
 };
 
-// One child in its own process group with stdout and stderr on one pipe. The destructor kills
-// the group (SIGKILL) and reaps the child if finish() did not.
+// One child in its own process group with stdout and stderr on one pipe and stdin from
+// /dev/null (hvd::test::Process). The destructor kills the group (SIGKILL) and reaps the child if
+// finish() did not.
 class Child {
  public:
   // argv[0] is a path or a name looked up in PATH. `extraEnv` entries ("K=V") are added to this
   // process's environment for the child.
   explicit Child(std::vector<std::string> argv, std::vector<std::string> extraEnv = {});
-  ~Child();
-  Child(const Child&) = delete;
-  Child& operator=(const Child&) = delete;
 
-  pid_t pid() const { return pid_; }
+  pid_t pid() const { return process_.pid(); }
 
   // Reads output until `done(outputSoFar)` is true (returns true) or the timeout passes or the
   // output ends (returns false).
   bool waitForOutput(const std::function<bool(const std::string&)>& done,
-                     std::chrono::milliseconds timeout);
+                     std::chrono::milliseconds timeout) {
+    return process_.waitForOutput(done, timeout);
+  }
 
   // Reads to the end of the output and reaps the child; SIGKILLs its group at `timeout` (counted
   // from now). seconds counts from the start of the child.
   RunResult finish(std::chrono::milliseconds timeout);
 
-  const std::string& output() const { return output_; }
+  const std::string& output() const { return process_.out(); }
 
  private:
-  // Waits up to `ms` for output and appends it; false once the pipe is closed.
-  bool readSome(int ms);
-
-  pid_t pid_ = -1;
-  int fd_ = -1;
-  std::string output_;
-  std::chrono::steady_clock::time_point start_;
+  test::Process process_;
 };
 
 // Runs argv to completion (see Child::finish).

@@ -68,7 +68,7 @@ TEST_F(E2e, AgentListensOnlyOnItsAddress) {
 
 TEST_F(E2e, WrongKeyIsRefused) {
   TempDir dir;
-  const std::string wrongKey = dir.path() + "/wrong.key";
+  const std::string wrongKey = dir.file("wrong.key");
   agent::auth::ClusterKey::generate(wrongKey);
   std::vector<std::string> args =
       hvdrunArgs(cluster(), 4, cluster().hostList(2), {"--", HVD_E2E_WORKER_PATH, "allreduce"});
@@ -211,7 +211,7 @@ TEST_F(E2eRpc, UnsignedRequestIsRefused) {
 
 TEST_F(E2eRpc, RequestSignedWithAnotherKeyIsRefused) {
   TempDir dir;
-  const auto otherKey = agent::auth::ClusterKey::generate(dir.path() + "/other.key");
+  const auto otherKey = agent::auth::ClusterKey::generate(dir.file("other.key"));
   agent::auth::SystemClock clock;
   const auto headers = sign(otherKey, clock);
   expectRefused(callDescribe(&headers), "bad signature");
@@ -235,14 +235,14 @@ class E2eAgentStartup : public E2e {
     if (confirmRoot) args.push_back("HVD_ALLOW_RUN_AS_ROOT_CONFIRM=1");
     args.insert(args.end(),
                 {HVDAGENT_PATH, "--listen", cluster().address(0) + ":" + std::to_string(kPort),
-                 "--key-file", keyFile, "--state-dir", dir_.path() + "/state"});
+                 "--key-file", keyFile, "--state-dir", dir_.file("state")});
     if (allowRoot) args.push_back("--allow-run-as-root");
     return run(args, 10s);
   }
 
   // Writes a copy of the cluster key with `mode`.
   std::string keyWithMode(mode_t mode) {
-    const std::string path = dir_.path() + "/key-" + std::to_string(mode);
+    const std::string path = dir_.file("key-" + std::to_string(mode));
     fs::copy_file(cluster().keyFile(), path, fs::copy_options::overwrite_existing);
     ::chmod(path.c_str(), mode);
     return path;
@@ -269,9 +269,9 @@ TEST_F(E2eAgentStartup, GroupReadableKeyIsRefused) {
 }
 
 TEST_F(E2eAgentStartup, MissingAndEmptyKeysAreRefused) {
-  const std::string missing = dir_.path() + "/missing.key";
+  const std::string missing = dir_.file("missing.key");
   expectRefusedAtStartup(startAgent(missing), missing);
-  const std::string empty = dir_.path() + "/empty.key";
+  const std::string empty = dir_.file("empty.key");
   std::ofstream(empty).close();
   ::chmod(empty.c_str(), 0600);
   expectRefusedAtStartup(startAgent(empty), empty);

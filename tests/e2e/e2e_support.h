@@ -25,23 +25,7 @@ inline constexpr int kExitAgentUnreachable = 69;
 inline constexpr int kExitAgentLost = 75;
 inline constexpr int kExitInterrupted = 130;  // 128 + SIGINT
 
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "hvd-e2e-XXXXXX").string();
-    path_ = ::mkdtemp(pattern.data()) != nullptr ? pattern : std::string();
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using test::TempDir;
 
 // One rank's "e2e rank=..." identity line (hvd-e2e-worker), as key -> value.
 using Fields = std::map<std::string, std::string>;

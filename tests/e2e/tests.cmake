@@ -25,7 +25,7 @@ add_executable(e2e_test ${CMAKE_CURRENT_LIST_DIR}/e2e_jobs_test.cc
                         ${CMAKE_CURRENT_LIST_DIR}/e2e_support.cc ${CMAKE_CURRENT_LIST_DIR}/e2e_cluster.cc
                         ${CMAKE_CURRENT_LIST_DIR}/e2e_process.cc)
 target_link_libraries(e2e_test PRIVATE hvd_agent_rpc hvd_auth hvd_proto GTest::gtest
-                                       GTest::gtest_main hvd_warnings)
+                                       GTest::gtest_main hvd_test_support hvd_warnings)
 target_compile_definitions(e2e_test PRIVATE
   HVDRUN_PATH="$<TARGET_FILE:hvdrun>"
   HVDAGENT_PATH="$<TARGET_FILE:hvdagent>"

@@ -9,7 +9,6 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -29,6 +28,7 @@
 #include "agent/rpc/call_auth.h"
 #include "agent/rpc/credentials.h"
 #include "agent/rpc/methods.h"
+#include "common/test_support.h"
 #include "hvd/v1/agent.grpc.pb.h"
 
 namespace {
@@ -63,68 +63,16 @@ bool deadOrZombie(pid_t pid) {
   return close != std::string::npos && stat.size() > close + 2 && stat[close + 2] == 'Z';
 }
 
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "hvdagent-test-XXXXXX").string();
-    if (::mkdtemp(pattern.data()) == nullptr) std::abort();
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using hvd::test::TempDir;
 
 // hvdagent as a child process with output in files.
-class Agent {
+class Agent : public hvd::test::Process {
  public:
   Agent(const fs::path& dir, std::vector<std::string> args, std::vector<std::string> env)
-      : log_(dir / ("agent-" + std::to_string(++counter()) + ".log")) {
-    args.insert(args.begin(), HVDAGENT_PATH);
-    env.push_back("PATH=/usr/bin:/bin");
-    env.push_back("HOME=" + dir.string());
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      const int fd = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-      ::dup2(fd, 1);
-      ::dup2(fd, 2);
-      std::vector<char*> argv, envp;
-      for (std::string& a : args) argv.push_back(a.data());
-      for (std::string& e : env) envp.push_back(e.data());
-      argv.push_back(nullptr);
-      envp.push_back(nullptr);
-      ::execve(argv[0], argv.data(), envp.data());
-      ::_exit(127);
-    }
-  }
-  ~Agent() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-  }
+      : Agent(dir / ("agent-" + std::to_string(++counter()) + ".log"), dir, std::move(args),
+              std::move(env)) {}
 
-  pid_t pid() const { return pid_; }
   std::string output() const { return readFile(log_); }
-
-  // The exit status ($?-style), or nullopt if it still runs after `timeout`.
-  std::optional<int> waitExit(std::chrono::milliseconds timeout) {
-    const auto deadline = Clock::now() + timeout;
-    do {
-      int status = 0;
-      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      }
-      std::this_thread::sleep_for(10ms);
-    } while (Clock::now() < deadline);
-    return std::nullopt;
-  }
 
   // Waits for --port-file (written once serving); 0 if the agent exited or time ran out.
   int waitPort(const fs::path& portFile, std::chrono::milliseconds timeout) {
@@ -133,19 +81,39 @@ class Agent {
         [&] {
           std::ifstream in(portFile);
           if (in >> port && port > 0) return true;
-          return ::waitpid(pid_, nullptr, WNOHANG) != 0;
+          return waitExit(0ms).has_value();
         },
         timeout);
     return port;
   }
 
  private:
+  Agent(fs::path log, const fs::path& dir, std::vector<std::string> args,
+        std::vector<std::string> env)
+      : Process(withAgentPath(std::move(args)), options(log, dir, std::move(env))),
+        log_(std::move(log)) {}
+
+  static std::vector<std::string> withAgentPath(std::vector<std::string> args) {
+    args.insert(args.begin(), HVDAGENT_PATH);
+    return args;
+  }
+  // Exactly `env` plus PATH and HOME (the test directory); stdout and stderr to `log`.
+  static hvd::test::ProcessOptions options(const fs::path& log, const fs::path& dir,
+                                           std::vector<std::string> env) {
+    env.push_back("PATH=/usr/bin:/bin");
+    env.push_back("HOME=" + dir.string());
+    hvd::test::ProcessOptions o;
+    o.output = hvd::test::ProcessOptions::Output::kFile;
+    o.outputFile = log.string();
+    o.inheritEnv = false;
+    o.env = std::move(env);
+    return o;
+  }
   static int& counter() {
     static int n = 0;
     return n;
   }
   const fs::path log_;
-  pid_t pid_ = -1;
 };
 
 // A key file with `mode` holding 32 random bytes (or `size` of them).

@@ -1,5 +1,6 @@
 # hvdrun's embedded mode end to end: the real executable runs real workers (issue 3, "Tests").
 hvd_test(NAME hvdrun_test LABEL mp TIMEOUT 120 SOURCES ${CMAKE_CURRENT_LIST_DIR}/hvdrun_test.cc)
+target_link_libraries(hvdrun_test PRIVATE hvd_test_support)
 target_compile_definitions(hvdrun_test PRIVATE HVDRUN_PATH="$<TARGET_FILE:hvdrun>"
                                                HVD_WORKER_PATH="$<TARGET_FILE:hvd-test-worker>"
                                                HVD_PROJECT_VERSION="${PROJECT_VERSION}")

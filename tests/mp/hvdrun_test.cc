@@ -1,21 +1,20 @@
 // hvdrun in its embedded mode, as a user runs it: the real executable, real ranks, real signals.
 // Each test runs hvdrun as a child with its stdout and stderr captured and a deadline, and checks
 // exit status, the rendered output and that no process of the job outlives hvdrun.
-#include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "common/test_support.h"
 #include "gtest/gtest.h"
 
 namespace {
@@ -23,109 +22,23 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-struct RunResult {
-  int status = -1;  // as a shell reports $?: exit code, or 128+signal
-  bool timedOut = false;
-  std::string out;
-  std::string err;
-  double seconds = 0;
-};
+using hvd::test::TempDir;
+using RunResult = hvd::test::ProcessResult;
 
-class TempDir {
+std::vector<std::string> hvdrunArgv(std::vector<std::string> args) {
+  args.insert(args.begin(), HVDRUN_PATH);
+  return args;
+}
+
+// hvdrun started as a child with pipes on stdout and stderr; finish(timeout) reads both to the
+// end and reaps it, SIGKILLing it at the timeout.
+class Hvdrun : public hvd::test::Process {
  public:
-  TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "hvdrun-test-XXXXXX").string();
-    path_ = ::mkdtemp(pattern.data()) != nullptr ? pattern : std::string();
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
-// hvdrun started as a child with pipes on stdout and stderr.
-class Hvdrun {
- public:
-  explicit Hvdrun(std::vector<std::string> args) : start_(Clock::now()) {
-    args.insert(args.begin(), HVDRUN_PATH);
-    int out[2], err[2];
-    if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) std::abort();
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::dup2(out[1], 1);
-      ::dup2(err[1], 2);
-      std::vector<char*> argv;
-      for (std::string& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      ::execv(argv[0], argv.data());
-      ::_exit(127);
-    }
-    ::close(out[1]);
-    ::close(err[1]);
-    outFd_ = out[0];
-    errFd_ = err[0];
-  }
-  ~Hvdrun() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-    if (outFd_ >= 0) ::close(outFd_);
-    if (errFd_ >= 0) ::close(errFd_);
-  }
-
-  pid_t pid() const { return pid_; }
-
-  // Reads both pipes to their end and reaps hvdrun; SIGKILLs it at `timeout`.
-  RunResult finish(std::chrono::seconds timeout) {
-    RunResult r;
-    const auto deadline = start_ + timeout;
-    while (outFd_ >= 0 || errFd_ >= 0) {
-      const auto left =
-          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-      if (left <= 0ms && !r.timedOut) {
-        r.timedOut = true;
-        ::kill(pid_, SIGKILL);
-      }
-      pollfd fds[2] = {{outFd_, POLLIN, 0}, {errFd_, POLLIN, 0}};
-      ::poll(fds, 2, 100);
-      drain(&outFd_, fds[0].revents, &r.out);
-      drain(&errFd_, fds[1].revents, &r.err);
-    }
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-    pid_ = -1;
-    r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    r.seconds = std::chrono::duration<double>(Clock::now() - start_).count();
-    return r;
-  }
-
- private:
-  static void drain(int* fd, short revents, std::string* into) {
-    if (*fd < 0 || revents == 0) return;
-    char buf[4096];
-    const ssize_t n = ::read(*fd, buf, sizeof(buf));
-    if (n > 0) {
-      into->append(buf, static_cast<size_t>(n));
-    } else {
-      ::close(*fd);
-      *fd = -1;
-    }
-  }
-
-  Clock::time_point start_;
-  pid_t pid_ = -1;
-  int outFd_ = -1;
-  int errFd_ = -1;
+  explicit Hvdrun(std::vector<std::string> args) : Process(hvdrunArgv(std::move(args))) {}
 };
 
 RunResult runHvdrun(std::vector<std::string> args, std::chrono::seconds timeout = 60s) {
-  Hvdrun h(std::move(args));
-  return h.finish(timeout);
+  return hvd::test::runProcess(hvdrunArgv(std::move(args)), timeout);
 }
 
 std::string readFile(const std::string& path) {
@@ -230,7 +143,7 @@ TEST(HvdrunTest, SigintStopsRanksAndExits130WithinGrace) {
 
 TEST(HvdrunTest, OutputFilenameWritesEachRanksLines) {
   TempDir dir;
-  const std::string out = dir.path() + "/logs";
+  const std::string out = dir.file("logs");
   RunResult r = runHvdrun({"-np", "2", "--output-filename", out, "/bin/sh", "-c",
                            "echo a-$HVD_RANK; echo b-$HVD_RANK; echo e-$HVD_RANK >&2"});
   ASSERT_EQ(r.status, 0) << r.err;
@@ -253,7 +166,7 @@ TEST(HvdrunTest, MissingProgramIsAClearError) {
 
 TEST(HvdrunTest, RemoteHostWithoutKeyFileIsAUsageErrorNamingTheFix) {
   TempDir dir;
-  const std::string key = dir.path() + "/missing.key";
+  const std::string key = dir.file("missing.key");
   RunResult r = runHvdrun({"-np", "2", "-H", "otherhost:2", "--key-file", key, "/bin/true"});
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("'" + key + "' does not exist"), std::string::npos) << r.err;
@@ -262,7 +175,7 @@ TEST(HvdrunTest, RemoteHostWithoutKeyFileIsAUsageErrorNamingTheFix) {
 
 TEST(HvdrunTest, UnreachableAgentExits69NamingHostAndAddress) {
   TempDir dir;
-  const std::string key = dir.path() + "/k";
+  const std::string key = dir.file("k");
   ASSERT_EQ(runHvdrun({"keygen", "--key-file", key}).status, 0);
   // Port 1 on loopback: nothing listens there, so the connection is refused at once.
   RunResult r = runHvdrun({"-np", "1", "--agent-port", "1", "--key-file", key, "/bin/true"}, 30s);
@@ -291,7 +204,7 @@ TEST(HvdrunTest, CheckBuildListsTransportsNcclMpiAndTls) {
 
 TEST(HvdrunTest, KeygenCreatesA0600KeyAndRefusesToOverwriteIt) {
   TempDir dir;
-  const std::string key = dir.path() + "/k";
+  const std::string key = dir.file("k");
   RunResult r = runHvdrun({"keygen", "--key-file", key});
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find(key), std::string::npos) << r.out;
@@ -329,41 +242,28 @@ class Agent {
                                      "--port-file", portFile,      "--key-file",
                                      keyFile_,      "--state-dir", dir + "/state"};
     if (::geteuid() == 0) args.push_back("--allow-run-as-root");
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::setenv("HVD_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
-      std::vector<char*> argv;
-      for (std::string& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      ::execv(argv[0], argv.data());
-      ::_exit(127);
-    }
+    hvd::test::ProcessOptions options;
+    options.output = hvd::test::ProcessOptions::Output::kInherit;
+    options.env = {"HVD_ALLOW_RUN_AS_ROOT_CONFIRM=1"};
+    agent_.emplace(std::move(args), options);
     const auto deadline = Clock::now() + 20s;
-    while (Clock::now() < deadline && ::waitpid(pid_, nullptr, WNOHANG) == 0) {
+    while (Clock::now() < deadline && !agent_->waitExit(0ms)) {
       port_ = std::atoi(readFile(portFile).c_str());
       if (port_ > 0) return;
       std::this_thread::sleep_for(20ms);
     }
   }
   ~Agent() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGTERM);
-    const auto deadline = Clock::now() + 10s;
-    while (::waitpid(pid_, nullptr, WNOHANG) == 0) {
-      if (Clock::now() > deadline) {
-        ::kill(pid_, SIGKILL);
-        ::waitpid(pid_, nullptr, 0);
-        break;
-      }
-      std::this_thread::sleep_for(20ms);
-    }
+    if (!agent_) return;
+    agent_->kill(SIGTERM);
+    agent_->waitExit(10s);  // SIGKILLed by the Process's destructor if it still runs
   }
   int port() const { return port_; }
   const std::string& keyFile() const { return keyFile_; }
 
  private:
   std::string keyFile_;
-  pid_t pid_ = -1;
+  std::optional<hvd::test::Process> agent_;
   int port_ = 0;
 };
 
@@ -409,7 +309,7 @@ TEST(HvdrunAgentTest, WrongKeyIsRefusedWithAuthenticationFailed) {
   TempDir dir;
   Agent agent(dir.path());
   ASSERT_GT(agent.port(), 0) << "hvdagent did not start";
-  const std::string otherKey = dir.path() + "/other.key";
+  const std::string otherKey = dir.file("other.key");
   ASSERT_EQ(runHvdrun({"keygen", "--key-file", otherKey}).status, 0);
   RunResult r = runHvdrun({"--agent-port", std::to_string(agent.port()), "--key-file", otherKey,
                            "-np", "1", "-H", "127.0.0.1:1", "/bin/true"});

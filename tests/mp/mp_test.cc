@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/test_support.h"
 #include "tools/local_job.h"
 
 namespace hvd {
@@ -19,18 +20,7 @@ namespace fs = std::filesystem;
 
 std::string workerPath() { return fs::path(HVD_BIN_DIR) / "hvd-test-worker"; }
 
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "hvd-mp-XXXXXX").string();
-    path_ = ::mkdtemp(pattern.data());
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using test::TempDir;
 
 std::string readFile(const std::string& path) {
   std::ifstream in(path);
@@ -85,8 +75,8 @@ JobResult runJob(int np, std::vector<std::string> args,
   }
   result.exits = job.exits();
   for (int r = 0; r < np; ++r) {
-    result.stderrs.push_back(readFile(dir.path() + "/rank" + std::to_string(r) + ".err") +
-                             readFile(dir.path() + "/rank" + std::to_string(r) + ".out"));
+    result.stderrs.push_back(readFile(dir.file("rank" + std::to_string(r) + ".err")) +
+                             readFile(dir.file("rank" + std::to_string(r) + ".out")));
   }
   return result;
 }

@@ -3,4 +3,5 @@
 # processes (/bin/sh), plus the environment merge, job records and the command-line helpers.
 hvd_test(NAME agent_service_test LABEL unit TIMEOUT 120
          SOURCES ${CMAKE_CURRENT_LIST_DIR}/agent_service_test.cc)
-target_link_libraries(agent_service_test PRIVATE hvd_agent_service hvd_agent_client)
+target_link_libraries(agent_service_test PRIVATE hvd_agent_service hvd_agent_client hvd_test_support
+                                                 hvd_test_grpc)

@@ -34,6 +34,8 @@
 #include "agent/service/job_records.h"
 #include "agent/service/local_jobs.h"
 #include "agent/service/net.h"
+#include "common/grpc_test_server.h"
+#include "common/test_support.h"
 #include "hvd/error.hpp"
 #include "store/tcp_store_server.h"
 
@@ -45,22 +47,7 @@ namespace {
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "hvd-agent-svc-XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using test::TempDir;
 
 bool processGone(pid_t pid) { return ::kill(pid, 0) != 0 && errno == ESRCH; }
 
@@ -105,14 +92,11 @@ class AgentServiceTest : public ::testing::Test {
     options.listenHost = "127.0.0.1";
     configure(&options);
     service_ = std::make_unique<AgentService>(options, guard_.get(), jobs_.get(), &gpus_, &store_);
-    grpc::ServerBuilder builder;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
-    builder.RegisterService(service_.get());
-    server_ = builder.BuildAndStart();
+    server_ = test::startLoopbackServer(service_.get(), &port_);
     ASSERT_NE(server_, nullptr);
     ASSERT_GT(port_, 0);
-    stub_ = v1::Agent::NewStub(grpc::CreateChannel("127.0.0.1:" + std::to_string(port_),
-                                                   grpc::InsecureChannelCredentials()));
+    stub_ = v1::Agent::NewStub(
+        grpc::CreateChannel(test::loopbackAddress(port_), grpc::InsecureChannelCredentials()));
   }
 
   void TearDown() override {
@@ -540,10 +524,7 @@ class TwoAgentsTest : public AgentServiceTest {
   void configure(AgentServiceOptions* options) override {
     other_ = std::make_unique<Other>(*key_, dir_.path());
     other_->store.start();
-    grpc::ServerBuilder builder;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &other_->port);
-    builder.RegisterService(&other_->service);
-    other_->server = builder.BuildAndStart();
+    other_->server = test::startLoopbackServer(&other_->service, &other_->port);
     options->remoteAgents = [this](const RemoteHost& host) {
       client::RemoteAgentOptions remote;
       remote.host = host.host;
@@ -568,7 +549,7 @@ class TwoAgentsTest : public AgentServiceTest {
     v1::HostEntry* other = request.add_hosts();
     other->set_host("other");
     other->set_slots(1);
-    other->set_agent_address("127.0.0.1:" + std::to_string(other_->port));
+    other->set_agent_address(test::loopbackAddress(other_->port));
     request.set_connect_timeout_ms(5000);
     return request;
   }

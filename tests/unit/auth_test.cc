@@ -16,6 +16,7 @@
 #include "agent/auth/cluster_key.h"
 #include "agent/auth/fake_clock.h"
 #include "agent/auth/request_signer.h"
+#include "common/test_support.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "hvd/error.hpp"
@@ -33,22 +34,7 @@ const std::chrono::system_clock::time_point kStart{milliseconds(1700000000123)};
 constexpr char kMethod[] = "/hvd.Agent/Launch";
 constexpr char kWindowReason[] = "timestamp outside the \u00b130 s window (clock skew?)";
 
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "hvd-auth-XXXXXX").string();
-    if (::mkdtemp(pattern.data()) == nullptr) std::abort();
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  std::filesystem::path path_;
-};
+using test::TempDir;
 
 void writeFile(const std::string& path, const std::string& contents, mode_t mode) {
   {

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "agent/auth/cluster_key.h"
+#include "common/test_support.h"
 #include "hvd/error.hpp"
 #include "launcher/build_info.h"
 #include "launcher/cli.h"
@@ -407,9 +408,8 @@ TEST(HvdrunCliParse, KeygenSubcommandTakesAKeyFile) {
 // --- keygen --------------------------------------------------------------------------------
 
 TEST(HvdrunCliKeygen, CreatesA0600KeyInANew0700DirectoryAndRefusesToOverwrite) {
-  char tmpl[] = "/tmp/hvdrun_cli_test.XXXXXX";
-  ASSERT_NE(::mkdtemp(tmpl), nullptr);
-  const std::filesystem::path key = std::filesystem::path(tmpl) / "dot-hvd" / "cluster.key";
+  const test::TempDir tmp("hvdrun_cli_test");
+  const std::filesystem::path key = tmp.path() / "dot-hvd" / "cluster.key";
   std::FILE* out = std::tmpfile();
   std::FILE* err = std::tmpfile();
   ASSERT_EQ(runKeygen(key.string(), out, err), 0);
@@ -435,7 +435,6 @@ TEST(HvdrunCliKeygen, CreatesA0600KeyInANew0700DirectoryAndRefusesToOverwrite) {
   EXPECT_NE(std::string(buf).find("already exists"), std::string::npos) << buf;
   std::fclose(out);
   std::fclose(err);
-  std::filesystem::remove_all(tmpl);
 }
 
 // --- OutputRenderer ------------------------------------------------------------------------
@@ -466,9 +465,8 @@ TEST(HvdrunCliOutputRenderer, UntaggedLinesAreWrittenAsIs) {
 }
 
 TEST(HvdrunCliOutputRenderer, OutputFilenameWritesEachRanksUntaggedLines) {
-  char tmpl[] = "/tmp/hvdrun_cli_test.XXXXXX";
-  ASSERT_NE(::mkdtemp(tmpl), nullptr);
-  const std::filesystem::path dir = std::filesystem::path(tmpl) / "out";
+  const test::TempDir tmp("hvdrun_cli_test");
+  const std::filesystem::path dir = tmp.path() / "out";
   {
     OutputRenderer r(2, /*tagOutput=*/true, dir.string());
     for (int rank : {0, 1}) {
@@ -493,13 +491,11 @@ TEST(HvdrunCliOutputRenderer, OutputFilenameWritesEachRanksUntaggedLines) {
   EXPECT_EQ(readFile(dir / "rank.1" / "stdout"), "");
   EXPECT_EQ(readFile(dir / "rank.1" / "stderr"), "b\n");
   EXPECT_FALSE(std::filesystem::exists(dir / "rank.2"));
-  std::filesystem::remove_all(tmpl);
 }
 
 TEST(HvdrunCliOutputRenderer, UncreatableOutputDirIsAnErrorNamingThePath) {
-  char tmpl[] = "/tmp/hvdrun_cli_test.XXXXXX";
-  ASSERT_NE(::mkdtemp(tmpl), nullptr);
-  const std::filesystem::path file = std::filesystem::path(tmpl) / "plain-file";
+  const test::TempDir tmp("hvdrun_cli_test");
+  const std::filesystem::path file = tmp.path() / "plain-file";
   std::ofstream(file) << "x";
   try {
     OutputRenderer r(1, true, file.string());
@@ -509,7 +505,6 @@ TEST(HvdrunCliOutputRenderer, UncreatableOutputDirIsAnErrorNamingThePath) {
     EXPECT_NE(what.find("--output-filename: cannot create"), std::string::npos) << what;
     EXPECT_NE(what.find((file / "rank.0").string()), std::string::npos) << what;
   }
-  std::filesystem::remove_all(tmpl);
 }
 
 TEST(HvdrunCliOutputRenderer, TimestampOutputPrefixesEachLineWithTheLocalTime) {

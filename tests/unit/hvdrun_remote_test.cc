@@ -4,15 +4,9 @@
 //
 // The fake checks every call with the real CallGuard, so a test passes only if hvdrun signs
 // SubmitJob and CancelJob the way a real agent verifies them.
-#include <arpa/inet.h>
-#include <fcntl.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <poll.h>
 #include <signal.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -30,6 +24,8 @@
 #include "agent/rpc/call_auth.h"
 #include "agent/rpc/credentials.h"
 #include "agent/rpc/methods.h"
+#include "common/grpc_test_server.h"
+#include "common/test_support.h"
 #include "hvd/error.hpp"
 #include "hvd/v1/agent.grpc.pb.h"
 #include "launcher/cli.h"
@@ -43,22 +39,7 @@ using namespace std::chrono_literals;
 namespace coord = agent::coordinator;
 using Clock = std::chrono::steady_clock;
 
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern =
-        (std::filesystem::temp_directory_path() / "hvdrun-remote-XXXXXX").string();
-    path_ = ::mkdtemp(pattern.data()) != nullptr ? pattern : std::string();
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  std::string path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using test::TempDir;
 
 // What the fake does with one SubmitJob after accepting (or not accepting) it.
 struct Script {
@@ -77,15 +58,12 @@ class FakeAgent final : public v1::Agent::Service {
  public:
   explicit FakeAgent(const agent::auth::ClusterKey& key)
       : verifier_(key, clock_), guard_(&verifier_) {
-    grpc::ServerBuilder builder;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
-    builder.RegisterService(this);
-    server_ = builder.BuildAndStart();
+    server_ = test::startLoopbackServer(this, &port_);
   }
   ~FakeAgent() override { server_->Shutdown(std::chrono::system_clock::now() + 2s); }
 
   int port() const { return port_; }
-  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  std::string address() const { return test::loopbackAddress(port_); }
   void setScript(Script s) {
     std::lock_guard<std::mutex> lock(mutex_);
     script_ = std::move(s);
@@ -203,7 +181,7 @@ v1::JobEnd jobEnd(v1::JobOutcome outcome, int exitCode, const std::string& summa
 
 // A key file in `dir` (fresh random key each call).
 std::string makeKey(const TempDir& dir, const std::string& name = "cluster.key") {
-  const std::string path = dir.path() + "/" + name;
+  const std::string path = dir.file(name);
   agent::auth::ClusterKey::generate(path);
   return path;
 }
@@ -290,15 +268,7 @@ TEST(HvdrunRemoteClient, WrongKeyIsAnAuthenticationFailureNamingHostAndAddress) 
 
 TEST(HvdrunRemoteClient, ClosedPortIsUnreachableAtOnceNamingHostAndAddress) {
   // A port that was just bound and closed: nothing listens there.
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr = {};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-  ::close(fd);
-  const std::string address = "127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+  const std::string address = test::loopbackAddress(test::closedLoopbackPort());
 
   TempDir dir;
   const auto key = agent::auth::ClusterKey::load(makeKey(dir));
@@ -469,55 +439,16 @@ TEST(HvdrunRemoteRequest, LoopbackNamesCannotBeMixedWithOtherHosts) {
 
 // --- the hvdrun binary against the fake ------------------------------------------------------
 
-struct BinaryRun {
-  int status = -1;
-  std::string out;
-  std::string err;
-};
+using BinaryRun = test::ProcessResult;
 
 // Runs hvdrun with `args`; `during(pid)` runs while it does. SIGKILLed after 30 s.
 BinaryRun runHvdrun(std::vector<std::string> args, std::function<void(pid_t)> during = nullptr) {
   args.insert(args.begin(), HVDRUN_PATH);
-  int out[2], err[2];
-  if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) std::abort();
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::dup2(out[1], 1);
-    ::dup2(err[1], 2);
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-  ::close(out[1]);
-  ::close(err[1]);
+  test::Process hvdrun(std::move(args));
   std::thread watcher;
-  if (during) watcher = std::thread([&] { during(pid); });
-  BinaryRun r;
-  int fds[2] = {out[0], err[0]};
-  std::string* into[2] = {&r.out, &r.err};
-  const auto deadline = Clock::now() + 30s;
-  while (fds[0] >= 0 || fds[1] >= 0) {
-    if (Clock::now() > deadline) ::kill(pid, SIGKILL);
-    pollfd p[2] = {{fds[0], POLLIN, 0}, {fds[1], POLLIN, 0}};
-    ::poll(p, 2, 100);
-    for (int i = 0; i < 2; ++i) {
-      if (fds[i] < 0 || p[i].revents == 0) continue;
-      char buf[4096];
-      const ssize_t n = ::read(fds[i], buf, sizeof(buf));
-      if (n > 0) {
-        into[i]->append(buf, static_cast<size_t>(n));
-      } else {
-        ::close(fds[i]);
-        fds[i] = -1;
-      }
-    }
-  }
-  int status = 0;
-  ::waitpid(pid, &status, 0);
+  if (during) watcher = std::thread([&] { during(hvdrun.pid()); });
+  BinaryRun r = hvdrun.finish(30s);
   if (watcher.joinable()) watcher.join();
-  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return r;
 }
 
@@ -577,7 +508,7 @@ TEST(HvdrunRemoteBinary, SigintSendsCancelJobAndExitsWithTheAgentsCode) {
 
 TEST(HvdrunRemoteBinary, MissingKeyFileIsAUsageErrorNamingTheFileAndTheFix) {
   TempDir dir;
-  const std::string missing = dir.path() + "/no.key";
+  const std::string missing = dir.file("no.key");
   BinaryRun r = runHvdrun({"--agent-port", "1", "--key-file", missing, "-np", "1", "prog"});
   EXPECT_EQ(r.status, 2) << r.err;
   EXPECT_NE(r.err.find(missing), std::string::npos) << r.err;

@@ -2,7 +2,7 @@
 # in-process LocalNodeAgent.
 hvd_test(NAME hvdrun_cli_test LABEL unit TIMEOUT 60
          SOURCES ${CMAKE_CURRENT_LIST_DIR}/hvdrun_cli_test.cc)
-target_link_libraries(hvdrun_cli_test PRIVATE hvd_launcher spdlog::spdlog)
+target_link_libraries(hvdrun_cli_test PRIVATE hvd_launcher spdlog::spdlog hvd_test_support)
 # The host checks of hvdrun's main() are tested by running the binary (it refuses before starting).
 add_dependencies(hvdrun_cli_test hvdrun)
 target_compile_definitions(hvdrun_cli_test PRIVATE HVDRUN_PATH="$<TARGET_FILE:hvdrun>"

@@ -2,15 +2,12 @@
 // driven against a scripted hvd.v1.Agent server running in-process on 127.0.0.1:0.
 #include <google/protobuf/descriptor.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
-#include <filesystem>
 #include <mutex>
 #include <thread>
 
@@ -19,23 +16,17 @@
 #include "agent/rpc/call_auth.h"
 #include "agent/rpc/convert.h"
 #include "agent/rpc/methods.h"
+#include "common/grpc_test_server.h"
+#include "common/test_support.h"
 #include "hvd/error.hpp"
 
 namespace hvd::agent {
 namespace {
 
 using namespace std::chrono_literals;
-namespace fs = std::filesystem;
 
-fs::path makeTempDir() {
-  std::string tmpl = (fs::temp_directory_path() / "hvd-rpc-test-XXXXXX").string();
-  const char* dir = ::mkdtemp(tmpl.data());
-  if (dir == nullptr) throw std::runtime_error("mkdtemp failed");
-  return dir;
-}
-
-auth::ClusterKey newKey(const fs::path& dir, const std::string& name) {
-  return auth::ClusterKey::generate((dir / name).string());
+auth::ClusterKey newKey(const test::TempDir& dir, const std::string& name) {
+  return auth::ClusterKey::generate(dir.file(name));
 }
 
 // Records what the coordinator would see.
@@ -145,37 +136,23 @@ class FakeAgentService final : public v1::Agent::Service {
   rpc::CallGuard* guard_;
 };
 
-class RpcTest : public ::testing::Test {
+// The scripted agent on 127.0.0.1:0 with a fresh key, and a signer for that key.
+class FakeAgentFixture : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = makeTempDir();
+  // Starts the agent with `credentials` (insecure when null); server_ is null if it failed.
+  void startAgent(std::shared_ptr<grpc::ServerCredentials> credentials = nullptr) {
     key_.emplace(newKey(dir_, "key"));
     verifier_ = std::make_unique<auth::RequestVerifier>(*key_, clock_);
     guard_ = std::make_unique<rpc::CallGuard>(verifier_.get());
     service_ = std::make_unique<FakeAgentService>(guard_.get());
-    grpc::ServerBuilder builder;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
-    builder.RegisterService(service_.get());
-    server_ = builder.BuildAndStart();
-    ASSERT_NE(server_, nullptr);
-    ASSERT_GT(port_, 0);
+    server_ = test::startLoopbackServer(service_.get(), &port_, std::move(credentials));
     signer_ = std::make_unique<rpc::CallSigner>(*key_, clock_);
   }
   void TearDown() override {
     if (server_) server_->Shutdown(std::chrono::system_clock::now() + 1s);
-    fs::remove_all(dir_);
   }
 
-  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
-  client::RemoteAgentOptions options(std::chrono::milliseconds timeout = 5000ms) const {
-    client::RemoteAgentOptions o;
-    o.host = "node-b";
-    o.address = address();
-    o.callTimeout = timeout;
-    return o;
-  }
-
-  fs::path dir_;
+  test::TempDir dir_;
   auth::SystemClock clock_;
   std::optional<auth::ClusterKey> key_;
   std::unique_ptr<auth::RequestVerifier> verifier_;
@@ -184,6 +161,24 @@ class RpcTest : public ::testing::Test {
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<rpc::CallSigner> signer_;
   int port_ = 0;
+};
+
+class RpcTest : public FakeAgentFixture {
+ protected:
+  void SetUp() override {
+    startAgent();
+    ASSERT_NE(server_, nullptr);
+    ASSERT_GT(port_, 0);
+  }
+
+  std::string address() const { return test::loopbackAddress(port_); }
+  client::RemoteAgentOptions options(std::chrono::milliseconds timeout = 5000ms) const {
+    client::RemoteAgentOptions o;
+    o.host = "node-b";
+    o.address = address();
+    o.callTimeout = timeout;
+    return o;
+  }
 };
 
 TEST(RpcMethods, NamesMatchTheServiceDescriptor) {
@@ -378,16 +373,8 @@ TEST_F(RpcTest, UnsignedReplayedAndTamperedCallsAreRefused) {
 
 TEST_F(RpcTest, UnreachableAgentFailsFastNamingTheAddress) {
   // A port that was just free: nothing listens there.
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr = {};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-  ::close(fd);
   client::RemoteAgentOptions o = options();
-  o.address = "127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+  o.address = test::loopbackAddress(test::closedLoopbackPort());
   client::RemoteNodeAgent agent(o, signer_.get());
   const auto start = std::chrono::steady_clock::now();
   const coordinator::DescribeResult r = agent.describe();
@@ -477,53 +464,29 @@ TEST_F(RpcTest, StopIsSentInTheBackground) {
 }
 
 // Mutual TLS: certificates from a throw-away CA made with the openssl CLI.
-class RpcTlsTest : public ::testing::Test {
+class RpcTlsTest : public FakeAgentFixture {
  protected:
   void SetUp() override {
-    dir_ = makeTempDir();
-    const std::string d = dir_.string();
+    const std::string d = dir_.path().string();
     const std::string script =
         std::string(HVD_MAKE_TEST_CERTS) + " '" + d + "' hvd-agent hvd-client";
     ASSERT_EQ(std::system(script.c_str()), 0) << "openssl failed";
-    key_.emplace(newKey(dir_, "key"));
-    verifier_ = std::make_unique<auth::RequestVerifier>(*key_, clock_);
-    guard_ = std::make_unique<rpc::CallGuard>(verifier_.get());
-    service_ = std::make_unique<FakeAgentService>(guard_.get());
-    grpc::ServerBuilder builder;
-    builder.AddListeningPort("127.0.0.1:0", rpc::makeServerCredentials(tls("hvd-agent")), &port_);
-    builder.RegisterService(service_.get());
-    server_ = builder.BuildAndStart();
+    startAgent(rpc::makeServerCredentials(tls("hvd-agent")));
     ASSERT_NE(server_, nullptr);
-    signer_ = std::make_unique<rpc::CallSigner>(*key_, clock_);
-  }
-  void TearDown() override {
-    if (server_) server_->Shutdown(std::chrono::system_clock::now() + 1s);
-    fs::remove_all(dir_);
   }
   rpc::TlsOptions tls(const std::string& who, const std::string& ca = "ca") const {
-    return {(dir_ / (who + ".pem")).string(), (dir_ / (who + ".key")).string(),
-            (dir_ / (ca + ".pem")).string()};
+    return {dir_.file(who + ".pem"), dir_.file(who + ".key"), dir_.file(ca + ".pem")};
   }
   coordinator::DescribeResult describeAs(const rpc::TlsOptions& tls) {
     client::RemoteAgentOptions o;
     o.host = "node-b";
-    o.address = "127.0.0.1:" + std::to_string(port_);
+    o.address = test::loopbackAddress(port_);
     o.tls = tls;
     o.tlsTargetName = "hvd-agent";
     o.callTimeout = 3000ms;
     client::RemoteNodeAgent agent(o, signer_.get());
     return agent.describe();
   }
-
-  fs::path dir_;
-  auth::SystemClock clock_;
-  std::optional<auth::ClusterKey> key_;
-  std::unique_ptr<auth::RequestVerifier> verifier_;
-  std::unique_ptr<rpc::CallGuard> guard_;
-  std::unique_ptr<FakeAgentService> service_;
-  std::unique_ptr<grpc::Server> server_;
-  std::unique_ptr<rpc::CallSigner> signer_;
-  int port_ = 0;
 };
 
 TEST_F(RpcTlsTest, ClientWithCertificateFromTheCaIsServed) {
@@ -534,8 +497,7 @@ TEST_F(RpcTlsTest, ClientWithCertificateFromTheCaIsServed) {
 
 TEST_F(RpcTlsTest, ClientWithoutATrustedCertificateIsRefused) {
   // A self-signed client certificate the agent's CA never signed.
-  const rpc::TlsOptions rogue{(dir_ / "rogue.pem").string(), (dir_ / "rogue.key").string(),
-                              (dir_ / "ca.pem").string()};
+  const rpc::TlsOptions rogue{dir_.file("rogue.pem"), dir_.file("rogue.key"), dir_.file("ca.pem")};
   EXPECT_FALSE(describeAs(rogue).ok());
   // Plaintext against a TLS agent.
   EXPECT_FALSE(describeAs({}).ok());

@@ -10,13 +10,13 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <filesystem>
 #include <memory>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "common/test_support.h"
 #include "hvd/error.hpp"
 #include "store/file_store.h"
 #include "store/memory_store.h"
@@ -41,21 +41,10 @@ class MemoryFactory {
 
 class FileFactory {
  public:
-  FileFactory() {
-    const char* base = std::getenv("TMPDIR");
-    std::string pattern =
-        std::string(base != nullptr && *base ? base : "/tmp") + "/hvd-store-test-XXXXXX";
-    if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    directory_ = pattern;
-  }
-  ~FileFactory() {
-    std::error_code ignored;
-    std::filesystem::remove_all(directory_, ignored);
-  }
-  std::shared_ptr<Store> make() { return std::make_shared<FileStore>(directory_); }
+  std::shared_ptr<Store> make() { return std::make_shared<FileStore>(directory_.path()); }
 
  private:
-  std::string directory_;
+  test::TempDir directory_{"hvd-store-test"};
 };
 
 class TcpFactory {
