@@ -11,6 +11,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -20,17 +21,26 @@ namespace hvd::engine {
 class Timeline {
  public:
   static constexpr std::chrono::milliseconds kFlushInterval{100};
+  // Bounded memory (added with the implementation): when this many records wait for the
+  // writer, new ones are dropped and counted, and the file gets one instant event
+  // (TIMELINE_DROPPED_EVENTS on the timeline's own row, pid 0) saying how many. An end() whose
+  // begin() was written is still kept (up to twice the limit), so B/E events pair
+  // (an end() dropped past twice the limit leaves its phase open in the file).
+  static constexpr std::size_t kMaxPendingRecords = std::size_t{1} << 20;
 
   // Creates (truncates) `path` and writes the opening of the trace. Throws hvd::BackendError
   // naming the path when it cannot be written. `rank` labels the trace's metadata.
   Timeline(const std::string& path, int rank);
+  // The same with another limit than kMaxPendingRecords (added for tests of the drop path).
+  Timeline(const std::string& path, int rank, std::size_t maxPendingRecords);
   // Flushes everything and closes the file (valid JSON).
   ~Timeline();
   Timeline(const Timeline&) = delete;
   Timeline& operator=(const Timeline&) = delete;
 
   // A phase of `tensor`'s op starts / ends now. Phases of one tensor nest (begin/end pairs,
-  // last begun first ended). Thread-safe; never blocks on I/O.
+  // last begun first ended). Thread-safe; never blocks on I/O. An end() with no open phase on
+  // that tensor is ignored.
   void begin(std::string_view tensor, std::string_view activity);
   void end(std::string_view tensor);
   // A point in time on the tensor's row (e.g. a cache hit), for hints and errors.
