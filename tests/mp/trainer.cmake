@@ -1,0 +1,15 @@
+# The example trainer (examples/trainer, issue 4 "Example trainer"): its math in-process, and
+# data-parallel runs under hvdrun against the single-process large-batch reference.
+if(TARGET hvd_trainer_model)
+  hvd_test(NAME trainer_grad_test LABEL unit TIMEOUT 120
+           SOURCES ${CMAKE_CURRENT_LIST_DIR}/../unit/trainer_grad_test.cc)
+  target_link_libraries(trainer_grad_test PRIVATE hvd_trainer_model)
+endif()
+
+if(TARGET hvd-train AND TARGET hvdrun)
+  hvd_test(NAME trainer_test LABEL mp TIMEOUT 300 SOURCES ${CMAKE_CURRENT_LIST_DIR}/trainer_test.cc)
+  target_link_libraries(trainer_test PRIVATE hvd_trainer_model)
+  target_compile_definitions(trainer_test PRIVATE HVDRUN_PATH="$<TARGET_FILE:hvdrun>"
+                                                  HVD_TRAIN_PATH="$<TARGET_FILE:hvd-train>")
+  add_dependencies(trainer_test hvdrun hvd-train)
+endif()
