@@ -558,3 +558,46 @@ TEST(HvdrunCliOutputRenderer, ResultIsEmptyUntilJobEnd) {
 
 }  // namespace
 }  // namespace hvd::launcher
+
+namespace hvd::launcher {
+namespace {
+
+TEST(HvdrunCliEngine, KnobsBecomeTheRanksEnvironmentAndExplicitExportsWin) {
+  Parsed p =
+      parse({"hvdrun", "-np", "2", "--fusion-threshold-mb", "64", "--cycle-time-ms", "2.5",
+             "--cache-capacity", "0", "--timeline-filename", "/tmp/t.json",
+             "--stall-check-warning-time-seconds", "1", "--stall-check-shutdown-time-seconds", "3",
+             "-x", "HVD_CACHE_CAPACITY=7", "prog"});
+  ASSERT_EQ(p.code, std::nullopt) << p.stderrText;
+  EXPECT_EQ(p.options.engineSettings,
+            (std::vector<std::string>{"HVD_FUSION_THRESHOLD=67108864", "HVD_CYCLE_TIME=2.5",
+                                      "HVD_CACHE_CAPACITY=0", "HVD_TIMELINE=/tmp/t.json",
+                                      "HVD_STALL_CHECK_TIME=1", "HVD_STALL_SHUTDOWN_TIME=3"}));
+  std::vector<std::string> env = {"PATH=/bin", "HVD_CYCLE_TIME=9", "HVD_CACHE_CAPACITY=7"};
+  addEngineSettings(p.options, &env);
+  EXPECT_EQ(env,
+            (std::vector<std::string>{"PATH=/bin", "HVD_CYCLE_TIME=2.5", "HVD_CACHE_CAPACITY=7",
+                                      "HVD_FUSION_THRESHOLD=67108864", "HVD_TIMELINE=/tmp/t.json",
+                                      "HVD_STALL_CHECK_TIME=1", "HVD_STALL_SHUTDOWN_TIME=3"}));
+}
+
+TEST(HvdrunCliEngine, RelativeTimelineIsResolvedAgainstHvdrunsDirectory) {
+  Parsed p = parse({"hvdrun", "-np", "1", "--timeline-filename", "out/t.json", "prog"});
+  ASSERT_EQ(p.code, std::nullopt) << p.stderrText;
+  ASSERT_EQ(p.options.engineSettings.size(), 1u);
+  EXPECT_EQ(p.options.engineSettings[0],
+            "HVD_TIMELINE=" + (std::filesystem::current_path() / "out/t.json").string());
+}
+
+TEST(HvdrunCliEngine, NoKnobsSetNothingAndBadValuesAreUsageErrors) {
+  Parsed p = parse({"hvdrun", "-np", "1", "prog"});
+  ASSERT_EQ(p.code, std::nullopt);
+  EXPECT_TRUE(p.options.engineSettings.empty());
+  EXPECT_EQ(parse({"hvdrun", "-np", "1", "--fusion-threshold-mb", "-1", "prog"}).code, 2);
+  EXPECT_EQ(parse({"hvdrun", "-np", "1", "--cache-capacity", "many", "prog"}).code, 2);
+  EXPECT_EQ(parse({"hvdrun", "-np", "1", "--stall-check-shutdown-time-seconds", "x", "prog"}).code,
+            2);
+}
+
+}  // namespace
+}  // namespace hvd::launcher
