@@ -28,3 +28,38 @@ if(HVD_HAVE_MPI)
   target_link_libraries(mpi-init-barrier PRIVATE MPI::MPI_C hvd_warnings)
 endif()
 # --- end of launch benchmark -------------------------------------------------------------------
+
+# --- Fusion benchmark (bench/fusion.sh) --------------------------------------------------------
+# ResNet-50's 161 gradient tensors (bench/resnet50_parameters.tsv) allreduced once per step.
+set(HVD_FUSION_BENCH_PARAMS ${CMAKE_CURRENT_LIST_DIR}/resnet50_parameters.tsv)
+# hvd-fusion-bench: one named allreduceAsync per tensor through the engine, under hvdrun -np N
+# (built once the engine's sources are in the tree, like hvd-train).
+if(EXISTS ${PROJECT_SOURCE_DIR}/runtime/src/engine/sources.cmake)
+  set(HVD_FUSION_BENCH ON)
+  add_executable(hvd-fusion-bench ${CMAKE_CURRENT_LIST_DIR}/fusion_bench.cc)
+  target_link_libraries(hvd-fusion-bench PRIVATE hvd hvd_warnings)
+  target_compile_definitions(hvd-fusion-bench
+    PRIVATE HVD_FUSION_BENCH_PARAMS="${HVD_FUSION_BENCH_PARAMS}")
+endif()
+
+# mpi-fusion-bench: one MPI_Allreduce per tensor, under mpirun -np N.
+if(HVD_HAVE_MPI)
+  add_executable(mpi-fusion-bench ${CMAKE_CURRENT_LIST_DIR}/mpi_fusion_bench.c)
+  target_link_libraries(mpi-fusion-bench PRIVATE MPI::MPI_C hvd_warnings)
+  target_compile_definitions(mpi-fusion-bench
+    PRIVATE HVD_FUSION_BENCH_PARAMS="${HVD_FUSION_BENCH_PARAMS}")
+endif()
+
+# Smoke tests of hvd-fusion-bench, fused and unfused: np 2, 10 tensors, 2 steps; the program
+# checks every element of the averages and exits non-zero on a wrong one.
+if(HVD_BUILD_TESTS AND HVD_FUSION_BENCH)
+  add_test(NAME bench_smoke_fusion
+           COMMAND hvdrun -np 2 -- $<TARGET_FILE:hvd-fusion-bench> --max-tensors 10 --steps 2
+                   --warmup 1)
+  add_test(NAME bench_smoke_fusion_off
+           COMMAND ${CMAKE_COMMAND} -E env HVD_FUSION_THRESHOLD=0 $<TARGET_FILE:hvdrun> -np 2 --
+                   $<TARGET_FILE:hvd-fusion-bench> --max-tensors 10 --steps 2 --warmup 1)
+  set_tests_properties(bench_smoke_fusion bench_smoke_fusion_off PROPERTIES LABELS mp
+    TIMEOUT 120 FAIL_REGULAR_EXPRESSION "wrong=[1-9]")
+endif()
+# --- end of fusion benchmark -------------------------------------------------------------------
