@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "agent/rpc/defaults.h"
+#include "agent/rpc/net.h"
 #include "hvd/error.hpp"
 
 namespace hvd::launcher {
@@ -309,8 +310,7 @@ std::optional<int> parseSignal(const std::string& name) {
 }
 
 bool isLocalHost(const std::string& host, const std::string& ownHostname) {
-  return host == "localhost" || host == "127.0.0.1" || host == "::1" ||
-         (!ownHostname.empty() && host == ownHostname);
+  return agent::rpc::isLoopbackName(host) || (!ownHostname.empty() && host == ownHostname);
 }
 
 std::vector<HostSlots> resolveHosts(const Options& options) {
@@ -400,10 +400,7 @@ bool usesAgents(const Options& options, const std::vector<HostSlots>& hosts,
 }
 
 std::string agentAddress(const std::string& host, int port) {
-  const std::string p = std::to_string(port);
-  if (host == "localhost") return "127.0.0.1:" + p;
-  if (host.find(':') != std::string::npos) return "[" + host + "]:" + p;
-  return host + ":" + p;
+  return agent::rpc::joinHostPort(host == "localhost" ? "127.0.0.1" : host, port);
 }
 
 }  // namespace hvd::launcher

@@ -61,7 +61,8 @@ std::optional<agent::node::GpuBind> parseGpuBind(const std::string& name);
 // "TERM", "SIGTERM", "sigterm" or "15" -> 15; nullopt for anything else.
 std::optional<int> parseSignal(const std::string& name);
 
-// True for the names that mean this machine: localhost, 127.0.0.1, ::1 and `ownHostname`.
+// True for the names that mean this machine: loopback names and addresses (rpc::isLoopbackName)
+// and `ownHostname`.
 bool isLocalHost(const std::string& host, const std::string& ownHostname);
 
 // The hosts of the job: -H, else --hostfile, else "localhost:np" (Horovod's default). Throws

@@ -24,6 +24,7 @@
 #include "agent/process/posix_spawner.h"
 #include "agent/rpc/call_auth.h"
 #include "agent/rpc/credentials.h"
+#include "agent/rpc/net.h"
 #include "hvd/error.hpp"
 #include "launcher/build_info.h"
 #include "launcher/cli.h"
@@ -40,25 +41,6 @@ namespace {
 
 namespace coord = hvd::agent::coordinator;
 namespace launcher = hvd::launcher;
-
-// MASTER_PORT for torch env://: a port the kernel says is free on loopback right now. Released
-// before the ranks start, so another process could take it first; acceptable for local jobs
-// until the agent reserves ports (JobSpec::masterPort).
-int pickFreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return 29500;
-  sockaddr_in addr = {};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  int port = 29500;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
-  }
-  ::close(fd);
-  return port;
-}
 
 std::string ownHostname() {
   char name[256] = {};
@@ -78,7 +60,9 @@ int runEmbedded(const launcher::Options& options, const std::vector<launcher::Ho
   for (char** e = environ; *e != nullptr; ++e) callerEnv.emplace_back(*e);
   coord::JobSpec spec = launcher::buildJobSpec(
       options, hosts, launcher::forwardedEnvironment(callerEnv, options.exports));
-  spec.masterPort = pickFreePort();
+  // MASTER_PORT for torch env://: free on loopback now (released before the ranks start, so it
+  // could be taken first; the agent does the same on its listen address).
+  if (const int port = hvd::agent::rpc::pickFreePort("127.0.0.1"); port > 0) spec.masterPort = port;
 
   launcher::OutputRenderer renderer(options.np, options.tagOutput, options.outputDir,
                                     options.timestampOutput);

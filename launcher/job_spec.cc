@@ -7,6 +7,7 @@
 
 #include "agent/auth/cluster_key.h"
 #include "agent/rpc/convert.h"
+#include "agent/rpc/net.h"
 #include "hvd/error.hpp"
 
 namespace hvd::launcher {
@@ -42,8 +43,7 @@ void checkAgentHosts(const std::vector<HostSlots>& hosts) {
                                  "' is listed twice; list it once with its "
                                  "slots");
     }
-    const bool loopback = h.host == "localhost" || h.host == "127.0.0.1" || h.host == "::1";
-    if (loopback && hosts.size() > 1) {
+    if (agent::rpc::isLoopbackName(h.host) && hosts.size() > 1) {
       throw InvalidArgumentError("host '" + h.host +
                                  "' means a different machine to each agent; name this machine "
                                  "by its hostname or address in a multi-host job");

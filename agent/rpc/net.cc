@@ -1,4 +1,4 @@
-#include "agent/service/net.h"
+#include "agent/rpc/net.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -10,7 +10,7 @@
 
 #include "hvd/error.hpp"
 
-namespace hvd::agent::service {
+namespace hvd::agent::rpc {
 namespace {
 
 bool isIpLiteral(const std::string& host, bool* ipv6) {
@@ -113,4 +113,4 @@ int pickFreePort(const std::string& host) {
   return port;
 }
 
-}  // namespace hvd::agent::service
+}  // namespace hvd::agent::rpc

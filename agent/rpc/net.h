@@ -1,11 +1,11 @@
-// Addresses for hvdagent: parsing --listen, naming endpoints, and picking ports on the address
-// the agent serves (the job store and MASTER_PORT live on the same address as the agent, so a
-// loopback agent never opens anything wider).
+// Addresses for hvdagent and hvdrun: parsing --listen, naming endpoints, and picking ports on the
+// address the agent serves (the job store and MASTER_PORT live on the same address as the agent, so
+// a loopback agent never opens anything wider).
 #pragma once
 
 #include <string>
 
-namespace hvd::agent::service {
+namespace hvd::agent::rpc {
 
 struct ListenAddress {
   std::string host;  // an IP literal without brackets: "127.0.0.1", "::1", "0.0.0.0", "::"
@@ -34,4 +34,4 @@ bool isLoopbackName(const std::string& host);
 // take it first; good enough for MASTER_PORT, which only torch env:// jobs use.
 int pickFreePort(const std::string& host);
 
-}  // namespace hvd::agent::service
+}  // namespace hvd::agent::rpc

@@ -25,12 +25,12 @@
 #include "agent/process/signal_pipe.h"
 #include "agent/rpc/call_auth.h"
 #include "agent/rpc/credentials.h"
+#include "agent/rpc/net.h"
 #include "agent/service/agent_cli.h"
 #include "agent/service/agent_service.h"
 #include "agent/service/environment.h"
 #include "agent/service/job_records.h"
 #include "agent/service/local_jobs.h"
-#include "agent/service/net.h"
 #include "agent/service/node_facts.h"
 #include "hvd/error.hpp"
 #include "store/tcp_store_server.h"
@@ -68,7 +68,7 @@ std::string ownHostname() {
   return ::gethostname(name, sizeof(name) - 1) == 0 ? std::string(name) : "localhost";
 }
 
-int serve(const svc::AgentCliOptions& options, const svc::ListenAddress& listen,
+int serve(const svc::AgentCliOptions& options, const hvd::agent::rpc::ListenAddress& listen,
           const hvd::agent::auth::ClusterKey& key, std::vector<std::string> baseEnv) {
   std::shared_ptr<grpc::ServerCredentials> credentials =
       hvd::agent::rpc::makeServerCredentials(options.tls);
@@ -132,7 +132,7 @@ int serve(const svc::AgentCliOptions& options, const svc::ListenAddress& listen,
   spdlog::info(
       "hvdagent {}: listening on {}, key fingerprint {}, TLS {}, store port {}, "
       "state dir {}",
-      svc::agentVersion(), svc::joinHostPort(listen.host, port), key.fingerprint(),
+      svc::agentVersion(), hvd::agent::rpc::joinHostPort(listen.host, port), key.fingerprint(),
       options.tls.enabled() ? "on (client certificates required)" : "off", store.port(),
       records.dir());
 
@@ -169,9 +169,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", refusal.c_str());
     return 2;
   }
-  svc::ListenAddress listen;
+  hvd::agent::rpc::ListenAddress listen;
   try {
-    listen = svc::parseListenAddress(options.listen);
+    listen = hvd::agent::rpc::parseListenAddress(options.listen);
   } catch (const hvd::InvalidArgumentError& e) {
     std::fprintf(stderr, "hvdagent: %s\n", e.what());
     return 2;

@@ -10,7 +10,6 @@ add_library(hvd_agent_service STATIC
   ${CMAKE_CURRENT_LIST_DIR}/environment.cc
   ${CMAKE_CURRENT_LIST_DIR}/job_records.cc
   ${CMAKE_CURRENT_LIST_DIR}/local_jobs.cc
-  ${CMAKE_CURRENT_LIST_DIR}/net.cc
   ${CMAKE_CURRENT_LIST_DIR}/node_facts.cc
   ${CMAKE_CURRENT_LIST_DIR}/submit_job.cc)
 target_include_directories(hvd_agent_service PUBLIC ${PROJECT_SOURCE_DIR})

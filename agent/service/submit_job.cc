@@ -13,9 +13,9 @@
 #include "agent/coordinator/exit_codes.h"
 #include "agent/rpc/convert.h"
 #include "agent/rpc/methods.h"
+#include "agent/rpc/net.h"
 #include "agent/service/agent_service.h"
 #include "agent/service/event_queue.h"
-#include "agent/service/net.h"
 #include "hvd/error.hpp"
 #include "store/tcp_store_server.h"
 
@@ -93,7 +93,7 @@ v1::JobEvent invalidJobEnd(const std::string& jobId, const std::string& reason) 
 std::string refusal(const coord::JobSpec& spec, const v1::SubmitJobRequest& request,
                     bool canReachOthers) {
   if (spec.hosts.size() <= 1) return {};
-  if (isLoopbackName(spec.hosts[0].host)) {
+  if (rpc::isLoopbackName(spec.hosts[0].host)) {
     return "the first host '" + spec.hosts[0].host +
            "' is a loopback name, which the other hosts cannot reach; name it by an address or "
            "hostname they can resolve";
@@ -151,8 +151,9 @@ grpc::Status AgentService::runSubmit(grpc::ServerContext* context,
     const std::string& id;
     ~RemoveStoreJob() { store->removeJob(id); }
   } removeStoreJob{store_, jobId};
-  const coord::StoreEndpoint storeEndpoint{joinHostPort(spec.hosts[0].host, store_->port()), token};
-  const int masterPort = pickFreePort(options_.listenHost);
+  const coord::StoreEndpoint storeEndpoint{rpc::joinHostPort(spec.hosts[0].host, store_->port()),
+                                           token};
+  const int masterPort = rpc::pickFreePort(options_.listenHost);
   if (masterPort > 0) spec.masterPort = masterPort;
 
   // Agents: this node first, then one per other host.

@@ -28,12 +28,12 @@
 #include "agent/node/gpu_discovery.h"
 #include "agent/process/posix_spawner.h"
 #include "agent/rpc/call_auth.h"
+#include "agent/rpc/net.h"
 #include "agent/service/agent_cli.h"
 #include "agent/service/environment.h"
 #include "agent/service/event_queue.h"
 #include "agent/service/job_records.h"
 #include "agent/service/local_jobs.h"
-#include "agent/service/net.h"
 #include "common/grpc_test_server.h"
 #include "common/test_support.h"
 #include "hvd/error.hpp"
@@ -43,6 +43,10 @@ extern char** environ;
 
 namespace hvd::agent::service {
 namespace {
+
+using rpc::isLoopbackName;
+using rpc::parseListenAddress;
+using rpc::pickFreePort;
 
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
