@@ -1,9 +1,10 @@
-// The C++ API: free functions over the process's one Runtime instance.
+// The C++ API (hvd.hpp and engine.hpp): free functions over the process's one Runtime instance.
 #include <memory>
 #include <mutex>
 
 #include "collectives/collectives.h"
 #include "core/runtime.h"
+#include "hvd/engine.hpp"
 #include "hvd/hvd.hpp"
 
 namespace hvd {
@@ -29,6 +30,10 @@ core::Runtime& runtime() {
 }
 
 transport::Context& context() { return runtime().context(); }
+
+// The engine is thread-safe; init/shutdown from another thread while ops are submitted is the
+// caller's race, as with every other call of this API.
+engine::Engine& theEngine() { return runtime().engine(); }
 
 }  // namespace
 
@@ -103,5 +108,43 @@ std::vector<size_t> alltoallCounts(const std::vector<size_t>& sendCounts) {
 void barrier() { coll::barrier(context()); }
 
 std::string transportDescription() { return context().describeTransports(); }
+
+// --- engine (hvd/engine.hpp) ---------------------------------------------------------------
+
+Handle allreduceAsync(const std::string& name, const void* input, void* output, const Shape& shape,
+                      DataType type, const OpOptions& options) {
+  return theEngine().allreduce(name, input, output, shape, type, options);
+}
+
+Handle groupedAllreduceAsync(const std::vector<std::string>& names,
+                             const std::vector<const void*>& inputs,
+                             const std::vector<void*>& outputs, const std::vector<Shape>& shapes,
+                             DataType type, const OpOptions& options) {
+  return theEngine().groupedAllreduce(names, inputs, outputs, shapes, type, options);
+}
+
+Handle allgatherAsync(const std::string& name, const void* input, const Shape& shape,
+                      DataType type) {
+  return theEngine().allgather(name, input, shape, type);
+}
+
+Handle broadcastAsync(const std::string& name, void* buffer, const Shape& shape, DataType type,
+                      int root) {
+  return theEngine().broadcast(name, buffer, shape, type, root);
+}
+
+Handle reducescatterAsync(const std::string& name, const void* input, const Shape& shape,
+                          DataType type, const OpOptions& options) {
+  return theEngine().reducescatter(name, input, shape, type, options);
+}
+
+Handle alltoallAsync(const std::string& name, const void* input, const Shape& shape,
+                     const std::vector<int64_t>& splits, DataType type) {
+  return theEngine().alltoall(name, input, shape, splits, type);
+}
+
+Handle barrierAsync() { return theEngine().barrier(); }
+
+int join() { return theEngine().join(); }
 
 }  // namespace hvd

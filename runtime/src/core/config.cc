@@ -1,5 +1,6 @@
 #include "core/config.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -63,6 +64,67 @@ std::chrono::milliseconds optionalSeconds(const EnvReader& getenv, const char* n
   return std::chrono::milliseconds(static_cast<long long>(std::ceil(seconds * 1000)));
 }
 
+// An engine knob: its HVD_* name, or the HOROVOD_* alias when only that is set. Returns the
+// value (null when neither is set) and the name it came from, for error messages.
+const char* engineVariable(const EnvReader& getenv, const char* name, const char* alias,
+                           const char** used) {
+  const char* value = getenv(name);
+  *used = name;
+  if (value == nullptr || *value == '\0') {
+    value = getenv(alias);
+    *used = alias;
+  }
+  if (value == nullptr || *value == '\0') return nullptr;
+  return value;
+}
+
+// A non-negative decimal number (fractions allowed) no larger than `max`.
+double parseNonNegative(const char* name, const char* value, double max, const char* unit) {
+  char* end = nullptr;
+  errno = 0;
+  const double number = std::strtod(value, &end);
+  if (errno != 0 || end == value || *end != '\0' || !std::isfinite(number) || number < 0 ||
+      number > max) {
+    std::ostringstream expected;
+    expected << "a number of " << unit << " from 0 to " << max;
+    throw InvalidArgumentError(std::string(name) + "='" + value + "' is not " + expected.str());
+  }
+  return number;
+}
+
+void parseEngineKnobs(const EnvReader& getenv, Config& c) {
+  const char* used = nullptr;
+  if (const char* v = engineVariable(getenv, "HVD_CYCLE_TIME", "HOROVOD_CYCLE_TIME", &used)) {
+    const double ms = parseNonNegative(used, v, 60000, "milliseconds");
+    if (ms <= 0) {
+      throw InvalidArgumentError(std::string(used) + "='" + v +
+                                 "' is not a positive number of milliseconds");
+    }
+    c.cycleTime = std::chrono::microseconds(std::max<long long>(1, std::llround(ms * 1000)));
+  }
+  if (const char* v =
+          engineVariable(getenv, "HVD_CACHE_CAPACITY", "HOROVOD_CACHE_CAPACITY", &used)) {
+    c.cacheCapacity = static_cast<size_t>(parseInteger(used, v, 0, 1 << 20));
+  }
+  if (const char* v =
+          engineVariable(getenv, "HVD_FUSION_THRESHOLD", "HOROVOD_FUSION_THRESHOLD", &used)) {
+    c.fusionThreshold = static_cast<size_t>(parseInteger(used, v, 0, 1ll << 40));
+  }
+  if (const char* v = engineVariable(getenv, "HVD_STALL_CHECK_TIME",
+                                     "HOROVOD_STALL_CHECK_TIME_SECONDS", &used)) {
+    c.stallCheckTime =
+        std::chrono::milliseconds(std::llround(parseNonNegative(used, v, 1e6, "seconds") * 1000));
+  }
+  if (const char* v = engineVariable(getenv, "HVD_STALL_SHUTDOWN_TIME",
+                                     "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", &used)) {
+    c.stallShutdownTime =
+        std::chrono::milliseconds(std::llround(parseNonNegative(used, v, 1e6, "seconds") * 1000));
+  }
+  if (const char* v = engineVariable(getenv, "HVD_TIMELINE", "HOROVOD_TIMELINE", &used)) {
+    c.timelinePath = v;
+  }
+}
+
 }  // namespace
 
 Config parseConfig(const EnvReader& getenv) {
@@ -118,6 +180,7 @@ Config parseConfig(const EnvReader& getenv) {
         std::chrono::microseconds(optionalInt<long long>(getenv, "HVD_SPIN_US", 0, 0, 10'000'000));
     c.spinFromEnvironment = true;
   }
+  parseEngineKnobs(getenv, c);
   return c;
 }
 

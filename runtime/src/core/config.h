@@ -36,6 +36,14 @@ struct Config {
   size_t pieceBytes = 256 << 10;          // HVD_PIECE_BYTES (shared memory)
   size_t pieceBytesTcp = 1 << 20;         // HVD_PIECE_BYTES_TCP
 
+  // The engine (each also read under its HOROVOD_* name; the HVD_* one wins when both are set).
+  std::chrono::microseconds cycleTime{1000};            // HVD_CYCLE_TIME (ms, fractions ok)
+  size_t cacheCapacity = 1024;                          // HVD_CACHE_CAPACITY (0: no cache)
+  size_t fusionThreshold = size_t{128} << 20;           // HVD_FUSION_THRESHOLD (bytes; 0: off)
+  std::chrono::milliseconds stallCheckTime{60000};      // HVD_STALL_CHECK_TIME (s; 0: off)
+  std::chrono::milliseconds stallShutdownTime{300000};  // HVD_STALL_SHUTDOWN_TIME (s; 0: never)
+  std::string timelinePath;                             // HVD_TIMELINE (rank 0 writes it)
+
   // One line for the start-up log (the token is shown as "<set>").
   std::string summary() const;
 };

@@ -120,6 +120,9 @@ Runtime::Runtime(const Config& config, int generation) : config_(config) {
   if (config_.size == 1) {
     context_ = std::make_unique<transport::Context>(
         0, 1, std::vector<std::unique_ptr<transport::Link>>(1), options);
+    engineContext_ = std::make_unique<transport::Context>(
+        0, 1, std::vector<std::unique_ptr<transport::Link>>(1), options);
+    engine_ = std::make_unique<engine::Engine>(*engineContext_, engineOptions(config_));
     return;
   }
   store_ = std::make_unique<store::TcpStore>(config_.storeAddress, config_.jobId,
@@ -143,10 +146,32 @@ Runtime::Runtime(const Config& config, int generation) : config_(config) {
   failureBoard_ = std::make_unique<StoreFailureBoard>(scoped);
   context_->setFailureBoard(failureBoard_.get());
   log->info("connected: {} ranks over {}", config_.size, context_->describeTransports());
+
+  // The engine's own connections. No failure board: its background cycles would often be the
+  // first to notice a dead peer, and the root cause the job reports should come from the
+  // user's collectives; the engine fails its own handles with its own error.
+  engineScoped_ = std::make_unique<PrefixedStore>(scoped, "engine/");
+  engineContext_ = transport::connectMesh(*engineScoped_, mesh);
+  engine_ = std::make_unique<engine::Engine>(*engineContext_, engineOptions(config_));
+}
+
+engine::EngineOptions engineOptions(const Config& config) {
+  engine::EngineOptions o;
+  o.cycleTime = config.cycleTime;
+  o.cacheCapacity = config.cacheCapacity;
+  o.fusionThreshold = config.fusionThreshold;
+  o.stallCheckTime = config.stallCheckTime;
+  o.stallShutdownTime = config.stallShutdownTime;
+  o.timelinePath = config.timelinePath;
+  return o;
 }
 
 Runtime::~Runtime() {
-  // The context refers to the board: tear down in dependency order.
+  // The engine uses its context; the context refers to the board: tear down in dependency
+  // order. The engine stops in step with every rank's engine (see engine/engine.h).
+  engine_.reset();
+  engineContext_.reset();
+  engineScoped_.reset();
   context_.reset();
   failureBoard_.reset();
   scoped_.reset();

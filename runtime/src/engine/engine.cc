@@ -1,0 +1,523 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "collectives/collectives.h"
+#include "common/logging.h"
+#include "engine/timeline.h"
+#include "hvd/error.hpp"
+
+namespace hvd::engine {
+namespace {
+
+bool isFloat(DataType t) {
+  return t == DataType::kFloat16 || t == DataType::kBFloat16 || t == DataType::kFloat32 ||
+         t == DataType::kFloat64;
+}
+
+std::string describeOptions(const EngineOptions& o) {
+  std::ostringstream out;
+  out << "engine: cycle " << static_cast<double>(o.cycleTime.count()) / 1000.0
+      << " ms, fusion threshold " << o.fusionThreshold << " B"
+      << (o.fusionThreshold == 0 ? " (fusion off)" : "") << ", cache capacity " << o.cacheCapacity
+      << (o.cacheCapacity == 0 ? " (cache off)" : "") << ", stall check "
+      << static_cast<double>(o.stallCheckTime.count()) / 1000.0 << " s"
+      << (o.stallCheckTime.count() == 0 ? " (off)" : "") << ", stall shutdown "
+      << static_cast<double>(o.stallShutdownTime.count()) / 1000.0 << " s"
+      << (o.stallShutdownTime.count() == 0 ? " (never)" : "") << ", timeline "
+      << (o.timelinePath.empty() ? "off" : o.timelinePath);
+  return out.str();
+}
+
+void checkName(const std::string& what, const std::string& name) {
+  if (name.empty()) throw InvalidArgumentError(what + ": the op name is empty");
+  if (name.size() > 60000) {
+    throw InvalidArgumentError(what + " '" + name.substr(0, 40) + "...': name longer than 60000");
+  }
+}
+
+void checkShape(const std::string& what, const Shape& shape, bool needRows) {
+  if (shape.size() > 64) {
+    throw InvalidArgumentError(what + ": " + std::to_string(shape.size()) +
+                               " dimensions (at most 64)");
+  }
+  if (needRows && shape.empty()) {
+    throw InvalidArgumentError(what + ": needs at least one dimension (rows of dimension 0)");
+  }
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0)
+      throw InvalidArgumentError(what + ": negative dimension in shape " + formatShape(shape));
+    if (d != 0 && n > (int64_t{1} << 48) / d) {
+      throw InvalidArgumentError(what + ": shape " + formatShape(shape) + " is too large");
+    }
+    n *= d;
+  }
+}
+
+void checkScaling(const std::string& what, DataType type, const OpOptions& o) {
+  if (!isFloat(type) && (o.prescaleFactor != 1.0 || o.postscaleFactor != 1.0)) {
+    throw InvalidArgumentError(what +
+                               ": prescale/postscale factors apply to floating-point "
+                               "types only (got " +
+                               std::string(dataTypeName(type)) + ")");
+  }
+  if (o.fp16Compression && !isFloat(type)) {
+    throw InvalidArgumentError(what + ": fp16 compression applies to floating-point types only");
+  }
+  if (o.device >= 0) {
+    throw InvalidArgumentError(what + ": device buffers (device " + std::to_string(o.device) +
+                               ") need a GPU backend, which this build does not have");
+  }
+}
+
+}  // namespace
+
+Engine::Engine(transport::Context& context, EngineOptions options)
+    : context_(context),
+      options_(std::move(options)),
+      rank_(context.rank()),
+      size_(context.size()),
+      timeline_(!options_.timelinePath.empty() && context.rank() == 0
+                    ? std::make_unique<Timeline>(options_.timelinePath, context.rank())
+                    : nullptr),
+      controller_(context.rank(), context.size(), options_.cacheCapacity),
+      stall_(options_.stallCheckTime, options_.stallShutdownTime),
+      executor_(context, options_.fusionThreshold, counters_, timeline_.get()) {
+  if (rank_ == 0) logging::get("engine")->info("{}", describeOptions(options_));
+  thread_ = std::thread([this] { loop(); });
+}
+
+Engine::~Engine() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopRequested_ = true;
+    wake_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+Clock::time_point Engine::now() const { return options_.clock ? options_.clock() : Clock::now(); }
+
+EngineStats Engine::stats() const {
+  EngineStats s;
+  s.cycles = counters_.cycles.load();
+  s.negotiations = counters_.negotiations.load();
+  s.collectives = counters_.collectives.load();
+  s.fusedTensors = counters_.fusedTensors.load();
+  s.cacheHits = counters_.cacheHits.load();
+  s.responses = counters_.responses.load();
+  s.errors = counters_.errors.load();
+  return s;
+}
+
+void Engine::setPaused(bool paused) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    paused_ = paused;
+    wake_ = true;
+  }
+  cv_.notify_all();
+}
+
+// --- submission ---------------------------------------------------------------------------
+
+std::unique_ptr<LocalOp> Engine::makeOp(const std::string& name, OpType type, const void* input,
+                                        void* output, const Shape& shape, DataType dtype) const {
+  const std::string what = std::string(opTypeName(type)) + " '" + name + "'";
+  checkName(opTypeName(type), name);
+  dataTypeSize(dtype);  // throws for a value outside the enum
+  checkShape(
+      what, shape,
+      type == OpType::kAllgather || type == OpType::kReducescatter || type == OpType::kAlltoall);
+  auto op = std::make_unique<LocalOp>();
+  op->request.name = name;
+  op->request.type = type;
+  op->request.dtype = dtype;
+  op->request.shape = shape;
+  op->input = input;
+  op->output = output;
+  if (op->request.elements() > 0 && type != OpType::kBarrier &&
+      (input == nullptr || (type == OpType::kAllreduce && output == nullptr))) {
+    throw InvalidArgumentError(what + ": null buffer");
+  }
+  return op;
+}
+
+Handle Engine::submit(std::vector<std::unique_ptr<LocalOp>> ops, std::shared_ptr<OpState> state) {
+  for (auto& op : ops) op->state = state;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (failure_) std::rethrow_exception(failure_);
+    for (size_t i = 0; i < ops.size(); ++i) {
+      const Request& r = ops[i]->request;
+      bool duplicate = inFlight_.count(r.name) > 0;
+      for (size_t j = 0; j < i; ++j) duplicate = duplicate || ops[j]->request.name == r.name;
+      if (duplicate) {
+        throw InvalidArgumentError(std::string(opTypeName(r.type)) + " '" + r.name +
+                                   "': an op of this name is already in flight on rank " +
+                                   std::to_string(rank_) +
+                                   " (a name identifies one op across ranks: wait for the "
+                                   "first before submitting it again)");
+      }
+    }
+    for (auto& op : ops) {
+      inFlight_.insert(op->request.name);
+      incoming_.push_back(std::move(op));
+    }
+    wake_ = true;
+  }
+  cv_.notify_all();
+  return Handle(std::move(state));
+}
+
+Handle Engine::allreduce(const std::string& name, const void* input, void* output,
+                         const Shape& shape, DataType type, const OpOptions& options) {
+  auto op = makeOp(name, OpType::kAllreduce, input, output, shape, type);
+  checkScaling("allreduce '" + name + "'", type, options);
+  op->request.reduceOp = options.op;
+  op->request.prescale = options.prescaleFactor;
+  op->request.postscale = options.postscaleFactor;
+  op->request.fp16 = options.fp16Compression;
+  op->request.device = options.device;
+  std::vector<std::unique_ptr<LocalOp>> ops;
+  ops.push_back(std::move(op));
+  return submit(std::move(ops), std::make_shared<OpState>(name, 1));
+}
+
+Handle Engine::groupedAllreduce(const std::vector<std::string>& names,
+                                const std::vector<const void*>& inputs,
+                                const std::vector<void*>& outputs, const std::vector<Shape>& shapes,
+                                DataType type, const OpOptions& options) {
+  if (names.empty()) throw InvalidArgumentError("groupedAllreduce: no members");
+  if (inputs.size() != names.size() || outputs.size() != names.size() ||
+      shapes.size() != names.size()) {
+    throw InvalidArgumentError(
+        "groupedAllreduce: names, inputs, outputs and shapes differ in "
+        "length (" +
+        std::to_string(names.size()) + ", " + std::to_string(inputs.size()) + ", " +
+        std::to_string(outputs.size()) + ", " + std::to_string(shapes.size()) + ")");
+  }
+  const uint64_t group = groupIdOf(names);
+  std::vector<std::unique_ptr<LocalOp>> ops;
+  for (size_t i = 0; i < names.size(); ++i) {
+    auto op = makeOp(names[i], OpType::kAllreduce, inputs[i], outputs[i], shapes[i], type);
+    checkScaling("allreduce '" + names[i] + "'", type, options);
+    op->request.reduceOp = options.op;
+    op->request.prescale = options.prescaleFactor;
+    op->request.postscale = options.postscaleFactor;
+    op->request.fp16 = options.fp16Compression;
+    op->request.device = options.device;
+    op->request.groupId = group;
+    op->request.groupSize = static_cast<int32_t>(names.size());
+    ops.push_back(std::move(op));
+  }
+  const std::string label =
+      names.size() == 1 ? names[0] : names[0] + " (+" + std::to_string(names.size() - 1) + " more)";
+  return submit(std::move(ops), std::make_shared<OpState>(label, static_cast<int>(names.size())));
+}
+
+Handle Engine::allgather(const std::string& name, const void* input, const Shape& shape,
+                         DataType type) {
+  std::vector<std::unique_ptr<LocalOp>> ops;
+  ops.push_back(makeOp(name, OpType::kAllgather, input, nullptr, shape, type));
+  return submit(std::move(ops), std::make_shared<OpState>(name, 1));
+}
+
+Handle Engine::broadcast(const std::string& name, void* buffer, const Shape& shape, DataType type,
+                         int root) {
+  auto op = makeOp(name, OpType::kBroadcast, buffer, buffer, shape, type);
+  if (root < 0 || root >= size_) {
+    throw InvalidArgumentError("broadcast '" + name + "': root " + std::to_string(root) +
+                               " is not a rank (0.." + std::to_string(size_ - 1) + ")");
+  }
+  op->request.root = root;
+  std::vector<std::unique_ptr<LocalOp>> ops;
+  ops.push_back(std::move(op));
+  return submit(std::move(ops), std::make_shared<OpState>(name, 1));
+}
+
+Handle Engine::reducescatter(const std::string& name, const void* input, const Shape& shape,
+                             DataType type, const OpOptions& options) {
+  auto op = makeOp(name, OpType::kReducescatter, input, nullptr, shape, type);
+  checkScaling("reducescatter '" + name + "'", type, options);
+  if (options.fp16Compression) {
+    throw InvalidArgumentError("reducescatter '" + name + "': fp16 compression is for allreduce");
+  }
+  op->request.reduceOp = options.op;
+  op->request.prescale = options.prescaleFactor;
+  op->request.postscale = options.postscaleFactor;
+  std::vector<std::unique_ptr<LocalOp>> ops;
+  ops.push_back(std::move(op));
+  return submit(std::move(ops), std::make_shared<OpState>(name, 1));
+}
+
+Handle Engine::alltoall(const std::string& name, const void* input, const Shape& shape,
+                        const std::vector<int64_t>& splits, DataType type) {
+  auto op = makeOp(name, OpType::kAlltoall, input, nullptr, shape, type);
+  const int64_t rows = shape[0];
+  std::vector<int64_t> explicitSplits = splits;
+  if (explicitSplits.empty()) {
+    if (rows % size_ != 0) {
+      throw InvalidArgumentError("alltoall '" + name + "': " + std::to_string(rows) +
+                                 " rows do not split equally over " + std::to_string(size_) +
+                                 " ranks (pass splits)");
+    }
+    explicitSplits.assign(size_, rows / size_);
+  }
+  if (static_cast<int>(explicitSplits.size()) != size_) {
+    throw InvalidArgumentError("alltoall '" + name + "': " + std::to_string(explicitSplits.size()) +
+                               " splits for " + std::to_string(size_) + " ranks");
+  }
+  int64_t sum = 0;
+  for (int64_t s : explicitSplits) {
+    if (s < 0) throw InvalidArgumentError("alltoall '" + name + "': negative split");
+    sum += s;
+  }
+  if (sum != rows) {
+    throw InvalidArgumentError("alltoall '" + name + "': splits add up to " + std::to_string(sum) +
+                               " rows, the input has " + std::to_string(rows));
+  }
+  op->request.splits = std::move(explicitSplits);
+  std::vector<std::unique_ptr<LocalOp>> ops;
+  ops.push_back(std::move(op));
+  return submit(std::move(ops), std::make_shared<OpState>(name, 1));
+}
+
+Handle Engine::barrier() {
+  uint64_t n;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    n = barriers_++;
+  }
+  const std::string name = "hvd.barrier." + std::to_string(n);
+  std::vector<std::unique_ptr<LocalOp>> ops;
+  ops.push_back(makeOp(name, OpType::kBarrier, nullptr, nullptr, {}, DataType::kUInt8));
+  return submit(std::move(ops), std::make_shared<OpState>(name, 1));
+}
+
+int Engine::join() {
+  std::shared_ptr<OpState> state;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (failure_) std::rethrow_exception(failure_);
+    if (joinOp_)
+      throw InvalidArgumentError(
+          "join: this rank is already joining (from another "
+          "thread)");
+    joinOp_ = std::make_shared<OpState>("join", 1);
+    state = joinOp_;
+    wake_ = true;
+  }
+  cv_.notify_all();
+  state->wait();
+  return static_cast<int>(state->value());
+}
+
+// --- the engine thread --------------------------------------------------------------------
+
+void Engine::loop() {
+  auto log = logging::get("engine");
+  auto next = Clock::now();
+  while (true) {
+    bool stop = false;
+    bool joined = false;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      cv_.wait_until(lock, next, [&] { return wake_; });
+      wake_ = false;
+      if (!paused_) {
+        for (auto& op : incoming_) {
+          if (timeline_) {
+            timeline_->begin(op->request.name, "NEGOTIATE_" + opTypeUpper(op->request.type));
+          }
+          activeOrder_.push_back(op.get());
+          active_[op->request.name] = std::move(op);
+        }
+        incoming_.clear();
+      }
+      stop = stopRequested_;
+      joined = joinOp_ != nullptr;
+    }
+    next = Clock::now() + options_.cycleTime;
+    try {
+      if (!cycle(stop, joined)) break;
+    } catch (const std::exception& e) {
+      // A collective failed (a peer died or timed out), or a protocol error: break the
+      // context so that peers fail promptly too, and fail everything here.
+      const auto error = std::current_exception();
+      if (!context_.broken()) context_.markBroken(e.what());
+      const bool pending = !active_.empty();
+      if (pending) {
+        log->warn("engine stopped: {}", e.what());
+      } else {
+        log->info("engine stopped: {}", e.what());
+      }
+      failAll(error);
+      break;
+    }
+  }
+}
+
+bool Engine::cycle(bool stop, bool joined) {
+  ++counters_.cycles;
+  const auto t = now();
+  // Which pending ops hit the response cache, and which must be sent as requests.
+  std::vector<size_t> hits;
+  std::vector<Request> fresh;
+  const auto demoteAfter = options_.stallCheckTime / 2;
+  for (LocalOp* op : activeOrder_) {
+    if (op->phase == LocalOp::Phase::kSent) continue;
+    std::optional<size_t> slot;
+    if (cacheable(op->request)) slot = controller_.cache().lookup(op->request);
+    // An op waiting on its cache bit for long is sent as a request instead, so that the stall
+    // inspector sees it in the table (with the ranks it waits on).
+    const bool demote = op->phase == LocalOp::Phase::kCached && stall_.enabled() &&
+                        t - op->cachedSince > demoteAfter;
+    if (slot && !demote) {
+      if (op->phase != LocalOp::Phase::kCached) {
+        op->phase = LocalOp::Phase::kCached;
+        op->cachedSince = t;
+      }
+      hits.push_back(*slot);
+    } else {
+      op->phase = LocalOp::Phase::kSent;
+      fresh.push_back(op->request);
+    }
+  }
+  BitFlags flags;
+  flags.uncached = !fresh.empty();
+  flags.stop = stop;
+  flags.stallShutdown = rank_ == 0 && stallShutdownDue_;
+  flags.joined = joined;
+  std::vector<uint8_t> bits = controller_.makeBits(hits, flags);
+  AllreduceOptions min;
+  min.op = ReduceOp::kMin;
+  coll::allreduce(context_, bits.data(), bits.data(), bits.size(), DataType::kUInt8, min);
+  const BitFlags any = controller_.applyBits(bits);
+
+  if (any.stallShutdown) {
+    const std::string message = stall_.shutdownMessage(controller_.waitingOps());
+    logging::get("engine")->error("{}", message);
+    failAll(std::make_exception_ptr(TimeoutError(message)));
+    return false;
+  }
+  if (any.uncached) negotiate(fresh);
+  execute(controller_.takeResponses());
+
+  if (any.joined) {
+    // Every rank has joined: join() returns the last one everywhere; a new epoch starts.
+    std::shared_ptr<OpState> op;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      op = std::move(joinOp_);
+      joinOp_.reset();
+    }
+    if (op) {
+      op->setValue(controller_.lastJoined());
+      op->finishMember(nullptr);
+    }
+    controller_.resetJoin();
+  }
+  if (any.stop) {
+    failAll(std::make_exception_ptr(
+        InvalidArgumentError("hvd was shut down (hvd::shutdown() on some rank): the engine "
+                             "stopped before this op ran")));
+    return false;
+  }
+  if (rank_ == 0 && stall_.enabled()) checkStalls(t);
+  return true;
+}
+
+void Engine::negotiate(const std::vector<Request>& fresh) {
+  ++counters_.negotiations;
+  const std::string mine = serializeRequests(fresh);
+  const std::vector<size_t> counts = coll::allgatherCounts(context_, mine.size());
+  size_t total = 0;
+  for (size_t c : counts) total += c;
+  std::vector<uint8_t> all(total);
+  coll::allgather(context_, mine.data(), mine.size(), all.data(), counts, DataType::kUInt8);
+  std::vector<std::vector<Request>> batches;
+  size_t offset = 0;
+  for (size_t c : counts) {
+    batches.push_back(parseRequests(all.data() + offset, c));
+    offset += c;
+  }
+  controller_.applyRequests(batches, now());
+}
+
+LocalOp* Engine::localOp(const std::string& name) {
+  auto it = active_.find(name);
+  return it == active_.end() ? nullptr : it->second.get();
+}
+
+void Engine::execute(const std::vector<Response>& responses) {
+  for (const auto& [begin, end] : executor_.plan(responses)) {
+    if (responses[begin].kind == Response::Kind::kError) {
+      ++counters_.errors;
+      if (LocalOp* op = localOp(responses[begin].request.name)) {
+        if (timeline_) {
+          timeline_->end(op->request.name);
+          timeline_->instant(op->request.name, "ERROR");
+        }
+        complete(op, std::make_exception_ptr(InvalidArgumentError(responses[begin].error)));
+      }
+      continue;
+    }
+    std::vector<LocalOp*> locals;
+    for (size_t i = begin; i < end; ++i) {
+      LocalOp* op = localOp(responses[i].request.name);
+      if (op && timeline_) timeline_->end(op->request.name);  // NEGOTIATE_*
+      locals.push_back(op);
+    }
+    executor_.run(responses, begin, end, locals);
+    for (size_t i = begin; i < end; ++i) {
+      controller_.recordSuccess(responses[i]);
+      ++counters_.responses;
+      if (responses[i].cacheSlot >= 0) ++counters_.cacheHits;
+      if (locals[i - begin] != nullptr) complete(locals[i - begin], nullptr);
+    }
+  }
+}
+
+void Engine::complete(LocalOp* op, std::exception_ptr error) {
+  const std::string name = op->request.name;
+  std::shared_ptr<OpState> state = op->state;
+  activeOrder_.erase(std::find(activeOrder_.begin(), activeOrder_.end(), op));
+  active_.erase(name);  // destroys *op
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    inFlight_.erase(name);
+  }
+  state->finishMember(error);
+}
+
+void Engine::failAll(std::exception_ptr error) {
+  std::vector<std::shared_ptr<OpState>> states;
+  for (auto& [name, op] : active_) states.push_back(op->state);
+  active_.clear();
+  activeOrder_.clear();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!failure_) failure_ = error;
+    for (auto& op : incoming_) states.push_back(op->state);
+    incoming_.clear();
+    inFlight_.clear();
+    if (joinOp_) states.push_back(std::move(joinOp_));
+    joinOp_.reset();
+  }
+  for (auto& state : states) state->fail(error);
+}
+
+void Engine::checkStalls(Clock::time_point t) {
+  const auto verdict = stall_.inspect(controller_.waitingOps(), t);
+  if (!verdict.warning.empty()) {
+    logging::get("engine")->warn("{}", verdict.warning);
+    if (options_.onStallWarning) options_.onStallWarning(verdict.warning);
+  }
+  if (verdict.shutdown) stallShutdownDue_ = true;
+}
+
+}  // namespace hvd::engine

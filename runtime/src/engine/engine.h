@@ -1,0 +1,147 @@
+// The engine (DESIGN.md "Engine"): named ops submitted from any thread, negotiated by a
+// background thread on a Context of their own, checked, fused and run. See hvd/engine.hpp for
+// the user-visible semantics and controller.h for the negotiation protocol.
+//
+// Threads: submit calls, join() and stats() may come from any thread; they touch only the
+// submission queue, the in-flight name set and the join request, under `mutex_`. Everything
+// else — the replicated negotiation state, the ops being negotiated, the fusion buffer, the
+// Context — belongs to the engine thread alone. Handles are completed through their OpState's
+// own mutex, after the name has left the in-flight set (so a waiter may resubmit the name at
+// once). Lock order: mutex_ before an OpState's mutex, never the reverse.
+//
+// Lifetime: the destructor asks every rank to stop (a flag in the next cycle's bit vector) and
+// joins the thread; all ranks leave the cycle loop in the same cycle, so no rank is left
+// waiting in a collective. Ops still pending then fail with an error saying hvd was shut down.
+// A failing collective (a peer died or timed out) fails every pending op and every later submit
+// with that error; a stall shutdown fails them with an hvd::TimeoutError naming the stalled ops.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/controller.h"
+#include "engine/executor.h"
+#include "engine/op_state.h"
+#include "engine/stall.h"
+#include "hvd/engine.hpp"
+#include "transport/context.h"
+
+namespace hvd::engine {
+
+class Timeline;
+
+struct EngineOptions {
+  std::chrono::microseconds cycleTime{1000};            // HVD_CYCLE_TIME
+  size_t cacheCapacity = 1024;                          // HVD_CACHE_CAPACITY (0: off)
+  size_t fusionThreshold = size_t{128} << 20;           // HVD_FUSION_THRESHOLD (0: off)
+  std::chrono::milliseconds stallCheckTime{60000};      // HVD_STALL_CHECK_TIME (0: off)
+  std::chrono::milliseconds stallShutdownTime{300000};  // HVD_STALL_SHUTDOWN_TIME (0: never)
+  std::string timelinePath;                             // HVD_TIMELINE (rank 0 writes it)
+  // Time for stall decisions and table stamps (tests inject a fake one); default steady_clock.
+  std::function<Clock::time_point()> clock;
+  // Called on rank 0 with each stall warning, besides the log (tests capture it here).
+  std::function<void(const std::string&)> onStallWarning;
+};
+
+// What the engine did so far (monotonic counters).
+struct EngineStats {
+  uint64_t cycles = 0;        // negotiation cycles (one bit-vector allreduce each)
+  uint64_t negotiations = 0;  // cycles that also exchanged uncached requests
+  uint64_t collectives = 0;   // data collectives run (one per fused batch)
+  uint64_t fusedTensors = 0;  // tensors that shared their collective with others
+  uint64_t cacheHits = 0;     // ops negotiated through the response cache alone
+  uint64_t responses = 0;     // ops run successfully
+  uint64_t errors = 0;        // ops failed by negotiation (mismatch, joined ranks)
+};
+
+class Engine {
+ public:
+  // `context` must outlive the engine and be used by nothing else. Starts the thread.
+  Engine(transport::Context& context, EngineOptions options);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+
+  Handle allreduce(const std::string& name, const void* input, void* output, const Shape& shape,
+                   DataType type, const OpOptions& options);
+  Handle groupedAllreduce(const std::vector<std::string>& names,
+                          const std::vector<const void*>& inputs, const std::vector<void*>& outputs,
+                          const std::vector<Shape>& shapes, DataType type,
+                          const OpOptions& options);
+  Handle allgather(const std::string& name, const void* input, const Shape& shape, DataType type);
+  Handle broadcast(const std::string& name, void* buffer, const Shape& shape, DataType type,
+                   int root);
+  Handle reducescatter(const std::string& name, const void* input, const Shape& shape,
+                       DataType type, const OpOptions& options);
+  Handle alltoall(const std::string& name, const void* input, const Shape& shape,
+                  const std::vector<int64_t>& splits, DataType type);
+  Handle barrier();
+  int join();
+
+  EngineStats stats() const;
+
+  // Tests and benchmarks: while paused, submissions queue up but do not enter negotiation
+  // (cycles go on), so that a burst of ops is negotiated in one cycle.
+  void setPaused(bool paused);
+
+ private:
+  Handle submit(std::vector<std::unique_ptr<LocalOp>> ops, std::shared_ptr<OpState> state);
+  std::unique_ptr<LocalOp> makeOp(const std::string& name, OpType type, const void* input,
+                                  void* output, const Shape& shape, DataType dtype) const;
+
+  void loop();
+  // One negotiation cycle; false when the engine stops (shutdown, stall shutdown).
+  bool cycle(bool stop, bool joined);
+  void negotiate(const std::vector<Request>& fresh);
+  void execute(const std::vector<Response>& responses);
+  LocalOp* localOp(const std::string& name);
+  void complete(LocalOp* op, std::exception_ptr error);
+  // Fails every pending op (and join) with `error`; later submits throw it.
+  void failAll(std::exception_ptr error);
+  void checkStalls(Clock::time_point now);
+  Clock::time_point now() const;
+
+  transport::Context& context_;
+  const EngineOptions options_;
+  const int rank_;
+  const int size_;
+
+  // Shared with submitting threads.
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  std::vector<std::unique_ptr<LocalOp>> incoming_;
+  std::set<std::string> inFlight_;
+  std::shared_ptr<OpState> joinOp_;
+  std::exception_ptr failure_;  // set once the engine stopped: later submits throw it
+  bool stopRequested_ = false;
+  bool paused_ = false;
+  bool wake_ = false;  // something for the engine thread: start a cycle now
+  uint64_t barriers_ = 0;
+
+  // Engine thread only.
+  std::unique_ptr<Timeline> timeline_;
+  Controller controller_;
+  StallInspector stall_;
+  EngineCounters counters_;
+  Executor executor_;
+  std::map<std::string, std::unique_ptr<LocalOp>> active_;
+  std::vector<LocalOp*> activeOrder_;  // submission order
+  bool stallShutdownDue_ = false;
+
+  std::thread thread_;
+};
+
+}  // namespace hvd::engine

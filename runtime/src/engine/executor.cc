@@ -1,0 +1,343 @@
+#include "engine/executor.h"
+
+#include <cstring>
+
+#include "collectives/collectives.h"
+#include "common/half.h"
+#include "engine/timeline.h"
+#include "hvd/error.hpp"
+
+namespace hvd::engine {
+namespace {
+
+bool isFloat(DataType t) {
+  return t == DataType::kFloat16 || t == DataType::kBFloat16 || t == DataType::kFloat32 ||
+         t == DataType::kFloat64;
+}
+
+// The type an allreduce travels in: float16 for compressed float32/float64.
+DataType wireType(const Request& r) {
+  if (r.fp16 && (r.dtype == DataType::kFloat32 || r.dtype == DataType::kFloat64)) {
+    return DataType::kFloat16;
+  }
+  return r.dtype;
+}
+
+bool fusable(const Request& a, const Request& b) {
+  return a.dtype == b.dtype && a.reduceOp == b.reduceOp && a.prescale == b.prescale &&
+         a.postscale == b.postscale && a.fp16 == b.fp16 && a.device == b.device;
+}
+
+double load(DataType t, const void* base, size_t i) {
+  switch (t) {
+    case DataType::kFloat16:
+      return halfToFloat(static_cast<const uint16_t*>(base)[i]);
+    case DataType::kBFloat16:
+      return bfloat16ToFloat(static_cast<const uint16_t*>(base)[i]);
+    case DataType::kFloat32:
+      return static_cast<const float*>(base)[i];
+    case DataType::kFloat64:
+      return static_cast<const double*>(base)[i];
+    default:
+      throw InternalError("engine: scaling is only defined for floating-point types");
+  }
+}
+
+void store(DataType t, void* base, size_t i, double v) {
+  switch (t) {
+    case DataType::kFloat16:
+      static_cast<uint16_t*>(base)[i] = floatToHalf(static_cast<float>(v));
+      break;
+    case DataType::kBFloat16:
+      static_cast<uint16_t*>(base)[i] = floatToBfloat16(static_cast<float>(v));
+      break;
+    case DataType::kFloat32:
+      static_cast<float*>(base)[i] = static_cast<float>(v);
+      break;
+    case DataType::kFloat64:
+      static_cast<double*>(base)[i] = v;
+      break;
+    default:
+      throw InternalError("engine: scaling is only defined for floating-point types");
+  }
+}
+
+}  // namespace
+
+void convertScaled(DataType srcType, const void* src, DataType dstType, void* dst, size_t count,
+                   double factor, int divisor) {
+  if (srcType == dstType && factor == 1.0 && divisor <= 1) {
+    if (src != dst) std::memcpy(dst, src, count * dataTypeSize(srcType));
+    return;
+  }
+  if (!isFloat(srcType) || !isFloat(dstType)) {
+    throw InternalError("engine: cannot scale or convert integer data");
+  }
+  // Fast paths for the common float32 cases (the compiler vectorises them).
+  if (srcType == DataType::kFloat32 && dstType == DataType::kFloat32 && divisor <= 1) {
+    const float f = static_cast<float>(factor);
+    const float* in = static_cast<const float*>(src);
+    float* out = static_cast<float*>(dst);
+    if (static_cast<double>(f) == factor) {
+      for (size_t i = 0; i < count; ++i) out[i] = in[i] * f;
+      return;
+    }
+  }
+  for (size_t i = 0; i < count; ++i) {
+    double v = load(srcType, src, i);
+    if (divisor > 1) v /= divisor;
+    if (factor != 1.0) v *= factor;
+    store(dstType, dst, i, v);
+  }
+}
+
+std::vector<std::pair<size_t, size_t>> planBatches(const std::vector<Response>& responses,
+                                                   size_t fusionThreshold) {
+  std::vector<std::pair<size_t, size_t>> batches;
+  size_t i = 0;
+  while (i < responses.size()) {
+    const Response& head = responses[i];
+    // A unit: one response, or the consecutive members of one group.
+    auto unitEnd = [&](size_t at) {
+      size_t j = at + 1;
+      const Request& r = responses[at].request;
+      if (responses[at].kind == Response::Kind::kRun && r.groupSize > 0) {
+        while (j < responses.size() && responses[j].kind == Response::Kind::kRun &&
+               responses[j].request.groupId == r.groupId && fusable(responses[j].request, r)) {
+          ++j;
+        }
+      }
+      return j;
+    };
+    if (head.kind != Response::Kind::kRun || head.request.type != OpType::kAllreduce) {
+      batches.emplace_back(i, i + 1);
+      ++i;
+      continue;
+    }
+    auto unitBytes = [&](size_t from, size_t to) {
+      size_t bytes = 0;
+      for (size_t k = from; k < to; ++k) {
+        bytes += static_cast<size_t>(responses[k].request.elements()) *
+                 dataTypeSize(wireType(responses[k].request));
+      }
+      return bytes;
+    };
+    size_t end = unitEnd(i);
+    size_t bytes = unitBytes(i, end);
+    while (fusionThreshold > 0 && end < responses.size()) {
+      const Response& next = responses[end];
+      if (next.kind != Response::Kind::kRun || next.request.type != OpType::kAllreduce ||
+          !fusable(next.request, head.request)) {
+        break;
+      }
+      const size_t nextEnd = unitEnd(end);
+      const size_t nextBytes = unitBytes(end, nextEnd);
+      if (bytes + nextBytes > fusionThreshold) break;
+      bytes += nextBytes;
+      end = nextEnd;
+    }
+    batches.emplace_back(i, end);
+    i = end;
+  }
+  return batches;
+}
+
+Executor::Executor(transport::Context& context, size_t fusionThreshold, EngineCounters& counters,
+                   Timeline* timeline)
+    : context_(context),
+      fusionThreshold_(fusionThreshold),
+      counters_(counters),
+      timeline_(timeline) {}
+
+uint8_t* Executor::dataOf(std::vector<uint8_t>& v) { return v.empty() ? &emptyByte_ : v.data(); }
+
+const void* Executor::inputOf(const LocalOp* op) {
+  return op->input != nullptr ? op->input : &emptyByte_;
+}
+
+uint8_t* Executor::fusionBuffer(size_t bytes) {
+  if (fusion_.size() < bytes) fusion_.resize(bytes);
+  return fusion_.data();
+}
+
+void Executor::phaseBegin(const LocalOp* local, const char* activity) {
+  if (timeline_ != nullptr && local != nullptr) timeline_->begin(local->request.name, activity);
+}
+
+void Executor::phaseEnd(const LocalOp* local) {
+  if (timeline_ != nullptr && local != nullptr) timeline_->end(local->request.name);
+}
+
+void Executor::run(const std::vector<Response>& responses, size_t begin, size_t end,
+                   const std::vector<LocalOp*>& locals) {
+  const Response& head = responses[begin];
+  const OpType type = head.request.type;
+  for (LocalOp* local : locals) phaseBegin(local, opTypeUpper(type).c_str());
+  switch (type) {
+    case OpType::kAllreduce: {
+      std::vector<const Response*> batch;
+      for (size_t i = begin; i < end; ++i) batch.push_back(&responses[i]);
+      allreduceBatch(batch, locals);
+      break;
+    }
+    case OpType::kAllgather:
+      allgather(head, locals[0]);
+      break;
+    case OpType::kBroadcast:
+      broadcast(head, locals[0]);
+      break;
+    case OpType::kReducescatter:
+      reducescatter(head, locals[0]);
+      break;
+    case OpType::kAlltoall:
+      alltoall(head, locals[0]);
+      break;
+    case OpType::kBarrier:
+    case OpType::kJoin:
+      // Negotiation itself synchronised the ranks: every rank submitted it.
+      break;
+  }
+  for (LocalOp* local : locals) phaseEnd(local);
+}
+
+void Executor::allreduceBatch(const std::vector<const Response*>& batch,
+                              const std::vector<LocalOp*>& locals) {
+  const Request& meta = batch.front()->request;
+  const DataType type = meta.dtype;
+  const DataType wire = wireType(meta);
+  const bool compressed = wire != type;
+  const int n = context_.size();
+  ++counters_.collectives;
+  if (batch.size() > 1) counters_.fusedTensors += batch.size();
+
+  // Direct: one tensor, nothing to pack.
+  if (batch.size() == 1 && locals[0] != nullptr && meta.prescale == 1.0 && !compressed) {
+    LocalOp* op = locals[0];
+    const size_t count = static_cast<size_t>(meta.elements());
+    phaseBegin(op, "HVD_ALLREDUCE");
+    coll::allreduce(context_, op->input, op->output, count, type, {meta.reduceOp});
+    phaseEnd(op);
+    if (meta.postscale != 1.0) {
+      convertScaled(type, op->output, type, op->output, count, meta.postscale, 1);
+    }
+    return;
+  }
+
+  const size_t wireSize = dataTypeSize(wire);
+  size_t total = 0;
+  for (const Response* r : batch) total += static_cast<size_t>(r->request.elements());
+  uint8_t* buffer = fusionBuffer(total * wireSize);
+  size_t offset = 0;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const size_t count = static_cast<size_t>(batch[i]->request.elements());
+    uint8_t* at = buffer + offset * wireSize;
+    if (locals[i] != nullptr) {
+      phaseBegin(locals[i], "MEMCPY_IN_FUSION_BUFFER");
+      convertScaled(type, locals[i]->input, wire, at, count, meta.prescale, 1);
+      phaseEnd(locals[i]);
+    } else {
+      std::memset(at, 0, count * wireSize);  // a joined rank contributes zeros
+    }
+    offset += count;
+  }
+  // Compressed averages are summed in float16 and divided after the cast back.
+  const ReduceOp op =
+      compressed && meta.reduceOp == ReduceOp::kAverage ? ReduceOp::kSum : meta.reduceOp;
+  for (LocalOp* local : locals) phaseBegin(local, "HVD_ALLREDUCE");
+  coll::allreduce(context_, buffer, buffer, total, wire, {op});
+  for (LocalOp* local : locals) phaseEnd(local);
+  const int divisor = compressed && meta.reduceOp == ReduceOp::kAverage ? n : 1;
+  offset = 0;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const size_t count = static_cast<size_t>(batch[i]->request.elements());
+    if (locals[i] != nullptr) {
+      phaseBegin(locals[i], "MEMCPY_OUT_FUSION_BUFFER");
+      convertScaled(wire, buffer + offset * wireSize, type, locals[i]->output, count,
+                    meta.postscale, divisor);
+      phaseEnd(locals[i]);
+    }
+    offset += count;
+  }
+}
+
+void Executor::allgather(const Response& response, LocalOp* local) {
+  const Request& meta = response.request;
+  const size_t elem = dataTypeSize(meta.dtype);
+  const int64_t rowElements = meta.rowElements();
+  std::vector<size_t> counts;
+  int64_t rows = 0;
+  for (const Request& r : response.perRank) {
+    counts.push_back(static_cast<size_t>(r.shape[0] * rowElements));
+    rows += r.shape[0];
+  }
+  const int me = context_.rank();
+  auto& out = local->state->mutableOutput();
+  out.resize(static_cast<size_t>(rows * rowElements) * elem);
+  ++counters_.collectives;
+  coll::allgather(context_, inputOf(local), counts[me], dataOf(out), counts, meta.dtype);
+  Shape shape = local->request.shape;
+  shape[0] = rows;
+  local->state->mutableOutputShape() = shape;
+}
+
+void Executor::broadcast(const Response& response, LocalOp* local) {
+  const Request& meta = response.request;
+  ++counters_.collectives;
+  coll::broadcast(context_, local->output, static_cast<size_t>(meta.elements()), meta.dtype,
+                  {meta.root});
+}
+
+void Executor::reducescatter(const Response& response, LocalOp* local) {
+  const Request& meta = response.request;
+  const size_t elem = dataTypeSize(meta.dtype);
+  const size_t count = static_cast<size_t>(meta.elements());
+  const size_t rowElements = static_cast<size_t>(meta.rowElements());
+  const auto counts = coll::reducescatterCounts(count, context_.size(), rowElements);
+  const size_t mine = counts[context_.rank()];
+  const void* input = inputOf(local);
+  if (meta.prescale != 1.0) {
+    uint8_t* scaled = fusionBuffer(count * elem);
+    convertScaled(meta.dtype, input, meta.dtype, scaled, count, meta.prescale, 1);
+    input = scaled;
+  }
+  auto& out = local->state->mutableOutput();
+  out.resize(mine * elem);
+  ++counters_.collectives;
+  ReducescatterOptions options;
+  options.op = meta.reduceOp;
+  options.rowElements = rowElements;
+  coll::reducescatter(context_, input, dataOf(out), count, meta.dtype, options);
+  if (meta.postscale != 1.0) {
+    convertScaled(meta.dtype, out.data(), meta.dtype, out.data(), mine, meta.postscale, 1);
+  }
+  Shape shape = meta.shape;
+  shape[0] = static_cast<int64_t>(mine / rowElements);
+  local->state->mutableOutputShape() = shape;
+}
+
+void Executor::alltoall(const Response& response, LocalOp* local) {
+  const Request& meta = response.request;
+  const int me = context_.rank();
+  const size_t elem = dataTypeSize(meta.dtype);
+  const size_t rowElements = static_cast<size_t>(meta.rowElements());
+  std::vector<size_t> sendCounts;
+  for (int64_t rows : local->request.splits) sendCounts.push_back(rows * rowElements);
+  std::vector<size_t> recvCounts;
+  std::vector<int64_t> received;
+  int64_t rows = 0;
+  for (const Request& r : response.perRank) {
+    received.push_back(r.splits[me]);
+    recvCounts.push_back(static_cast<size_t>(r.splits[me]) * rowElements);
+    rows += r.splits[me];
+  }
+  auto& out = local->state->mutableOutput();
+  out.resize(static_cast<size_t>(rows) * rowElements * elem);
+  ++counters_.collectives;
+  coll::alltoall(context_, inputOf(local), sendCounts, dataOf(out), recvCounts, meta.dtype);
+  Shape shape = local->request.shape;
+  shape[0] = rows;
+  local->state->mutableOutputShape() = shape;
+  local->state->mutableSplits() = std::move(received);
+}
+
+}  // namespace hvd::engine

@@ -1,0 +1,98 @@
+// Runs the agreed responses of a cycle on the engine's Context, identically on every rank.
+//
+// Tensor fusion: consecutive allreduce responses with the same data type, reduce op, scale
+// factors, compression and device form one batch of at most `fusionThreshold` bytes (as sent:
+// float16 when compressed); the members of a grouped allreduce always share one batch, whatever
+// its size. A batch is packed into the fusion buffer (kept across cycles; prescale and the
+// float16 cast happen while packing), reduced by ONE collectives::allreduce, and unpacked
+// (cast back, average for compressed ops, postscale). A batch of one tensor that needs no
+// packing runs directly from the input to the output buffer.
+//
+// A rank without a local op for a name (it has joined) takes part with zeros and drops the
+// result. Other ops run one by one; the executor allocates their outputs into the op's state.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "engine/controller.h"
+#include "engine/op_state.h"
+#include "engine/request.h"
+#include "transport/context.h"
+
+namespace hvd::engine {
+
+class Timeline;
+
+// This rank's side of one named op.
+struct LocalOp {
+  Request request;
+  const void* input = nullptr;
+  void* output = nullptr;  // allreduce; broadcast: the buffer (input == output)
+  std::shared_ptr<OpState> state;
+  // Negotiation bookkeeping of the engine thread.
+  enum class Phase { kNew, kCached, kSent } phase = Phase::kNew;
+  Clock::time_point cachedSince;
+};
+
+// Counters of what the engine did; the engine thread writes them, anyone may read.
+struct EngineCounters {
+  std::atomic<uint64_t> cycles{0};
+  std::atomic<uint64_t> negotiations{0};  // cycles that exchanged requests (allgather)
+  std::atomic<uint64_t> collectives{0};   // data collectives run (a fused batch counts once)
+  std::atomic<uint64_t> fusedTensors{0};  // tensors that shared a collective with others
+  std::atomic<uint64_t> cacheHits{0};     // responses that came from the response cache
+  std::atomic<uint64_t> responses{0};     // ops run
+  std::atomic<uint64_t> errors{0};        // error responses (mismatches, joined ranks)
+};
+
+// Batches of consecutive responses [begin, end): pure logic (see above), for tests.
+std::vector<std::pair<size_t, size_t>> planBatches(const std::vector<Response>& responses,
+                                                   size_t fusionThreshold);
+
+class Executor {
+ public:
+  Executor(transport::Context& context, size_t fusionThreshold, EngineCounters& counters,
+           Timeline* timeline);
+
+  // planBatches() with this executor's fusion threshold.
+  std::vector<std::pair<size_t, size_t>> plan(const std::vector<Response>& responses) const {
+    return planBatches(responses, fusionThreshold_);
+  }
+
+  // Runs responses[begin, end) (one batch of plan(), all kRun). locals[i] is this rank's
+  // op for responses[begin + i], or null. Throws what the collective throws.
+  void run(const std::vector<Response>& responses, size_t begin, size_t end,
+           const std::vector<LocalOp*>& locals);
+
+ private:
+  void allreduceBatch(const std::vector<const Response*>& batch,
+                      const std::vector<LocalOp*>& locals);
+  void allgather(const Response& response, LocalOp* local);
+  void broadcast(const Response& response, LocalOp* local);
+  void reducescatter(const Response& response, LocalOp* local);
+  void alltoall(const Response& response, LocalOp* local);
+  uint8_t* fusionBuffer(size_t bytes);
+  // Pointers collectives accept for zero elements too (they refuse null).
+  uint8_t* dataOf(std::vector<uint8_t>& v);
+  const void* inputOf(const LocalOp* op);
+  void phaseBegin(const LocalOp* local, const char* activity);
+  void phaseEnd(const LocalOp* local);
+
+  transport::Context& context_;
+  size_t fusionThreshold_;
+  EngineCounters& counters_;
+  Timeline* timeline_;
+  std::vector<uint8_t> fusion_;  // grows to the largest batch, kept across cycles
+  uint8_t emptyByte_ = 0;
+};
+
+// dst[i] = src[i] * factor / divisor, converting between data types (any float type, or equal
+// integer types with factor 1 and divisor 1). Exposed for tests.
+void convertScaled(DataType srcType, const void* src, DataType dstType, void* dst, size_t count,
+                   double factor, int divisor);
+
+}  // namespace hvd::engine

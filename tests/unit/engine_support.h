@@ -1,0 +1,179 @@
+// Engine tests with ranks as threads: one Engine per rank over in-process contexts
+// (transport/local_fabric.h), typed buffers of small integers, and a fake clock.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/half.h"
+#include "engine/engine.h"
+#include "transport/local_fabric.h"
+
+namespace hvd::enginetest {
+
+using engine::Engine;
+using engine::EngineOptions;
+using engine::EngineStats;
+
+inline transport::ContextOptions contextOptions() {
+  transport::ContextOptions options;
+  options.timeout = std::chrono::seconds(30);
+  options.spin = std::chrono::microseconds(20);
+  options.yield = std::chrono::microseconds(200);
+  return options;
+}
+
+// A steady clock the test can move forward.
+class FakeClock {
+ public:
+  engine::Clock::time_point now() const {
+    return engine::Clock::now() + std::chrono::milliseconds(offsetMs_.load());
+  }
+  void advance(std::chrono::milliseconds ms) { offsetMs_ += ms.count(); }
+  std::function<engine::Clock::time_point()> function() {
+    return [this] { return now(); };
+  }
+
+ private:
+  std::atomic<int64_t> offsetMs_{0};
+};
+
+// np engines over in-process links. Destroying the cluster stops every engine (in step).
+class Cluster {
+ public:
+  explicit Cluster(int np, EngineOptions options = {}) {
+    contexts_ = transport::makeLocalContexts(np, transport::LocalLinkKind::kShm, contextOptions(),
+                                             64 << 10);
+    for (auto& context : contexts_) {
+      engines_.push_back(std::make_unique<Engine>(*context, options));
+    }
+  }
+  ~Cluster() { engines_.clear(); }
+
+  int size() const { return static_cast<int>(engines_.size()); }
+  Engine& engine(int rank) { return *engines_[rank]; }
+
+  // Runs body(rank, engine) on one thread per rank; fails the test with each rank's exception.
+  void run(const std::function<void(int, Engine&)>& body) {
+    std::vector<std::exception_ptr> errors(engines_.size());
+    std::vector<std::thread> threads;
+    for (size_t r = 0; r < engines_.size(); ++r) {
+      threads.emplace_back([&, r] {
+        try {
+          body(static_cast<int>(r), *engines_[r]);
+        } catch (...) {
+          errors[r] = std::current_exception();
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (size_t r = 0; r < errors.size(); ++r) {
+      if (!errors[r]) continue;
+      try {
+        std::rethrow_exception(errors[r]);
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << "rank " << r << ": " << e.what();
+      }
+    }
+  }
+
+ private:
+  std::vector<std::unique_ptr<transport::Context>> contexts_;
+  std::vector<std::unique_ptr<Engine>> engines_;
+};
+
+inline void storeAs(DataType type, void* base, size_t i, double v) {
+  switch (type) {
+    case DataType::kInt8:
+      static_cast<int8_t*>(base)[i] = static_cast<int8_t>(v);
+      break;
+    case DataType::kUInt8:
+      static_cast<uint8_t*>(base)[i] = static_cast<uint8_t>(v);
+      break;
+    case DataType::kInt32:
+      static_cast<int32_t*>(base)[i] = static_cast<int32_t>(v);
+      break;
+    case DataType::kInt64:
+      static_cast<int64_t*>(base)[i] = static_cast<int64_t>(v);
+      break;
+    case DataType::kFloat16:
+      static_cast<uint16_t*>(base)[i] = floatToHalf(static_cast<float>(v));
+      break;
+    case DataType::kBFloat16:
+      static_cast<uint16_t*>(base)[i] = floatToBfloat16(static_cast<float>(v));
+      break;
+    case DataType::kFloat32:
+      static_cast<float*>(base)[i] = static_cast<float>(v);
+      break;
+    case DataType::kFloat64:
+      static_cast<double*>(base)[i] = v;
+      break;
+  }
+}
+
+inline double loadAs(DataType type, const void* base, size_t i) {
+  switch (type) {
+    case DataType::kInt8:
+      return static_cast<const int8_t*>(base)[i];
+    case DataType::kUInt8:
+      return static_cast<const uint8_t*>(base)[i];
+    case DataType::kInt32:
+      return static_cast<const int32_t*>(base)[i];
+    case DataType::kInt64:
+      return static_cast<double>(static_cast<const int64_t*>(base)[i]);
+    case DataType::kFloat16:
+      return halfToFloat(static_cast<const uint16_t*>(base)[i]);
+    case DataType::kBFloat16:
+      return bfloat16ToFloat(static_cast<const uint16_t*>(base)[i]);
+    case DataType::kFloat32:
+      return static_cast<const float*>(base)[i];
+    case DataType::kFloat64:
+      return static_cast<const double*>(base)[i];
+  }
+  return 0;
+}
+
+inline std::vector<uint8_t> buffer(DataType type, size_t count,
+                                   const std::function<double(size_t)>& value) {
+  std::vector<uint8_t> b(count * dataTypeSize(type) + 1);  // +1: never a null data() pointer
+  for (size_t i = 0; i < count; ++i) storeAs(type, b.data(), i, value(i));
+  return b;
+}
+
+inline bool isFloat(DataType t) {
+  return t == DataType::kFloat16 || t == DataType::kBFloat16 || t == DataType::kFloat32 ||
+         t == DataType::kFloat64;
+}
+
+// |a - b| within `ulps` units in the last place of the type (exact for integers).
+inline bool closeUlps(DataType type, double got, double want, int ulps) {
+  if (got == want) return true;
+  if (!isFloat(type)) return false;
+  const int mantissa = type == DataType::kFloat16    ? 10
+                       : type == DataType::kBFloat16 ? 7
+                       : type == DataType::kFloat32  ? 23
+                                                     : 52;
+  const double scale = std::max(std::fabs(want), 1e-30);
+  const double ulp = std::ldexp(1.0, std::ilogb(scale) - mantissa);
+  return std::fabs(got - want) <= ulps * ulp;
+}
+
+inline std::string errorOf(const Handle& h) {
+  try {
+    h.wait();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace hvd::enginetest

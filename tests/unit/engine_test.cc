@@ -1,0 +1,477 @@
+// The engine with ranks as threads: correctness of every op type under shuffled submission
+// from two threads per rank, grouping, scaling, compression, every reduce op, cache and fusion
+// on and off (identical results), and that fusion really fuses.
+#include <algorithm>
+#include <mutex>
+#include <random>
+
+#include "collectives/reduce.h"
+#include "engine_support.h"
+#include "hvd/error.hpp"
+#include "hvd/hvd.hpp"
+
+namespace hvd::enginetest {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Small integers, exact in every type; never zero for products.
+double valueOf(int rank, int op, size_t i) {
+  return static_cast<double>(static_cast<int>((rank * 7 + op * 3 + i) % 9) - 4);
+}
+
+const DataType kTypes[] = {DataType::kFloat32, DataType::kFloat64, DataType::kInt32,
+                           DataType::kInt64,   DataType::kFloat16, DataType::kBFloat16,
+                           DataType::kInt8,    DataType::kUInt8};
+
+// One async op of the mixed workload: its inputs, outputs, and the check of its result.
+struct MixedOp {
+  enum Kind { kAllreduceSum, kAllreduceAverage, kAllgather, kBroadcast, kReducescatter, kAlltoall };
+  int index = 0;
+  Kind kind = kAllreduceSum;
+  DataType type = DataType::kFloat32;
+  size_t count = 0;
+  std::vector<uint8_t> input, output;
+  Handle handle;
+};
+
+double nonNegative(DataType t, double v) { return t == DataType::kUInt8 ? v + 4 : v; }
+
+MixedOp makeMixed(int index, int rank, int np) {
+  static const size_t kCounts[] = {1, 3, 17, 100, 1000, 4099};
+  MixedOp op;
+  op.index = index;
+  op.kind = static_cast<MixedOp::Kind>(index % 6);
+  op.type = kTypes[index % 8];
+  op.count = kCounts[(index / 6) % 6];
+  if (op.kind == MixedOp::kAllreduceAverage && !isFloat(op.type)) op.kind = MixedOp::kAllreduceSum;
+  size_t rows = op.count;
+  if (op.kind == MixedOp::kAllgather) rows = op.count + rank;  // dimension 0 differs by rank
+  if (op.kind == MixedOp::kAlltoall) rows = static_cast<size_t>(np) * (index % 3 + 1);
+  op.input = buffer(op.type, rows * 2,
+                    [&](size_t i) { return nonNegative(op.type, valueOf(rank, index, i)); });
+  op.output = op.input;
+  return op;
+}
+
+void submitMixed(Engine& engine, MixedOp& op, int rank, int np) {
+  const std::string name = "mixed." + std::to_string(op.index);
+  const size_t rows = (op.input.size() - 1) / dataTypeSize(op.type) / 2;
+  const Shape shape{static_cast<int64_t>(rows), 2};
+  OpOptions options;
+  switch (op.kind) {
+    case MixedOp::kAllreduceSum:
+    case MixedOp::kAllreduceAverage:
+      options.op = op.kind == MixedOp::kAllreduceSum ? ReduceOp::kSum : ReduceOp::kAverage;
+      op.handle =
+          engine.allreduce(name, op.input.data(), op.output.data(), shape, op.type, options);
+      break;
+    case MixedOp::kAllgather:
+      op.handle = engine.allgather(name, op.input.data(), shape, op.type);
+      break;
+    case MixedOp::kBroadcast:
+      op.handle = engine.broadcast(name, op.output.data(), shape, op.type, op.index % np);
+      break;
+    case MixedOp::kReducescatter:
+      options.op = ReduceOp::kSum;
+      op.handle = engine.reducescatter(name, op.input.data(), shape, op.type, options);
+      break;
+    case MixedOp::kAlltoall: {
+      std::vector<int64_t> splits(np, static_cast<int64_t>(rows) / np);
+      op.handle = engine.alltoall(name, op.input.data(), shape, splits, op.type);
+      break;
+    }
+  }
+  (void)rank;
+}
+
+// Checks op's result on `rank`; returns a failure description or "".
+std::string checkMixed(const MixedOp& op, int rank, int np) {
+  const DataType t = op.type;
+  auto in = [&](int r, size_t i) { return nonNegative(t, valueOf(r, op.index, i)); };
+  std::ostringstream fail;
+  auto expectEq = [&](const char* what, size_t i, double got, double want, int ulps) {
+    if (!closeUlps(t, got, want, ulps) && fail.tellp() == 0) {
+      fail << "op " << op.index << " (" << what << ", " << dataTypeName(t) << "): element " << i
+           << " is " << got << ", expected " << want;
+    }
+  };
+  switch (op.kind) {
+    case MixedOp::kAllreduceSum:
+    case MixedOp::kAllreduceAverage: {
+      const size_t n = op.count * 2;
+      std::vector<uint8_t> want(n * dataTypeSize(t) + 1);
+      for (size_t i = 0; i < n; ++i) {
+        double sum = 0;
+        for (int r = 0; r < np; ++r) sum += in(r, i);
+        storeAs(t, want.data(), i, sum);
+      }
+      if (op.kind == MixedOp::kAllreduceAverage) coll::finishAverage(t, want.data(), n, np);
+      for (size_t i = 0; i < n; ++i) {
+        expectEq("allreduce", i, loadAs(t, op.output.data(), i), loadAs(t, want.data(), i), 0);
+      }
+      break;
+    }
+    case MixedOp::kAllgather: {
+      const auto& out = op.handle.output();
+      size_t at = 0;
+      for (int r = 0; r < np; ++r) {
+        for (size_t i = 0; i < (op.count + r) * 2; ++i, ++at) {
+          expectEq("allgather", at, loadAs(t, out.data(), at), in(r, i), 0);
+        }
+      }
+      if (op.handle.outputShape() != Shape{static_cast<int64_t>(at / 2), 2}) {
+        fail << "op " << op.index << ": allgather shape";
+      }
+      break;
+    }
+    case MixedOp::kBroadcast:
+      for (size_t i = 0; i < op.count * 2; ++i) {
+        expectEq("broadcast", i, loadAs(t, op.output.data(), i), in(op.index % np, i), 0);
+      }
+      break;
+    case MixedOp::kReducescatter: {
+      const size_t rows = op.count;
+      const size_t start = (rows / np) * rank + std::min<size_t>(rank, rows % np);
+      const size_t mine = rows / np + (static_cast<size_t>(rank) < rows % np);
+      const auto& out = op.handle.output();
+      if (out.size() != mine * 2 * dataTypeSize(t)) fail << "op " << op.index << ": size";
+      for (size_t i = 0; i < mine * 2 && fail.tellp() == 0; ++i) {
+        double sum = 0;
+        for (int r = 0; r < np; ++r) sum += in(r, start * 2 + i);
+        expectEq("reducescatter", i, loadAs(t, out.data(), i), sum, 0);
+      }
+      break;
+    }
+    case MixedOp::kAlltoall: {
+      const size_t per = static_cast<size_t>(op.index % 3 + 1);  // rows to each rank
+      const auto& out = op.handle.output();
+      size_t at = 0;
+      for (int r = 0; r < np; ++r) {
+        for (size_t i = 0; i < per * 2; ++i, ++at) {
+          expectEq("alltoall", at, loadAs(t, out.data(), at), in(r, rank * per * 2 + i), 0);
+        }
+      }
+      if (op.handle.receivedSplits() != std::vector<int64_t>(np, static_cast<int64_t>(per))) {
+        fail << "op " << op.index << ": received splits";
+      }
+      break;
+    }
+  }
+  return fail.str();
+}
+
+class Mixed : public ::testing::TestWithParam<int> {};
+
+TEST_P(Mixed, HundredOpsInADifferentOrderOnEachRankFromTwoThreadsAreExact) {
+  const int np = GetParam();
+  Cluster cluster(np);
+  cluster.run([&](int rank, Engine& engine) {
+    std::vector<MixedOp> ops;
+    for (int i = 0; i < 100; ++i) ops.push_back(makeMixed(i, rank, np));
+    std::vector<int> order(100);
+    for (int i = 0; i < 100; ++i) order[i] = i;
+    std::shuffle(order.begin(), order.end(), std::mt19937(1234 + rank));
+    std::thread second([&] {
+      for (size_t k = 1; k < order.size(); k += 2) submitMixed(engine, ops[order[k]], rank, np);
+    });
+    for (size_t k = 0; k < order.size(); k += 2) submitMixed(engine, ops[order[k]], rank, np);
+    second.join();
+    for (auto& op : ops) {
+      op.handle.wait();
+      const std::string failure = checkMixed(op, rank, np);
+      EXPECT_EQ(failure, "") << "rank " << rank;
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, Mixed, ::testing::Values(1, 2, 3, 4));
+
+// Runs `iterations` rounds of `ops` allreduces (sum, float32, mixed sizes) and returns rank 0's
+// outputs; the engines use `options`.
+std::vector<std::vector<float>> allreduceRounds(const EngineOptions& options, int np, int ops,
+                                                int iterations, EngineStats* stats) {
+  std::vector<std::vector<float>> results;
+  std::mutex mutex;
+  Cluster cluster(np, options);
+  cluster.run([&](int rank, Engine& engine) {
+    for (int it = 0; it < iterations; ++it) {
+      std::vector<std::vector<float>> in(ops), out(ops);
+      std::vector<Handle> handles;
+      for (int k = 0; k < ops; ++k) {
+        const size_t n = 1 + (k * 37) % 300;
+        in[k].resize(n);
+        out[k].resize(n);
+        for (size_t i = 0; i < n; ++i) in[k][i] = static_cast<float>(valueOf(rank, k + it, i));
+        handles.push_back(engine.allreduce("r." + std::to_string(k), in[k].data(), out[k].data(),
+                                           {static_cast<int64_t>(n)}, DataType::kFloat32,
+                                           {ReduceOp::kSum}));
+      }
+      for (auto& h : handles) h.wait();
+      if (rank == 0) {
+        std::lock_guard<std::mutex> lock(mutex);
+        for (auto& o : out) results.push_back(o);
+      }
+    }
+  });
+  if (stats) *stats = cluster.engine(0).stats();
+  return results;
+}
+
+TEST(Engine, CacheOnAndOffAndFusionOnAndOffGiveIdenticalResults) {
+  EngineOptions on;
+  EngineOptions noCache;
+  noCache.cacheCapacity = 0;
+  EngineOptions noFusion;
+  noFusion.fusionThreshold = 0;
+  EngineOptions tiny;  // a cache that must evict all the time
+  tiny.cacheCapacity = 3;
+  EngineStats onStats, offStats, tinyStats;
+  const auto a = allreduceRounds(on, 3, 20, 4, &onStats);
+  const auto b = allreduceRounds(noCache, 3, 20, 4, &offStats);
+  const auto c = allreduceRounds(noFusion, 3, 20, 4, nullptr);
+  const auto d = allreduceRounds(tiny, 3, 20, 4, &tinyStats);
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(a, c);
+  EXPECT_EQ(a, d);
+  EXPECT_GT(onStats.cacheHits, 0u);
+  EXPECT_EQ(offStats.cacheHits, 0u);
+  EXPECT_EQ(onStats.responses, 80u);
+  // Steady state: rounds 2..4 negotiate (almost) only through the cache.
+  EXPECT_LT(onStats.negotiations, offStats.negotiations);
+}
+
+// Submits 50 small allreduces on every rank while the engines hold submissions back, so that
+// they are negotiated in one cycle; returns rank 0's stats delta.
+EngineStats fiftySmallAllreduces(size_t fusionThreshold) {
+  EngineOptions options;
+  options.fusionThreshold = fusionThreshold;
+  Cluster cluster(2, options);
+  const EngineStats before = cluster.engine(0).stats();
+  for (int r = 0; r < 2; ++r) cluster.engine(r).setPaused(true);
+  std::vector<std::vector<float>> data(2 * 50, std::vector<float>(16));
+  std::vector<Handle> handles;
+  for (int r = 0; r < 2; ++r) {
+    for (int k = 0; k < 50; ++k) {
+      auto& d = data[r * 50 + k];
+      for (size_t i = 0; i < d.size(); ++i) d[i] = static_cast<float>(valueOf(r, k, i));
+      handles.push_back(cluster.engine(r).allreduce("s." + std::to_string(k), d.data(), d.data(),
+                                                    {16}, DataType::kFloat32, {ReduceOp::kSum}));
+    }
+  }
+  for (int r = 0; r < 2; ++r) cluster.engine(r).setPaused(false);
+  for (auto& h : handles) h.wait();
+  for (int k = 0; k < 50; ++k) {
+    for (size_t i = 0; i < 16; ++i) {
+      EXPECT_EQ(data[k][i], static_cast<float>(valueOf(0, k, i) + valueOf(1, k, i)));
+    }
+  }
+  EngineStats after = cluster.engine(0).stats();
+  after.collectives -= before.collectives;
+  after.fusedTensors -= before.fusedTensors;
+  return after;
+}
+
+TEST(Engine, FusionRunsFiftySmallAllreducesAsOneCollective) {
+  const EngineStats fused = fiftySmallAllreduces(size_t{128} << 20);
+  EXPECT_LE(fused.collectives, 2u);
+  EXPECT_GE(fused.fusedTensors, 49u);
+  const EngineStats unfused = fiftySmallAllreduces(0);
+  EXPECT_EQ(unfused.collectives, 50u);
+  EXPECT_EQ(unfused.fusedTensors, 0u);
+  // A threshold of 10 tensors' bytes: at least 5 collectives.
+  const EngineStats bounded = fiftySmallAllreduces(16 * 4 * 10);
+  EXPECT_GE(bounded.collectives, 5u);
+  EXPECT_LE(bounded.collectives, 6u);
+}
+
+TEST(Engine, GroupedAllreduceRunsItsMembersAsOneCollectiveEvenWithFusionOff) {
+  for (size_t threshold : {size_t{128} << 20, size_t{0}}) {
+    EngineOptions options;
+    options.fusionThreshold = threshold;
+    Cluster cluster(3, options);
+    cluster.run([&](int rank, Engine& engine) {
+      const std::vector<size_t> sizes{5, 100, 1, 33};
+      std::vector<std::vector<double>> in, out;
+      std::vector<std::string> names;
+      std::vector<const void*> inputs;
+      std::vector<void*> outputs;
+      std::vector<Shape> shapes;
+      for (size_t m = 0; m < sizes.size(); ++m) {
+        in.emplace_back(sizes[m]);
+        out.emplace_back(sizes[m]);
+        for (size_t i = 0; i < sizes[m]; ++i) in[m][i] = valueOf(rank, m, i);
+        names.push_back("group.m" + std::to_string(m));
+        shapes.push_back({static_cast<int64_t>(sizes[m])});
+      }
+      for (size_t m = 0; m < sizes.size(); ++m) {
+        inputs.push_back(in[m].data());
+        outputs.push_back(out[m].data());
+      }
+      const auto before = engine.stats().collectives;
+      Handle h = engine.groupedAllreduce(names, inputs, outputs, shapes, DataType::kFloat64,
+                                         {ReduceOp::kSum});
+      h.wait();
+      EXPECT_EQ(engine.stats().collectives - before, 1u);
+      for (size_t m = 0; m < sizes.size(); ++m) {
+        for (size_t i = 0; i < sizes[m]; ++i) {
+          EXPECT_EQ(out[m][i], valueOf(0, m, i) + valueOf(1, m, i) + valueOf(2, m, i));
+        }
+      }
+    });
+  }
+}
+
+TEST(Engine, PrescaleAndPostscaleApplyBeforeAndAfterTheReduction) {
+  Cluster cluster(3);
+  cluster.run([&](int rank, Engine& engine) {
+    for (DataType t :
+         {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16, DataType::kBFloat16}) {
+      for (bool alone : {true, false}) {
+        auto in = buffer(t, 64, [&](size_t i) { return valueOf(rank, 1, i); });
+        auto out = in;
+        auto other = in;
+        OpOptions o{ReduceOp::kSum, 2.0, 0.25};  // (2x + 2y + 2z) / 4
+        const std::string n = std::string("scaled.") + dataTypeName(t) + (alone ? ".a" : ".b");
+        Handle h = engine.allreduce(n, in.data(), out.data(), {64}, t, o);
+        Handle h2;
+        if (!alone) h2 = engine.allreduce(n + ".2", other.data(), other.data(), {64}, t, o);
+        h.wait();
+        if (h2.valid()) h2.wait();
+        for (size_t i = 0; i < 64; ++i) {
+          const double want = (valueOf(0, 1, i) + valueOf(1, 1, i) + valueOf(2, 1, i)) * 0.5;
+          EXPECT_EQ(loadAs(t, out.data(), i), want) << dataTypeName(t) << " " << i;
+          if (h2.valid()) {
+            EXPECT_EQ(loadAs(t, other.data(), i), want);
+          }
+        }
+        // The input is untouched (out of place).
+        EXPECT_EQ(loadAs(t, in.data(), 3), valueOf(rank, 1, 3));
+      }
+    }
+    // Integers refuse factors at submit; the job stays usable.
+    int32_t x[2] = {1, 2};
+    EXPECT_THROW(
+        engine.allreduce("int.scaled", x, x, {2}, DataType::kInt32, {ReduceOp::kSum, 2.0, 1.0}),
+        InvalidArgumentError);
+  });
+}
+
+TEST(Engine, Fp16CompressionSendsHalfAndCastsBack) {
+  Cluster cluster(4);
+  cluster.run([&](int rank, Engine& engine) {
+    for (DataType t : {DataType::kFloat32, DataType::kFloat64}) {
+      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMax}) {
+        auto in = buffer(t, 1000, [&](size_t i) { return valueOf(rank, 2, i); });
+        auto out = in;
+        OpOptions o;
+        o.op = op;
+        o.fp16Compression = true;
+        const std::string name = std::string("fp16.") + dataTypeName(t) + "." + reduceOpName(op);
+        engine.allreduce(name, in.data(), out.data(), {1000}, t, o).wait();
+        for (size_t i = 0; i < 1000; ++i) {
+          double want = op == ReduceOp::kMax ? -100 : 0;
+          for (int r = 0; r < 4; ++r) {
+            want =
+                op == ReduceOp::kMax ? std::max(want, valueOf(r, 2, i)) : want + valueOf(r, 2, i);
+          }
+          if (op == ReduceOp::kAverage) want /= 4;
+          ASSERT_TRUE(closeUlps(t, loadAs(t, out.data(), i), want, 2))
+              << name << " element " << i << ": " << loadAs(t, out.data(), i) << " vs " << want;
+        }
+      }
+    }
+  });
+}
+
+TEST(Engine, EveryReduceOpOnEveryTypeIsExact) {
+  Cluster cluster(3);
+  cluster.run([&](int rank, Engine& engine) {
+    std::vector<Handle> handles;
+    std::vector<std::vector<uint8_t>> outs;
+    std::vector<std::tuple<DataType, ReduceOp>> cases;
+    outs.reserve(kNumDataTypes * kNumReduceOps);
+    for (DataType t : kTypes) {
+      for (int o = 0; o < kNumReduceOps; ++o) {
+        const ReduceOp op = static_cast<ReduceOp>(o);
+        // Products stay small: values in {1, 2, -1} (unsigned: {1, 2}).
+        auto in = buffer(t, 50, [&](size_t i) {
+          if (op != ReduceOp::kProduct) return nonNegative(t, valueOf(rank, o, i));
+          const int v = static_cast<int>((rank + i) % 3);
+          return v == 2 && t != DataType::kUInt8 ? -1.0 : static_cast<double>(v + 1);
+        });
+        outs.push_back(in);
+        cases.emplace_back(t, op);
+        handles.push_back(
+            engine.allreduce(std::string("op.") + dataTypeName(t) + "." + reduceOpName(op),
+                             outs.back().data(), outs.back().data(), {50}, t, {op}));
+      }
+    }
+    for (size_t c = 0; c < handles.size(); ++c) {
+      handles[c].wait();
+      const auto [t, op] = cases[c];
+      std::vector<uint8_t> want(50 * dataTypeSize(t) + 1);
+      for (size_t i = 0; i < 50; ++i) {
+        double acc = 0;
+        for (int r = 0; r < 3; ++r) {
+          double v;
+          if (op == ReduceOp::kProduct) {
+            const int k = static_cast<int>((r + i) % 3);
+            v = k == 2 && t != DataType::kUInt8 ? -1.0 : k + 1;
+          } else {
+            v = nonNegative(t, valueOf(r, static_cast<int>(op), i));
+          }
+          if (r == 0) {
+            acc = v;
+          } else if (op == ReduceOp::kMin) {
+            acc = std::min(acc, v);
+          } else if (op == ReduceOp::kMax) {
+            acc = std::max(acc, v);
+          } else if (op == ReduceOp::kProduct) {
+            acc *= v;
+          } else {
+            acc += v;
+          }
+        }
+        storeAs(t, want.data(), i, acc);
+      }
+      if (op == ReduceOp::kAverage) coll::finishAverage(t, want.data(), 50, 3);
+      for (size_t i = 0; i < 50; ++i) {
+        ASSERT_EQ(loadAs(t, outs[c].data(), i), loadAs(t, want.data(), i))
+            << dataTypeName(t) << " " << reduceOpName(op) << " element " << i;
+      }
+    }
+  });
+}
+
+TEST(Engine, BarriersCompleteWhenEveryRankSubmittedTheNth) {
+  Cluster cluster(3);
+  cluster.run([&](int rank, Engine& engine) {
+    for (int i = 0; i < 5; ++i) {
+      if (rank == i % 3) std::this_thread::sleep_for(20ms);
+      engine.barrier().wait();
+    }
+  });
+}
+
+TEST(Engine, ApiBeforeInitIsAnInvalidArgument) {
+  ASSERT_FALSE(hvd::isInitialized());
+  float x = 1;
+  EXPECT_THROW(hvd::allreduceAsync("x", &x, &x, {1}, DataType::kFloat32), InvalidArgumentError);
+  EXPECT_THROW(hvd::barrierAsync(), InvalidArgumentError);
+  EXPECT_THROW(hvd::join(), InvalidArgumentError);
+}
+
+TEST(Engine, StopsInStepWithPendingOpsFailingClearly) {
+  Handle pending;
+  float x[4] = {1, 2, 3, 4};
+  {
+    Cluster cluster(2);
+    // Only rank 0 submits: the op can never run; shutting down fails it instead of hanging.
+    pending = cluster.engine(0).allreduce("never", x, x, {4}, DataType::kFloat32, {});
+  }
+  EXPECT_NE(errorOf(pending).find("shut down"), std::string::npos) << errorOf(pending);
+}
+
+}  // namespace
+}  // namespace hvd::enginetest
