@@ -121,5 +121,62 @@ TEST(Config, SummaryNeverShowsTheToken) {
   EXPECT_NE(c.summary().find("<set>"), std::string::npos);
 }
 
+TEST(Config, EngineKnobsHaveHorovodDefaults) {
+  const Config c = parseConfig(FakeEnv().reader());
+  EXPECT_EQ(c.cycleTime, std::chrono::microseconds(1000));
+  EXPECT_EQ(c.cacheCapacity, 1024u);
+  EXPECT_EQ(c.fusionThreshold, size_t{128} << 20);
+  EXPECT_EQ(c.stallCheckTime, std::chrono::milliseconds(60000));
+  EXPECT_EQ(c.stallShutdownTime, std::chrono::milliseconds(300000));
+  EXPECT_EQ(c.timelinePath, "");
+}
+
+TEST(Config, EngineKnobsAreReadUnderHvdAndHorovodNamesAndHvdWins) {
+  FakeEnv env;
+  env.set("HVD_CYCLE_TIME", "2.5").set("HVD_CACHE_CAPACITY", "0");
+  env.set("HVD_FUSION_THRESHOLD", "1048576").set("HVD_STALL_CHECK_TIME", "1.5");
+  env.set("HVD_STALL_SHUTDOWN_TIME", "0").set("HVD_TIMELINE", "/tmp/t.json");
+  Config c = parseConfig(env.reader());
+  EXPECT_EQ(c.cycleTime, std::chrono::microseconds(2500));
+  EXPECT_EQ(c.cacheCapacity, 0u);
+  EXPECT_EQ(c.fusionThreshold, 1048576u);
+  EXPECT_EQ(c.stallCheckTime, std::chrono::milliseconds(1500));
+  EXPECT_EQ(c.stallShutdownTime, std::chrono::milliseconds(0));
+  EXPECT_EQ(c.timelinePath, "/tmp/t.json");
+
+  FakeEnv horovod;
+  horovod.set("HOROVOD_CYCLE_TIME", "5").set("HOROVOD_CACHE_CAPACITY", "7");
+  horovod.set("HOROVOD_FUSION_THRESHOLD", "0").set("HOROVOD_STALL_CHECK_TIME_SECONDS", "2");
+  horovod.set("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "9").set("HOROVOD_TIMELINE", "h.json");
+  c = parseConfig(horovod.reader());
+  EXPECT_EQ(c.cycleTime, std::chrono::microseconds(5000));
+  EXPECT_EQ(c.cacheCapacity, 7u);
+  EXPECT_EQ(c.fusionThreshold, 0u);
+  EXPECT_EQ(c.stallCheckTime, std::chrono::milliseconds(2000));
+  EXPECT_EQ(c.stallShutdownTime, std::chrono::milliseconds(9000));
+  EXPECT_EQ(c.timelinePath, "h.json");
+
+  horovod.set("HVD_CACHE_CAPACITY", "3").set("HVD_TIMELINE", "v.json");
+  c = parseConfig(horovod.reader());
+  EXPECT_EQ(c.cacheCapacity, 3u);
+  EXPECT_EQ(c.timelinePath, "v.json");
+}
+
+TEST(Config, MalformedEngineKnobsNameTheVariable) {
+  EXPECT_NE(errorOf(FakeEnv().set("HVD_CYCLE_TIME", "fast")).find("HVD_CYCLE_TIME='fast'"),
+            std::string::npos);
+  EXPECT_NE(errorOf(FakeEnv().set("HVD_CYCLE_TIME", "0")).find("positive"), std::string::npos);
+  EXPECT_NE(errorOf(FakeEnv().set("HOROVOD_CACHE_CAPACITY", "-1")).find("HOROVOD_CACHE_CAPACITY"),
+            std::string::npos);
+  EXPECT_NE(errorOf(FakeEnv().set("HVD_FUSION_THRESHOLD", "64MB")).find("HVD_FUSION_THRESHOLD"),
+            std::string::npos);
+  EXPECT_NE(errorOf(FakeEnv().set("HOROVOD_STALL_CHECK_TIME_SECONDS", "-3"))
+                .find("HOROVOD_STALL_CHECK_TIME_SECONDS='-3'"),
+            std::string::npos);
+  EXPECT_NE(
+      errorOf(FakeEnv().set("HVD_STALL_SHUTDOWN_TIME", "soon")).find("HVD_STALL_SHUTDOWN_TIME"),
+      std::string::npos);
+}
+
 }  // namespace
 }  // namespace hvd::core
