@@ -25,6 +25,15 @@
 //   seconds every pending handle fails with that message instead of hanging.
 // * These ops run on the engine's own connections, so they may be mixed freely with the blocking
 //   collectives of hvd.hpp (which run in the caller's thread, in program order).
+// * If a peer dies or times out, every pending handle fails with that error (PeerError,
+//   TimeoutError), and so does every later submit (it throws). After a stall shutdown, pending
+//   handles fail and later submits throw an hvd::TimeoutError naming the stalled ops. After
+//   hvd::shutdown() on any rank the engine stops on every rank: pending ops fail with an error
+//   saying so. Calling these functions before hvd::init() throws InvalidArgumentError.
+// * Tuning (environment, also under the HOROVOD_* names): HVD_CYCLE_TIME (ms, default 1),
+//   HVD_FUSION_THRESHOLD (bytes, default 128 MiB, 0 = no fusion), HVD_CACHE_CAPACITY (default
+//   1024, 0 = no response cache), HVD_STALL_CHECK_TIME / HVD_STALL_SHUTDOWN_TIME (seconds,
+//   defaults 60 / 300, 0 = off / never), HVD_TIMELINE (path of a Chrome trace written by rank 0).
 #pragma once
 
 #include <chrono>
@@ -47,10 +56,12 @@ struct OpOptions {
   // postscaleFactor after it (floating-point types only; 1.0 for integers).
   double prescaleFactor = 1.0;
   double postscaleFactor = 1.0;
-  // float32/float64 allreduce sent as float16 and cast back: half the bytes on the wire.
+  // float32/float64 allreduce sent as float16 and cast back: half the bytes on the wire (sums
+  // in float16; an average divides after the cast back). A no-op for float16/bfloat16.
   bool fp16Compression = false;
   int root = 0;     // broadcast
-  int device = -1;  // -1: host memory; a GPU index for device buffers
+  int device = -1;  // -1: host memory; a GPU index for device buffers (refused until a GPU
+                    // backend exists)
 };
 
 namespace engine {
@@ -88,8 +99,9 @@ class Handle {
 Handle allreduceAsync(const std::string& name, const void* input, void* output,
                       const Shape& shape, DataType type, const OpOptions& options = {});
 
-// Negotiated and fused as one: runs once every member has been submitted on every rank. All
-// members share type and options; `names`, `inputs`, `outputs` and `shapes` are parallel.
+// Negotiated and fused as one: runs once every member has been submitted on every rank, as one
+// collective whatever HVD_FUSION_THRESHOLD says. All members share type and options; `names`,
+// `inputs`, `outputs` and `shapes` are parallel. The handle fails if any member fails.
 Handle groupedAllreduceAsync(const std::vector<std::string>& names,
                              const std::vector<const void*>& inputs,
                              const std::vector<void*>& outputs, const std::vector<Shape>& shapes,
@@ -116,9 +128,11 @@ Handle alltoallAsync(const std::string& name, const void* input, const Shape& sh
 Handle barrierAsync();
 
 // This rank has no more data: until every rank has joined, it takes part in the others'
-// allreduces with zeros (allgather, broadcast, reducescatter and alltoall submitted by the
-// others meanwhile fail with an error naming the joined ranks). Blocks until every rank has
-// joined; returns the rank that joined last.
+// allreduces with zeros (an average still divides by size()); allgather, broadcast,
+// reducescatter and alltoall submitted by the others meanwhile fail with an error naming the
+// joined ranks. Blocks until every rank has joined; returns the rank that joined last (the
+// highest of those that joined in the same negotiation cycle), the same on every rank. Then
+// every rank takes part again: join() may be called again for the next epoch.
 int join();
 
 }  // namespace hvd
