@@ -96,8 +96,8 @@ class Handle {
   std::shared_ptr<engine::OpState> state_;
 };
 
-Handle allreduceAsync(const std::string& name, const void* input, void* output,
-                      const Shape& shape, DataType type, const OpOptions& options = {});
+Handle allreduceAsync(const std::string& name, const void* input, void* output, const Shape& shape,
+                      DataType type, const OpOptions& options = {});
 
 // Negotiated and fused as one: runs once every member has been submitted on every rank, as one
 // collective whatever HVD_FUSION_THRESHOLD says. All members share type and options; `names`,
