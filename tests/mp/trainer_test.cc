@@ -35,10 +35,12 @@ Result run(const std::string& command) {
   return r;
 }
 
-// The loss of every "epoch N  loss X ..." line rank 0 printed.
+// The loss of every epoch line rank 0 printed:
+//   "epoch   1  loss 0.985820  accuracy  66.38%  time 0.238 s  comm  90.9%"
 std::vector<double> epochLosses(const std::string& output) {
   std::vector<double> losses;
-  static const std::regex line(R"(epoch +\d+ +loss +([0-9.]+))");
+  static const std::regex line(
+      R"(epoch +\d+ +loss +([0-9.]+) +accuracy +[0-9.]+% +time +[0-9.]+ s +comm +[0-9.]+%)");
   for (std::sregex_iterator it(output.begin(), output.end(), line), end; it != end; ++it) {
     losses.push_back(std::stod((*it)[1].str()));
   }
