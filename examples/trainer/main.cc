@@ -66,18 +66,18 @@ int run(const Options& o) {
   }
 
   const hvd_train::Dataset data = hvd_train::makeClusters(o.samples, o.features, o.classes, o.seed);
-  Mlp<float> model(layerWidths(o));
+  Mlp<float> model(layerWidths(o), hvd_train::parseActivation(o.activation));
   model.init(o.seed + static_cast<uint64_t>(rank));  // differs per rank until the broadcast
   hvd_train::Sgd<float> sgd(o.lr, o.momentum);
 
   if (rank == 0) {
     std::printf(
-        "hvd-train: %s, MLP %s (%zu parameters in %zu tensors), %d samples, "
+        "hvd-train: %s, MLP %s %s (%zu parameters in %zu tensors), %d samples, "
         "batch %d x %d = %d, %d steps/epoch, lr %g, momentum %g%s\n",
         distributed ? (std::to_string(ranks) + " ranks").c_str()
                     : ("reference (1 process for np " + std::to_string(ranks) + ")").c_str(),
-        describe(model.widths()).c_str(), model.numParameters(), model.numTensors(), o.samples,
-        ranks, o.batch, globalBatch, steps, o.lr, o.momentum,
+        describe(model.widths()).c_str(), o.activation.c_str(), model.numParameters(),
+        model.numTensors(), o.samples, ranks, o.batch, globalBatch, steps, o.lr, o.momentum,
         distributed ? (", transport " + hvd::transportDescription()).c_str() : "");
     std::fflush(stdout);
   }

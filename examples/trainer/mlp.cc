@@ -11,8 +11,17 @@
 
 namespace hvd_train {
 
+const char* activationName(Activation a) { return a == Activation::kTanh ? "tanh" : "relu"; }
+
+Activation parseActivation(const std::string& text) {
+  if (text == "relu") return Activation::kRelu;
+  if (text == "tanh") return Activation::kTanh;
+  throw std::invalid_argument("unknown activation '" + text + "' (relu or tanh)");
+}
+
 template <typename T>
-Mlp<T>::Mlp(std::vector<int> widths) : widths_(std::move(widths)) {
+Mlp<T>::Mlp(std::vector<int> widths, Activation activation)
+    : widths_(std::move(widths)), activation_(activation) {
   if (widths_.size() < 2) throw std::invalid_argument("Mlp: needs at least inputs and classes");
   for (int w : widths_) {
     if (w <= 0) throw std::invalid_argument("Mlp: every width must be positive");
@@ -46,9 +55,21 @@ template <typename T>
 void Mlp<T>::init(uint64_t seed) {
   Rng rng(mixSeed(seed, 3));
   for (int l = 0; l < numLayers(); ++l) {
-    const double bound = std::sqrt(6.0 / widths_[l]);
+    const double fanIn = widths_[l];
+    const double fanOut = widths_[l + 1];
+    const double bound = activation_ == Activation::kTanh ? std::sqrt(6.0 / (fanIn + fanOut))
+                                                          : std::sqrt(6.0 / fanIn);
     for (T& w : params_[2 * l]) w = static_cast<T>(bound * (2.0 * rng.uniform() - 1.0));
     std::fill(params_[2 * l + 1].begin(), params_[2 * l + 1].end(), T(0));
+  }
+}
+
+template <typename T>
+void Mlp<T>::activate(T* v, size_t n) const {
+  if (activation_ == Activation::kTanh) {
+    for (size_t i = 0; i < n; ++i) v[i] = std::tanh(v[i]);
+  } else {
+    for (size_t i = 0; i < n; ++i) v[i] = v[i] > T(0) ? v[i] : T(0);
   }
 }
 
@@ -64,7 +85,7 @@ void Mlp<T>::affine(int layer, const T* in, int rows, T* out) const {
     for (int j = 0; j < nOut; ++j) o[j] = b[j];
     for (int k = 0; k < nIn; ++k) {
       const T a = x[k];
-      if (a == T(0)) continue;  // ReLU zeros: nothing to add
+      if (a == T(0)) continue;  // inactive ReLU units: nothing to add
       const T* wk = w + static_cast<size_t>(k) * nOut;
       for (int j = 0; j < nOut; ++j) o[j] += a * wk[j];
     }
@@ -81,9 +102,7 @@ double Mlp<T>::forward(const T* x, const int32_t* y, int rows, int* correct) {
     std::vector<T>& out = acts_[l + 1];
     out.resize(static_cast<size_t>(rows) * widths_[l + 1]);
     affine(l, acts_[l].data(), rows, out.data());
-    if (l + 1 < numLayers()) {
-      for (T& v : out) v = v > T(0) ? v : T(0);
-    }
+    if (l + 1 < numLayers()) activate(out.data(), out.size());
   }
   // Softmax in place over the logits, cross-entropy from the stable log-sum-exp.
   const int n = classes();
@@ -143,7 +162,9 @@ void Mlp<T>::backward(const std::function<void(int layer)>& ready) {
     }
     if (ready) ready(l);
     if (l == 0) break;
-    // Through the weight and the previous layer's ReLU (in > 0 where the unit was active).
+    // Through the weight and the previous layer's activation, whose derivative follows from
+    // its output: ReLU 1 where the output is positive (else 0), tanh 1 - out^2.
+    const bool smooth = activation_ == Activation::kTanh;
     const T* w = params_[2 * l].data();
     deltaPrev_.resize(static_cast<size_t>(rows) * nIn);
     for (int i = 0; i < rows; ++i) {
@@ -151,14 +172,14 @@ void Mlp<T>::backward(const std::function<void(int layer)>& ready) {
       const T* x = in + static_cast<size_t>(i) * nIn;
       T* p = deltaPrev_.data() + static_cast<size_t>(i) * nIn;
       for (int k = 0; k < nIn; ++k) {
-        if (x[k] <= T(0)) {
+        if (!smooth && x[k] <= T(0)) {
           p[k] = T(0);
           continue;
         }
         const T* wk = w + static_cast<size_t>(k) * nOut;
         T s = 0;
         for (int j = 0; j < nOut; ++j) s += d[j] * wk[j];
-        p[k] = s;
+        p[k] = smooth ? s * (T(1) - x[k] * x[k]) : s;
       }
     }
     delta_.swap(deltaPrev_);
@@ -172,9 +193,7 @@ std::vector<int32_t> Mlp<T>::predict(const T* x, int rows) const {
   for (int l = 0; l < numLayers(); ++l) {
     next.resize(static_cast<size_t>(rows) * widths_[l + 1]);
     affine(l, cur.data(), rows, next.data());
-    if (l + 1 < numLayers()) {
-      for (T& v : next) v = v > T(0) ? v : T(0);
-    }
+    if (l + 1 < numLayers()) activate(next.data(), next.size());
     cur.swap(next);
   }
   std::vector<int32_t> labels(rows);

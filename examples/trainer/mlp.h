@@ -6,7 +6,8 @@
 // Layer l (0-based; named "fc<l+1>") maps widths[l] inputs to widths[l+1] outputs with
 //   weight  [widths[l], widths[l+1]]  (tensor 2l,   "fc<l+1>.weight")
 //   bias    [widths[l+1]]             (tensor 2l+1, "fc<l+1>.bias")
-// and computes out = in * weight + bias (then ReLU, except on the last layer).
+// and computes out = in * weight + bias, then the activation (ReLU or tanh) except on the last
+// layer.
 #pragma once
 
 #include <cstddef>
@@ -17,16 +18,24 @@
 
 namespace hvd_train {
 
+// The hidden layers' nonlinearity. ReLU's derivative jumps at 0, so two runs whose
+// pre-activations differ by a rounding error can take different branches there; tanh is smooth.
+enum class Activation { kRelu, kTanh };
+const char* activationName(Activation a);
+// "relu" or "tanh"; throws std::invalid_argument otherwise.
+Activation parseActivation(const std::string& text);
+
 template <typename T>
 class Mlp {
  public:
   // widths: inputs, hidden widths..., classes; at least two entries, all positive.
-  explicit Mlp(std::vector<int> widths);
+  explicit Mlp(std::vector<int> widths, Activation activation = Activation::kRelu);
 
   const std::vector<int>& widths() const { return widths_; }
   int numLayers() const { return static_cast<int>(widths_.size()) - 1; }
   int inputs() const { return widths_.front(); }
   int classes() const { return widths_.back(); }
+  Activation activation() const { return activation_; }
 
   // Parameter tensors, in the order above.
   size_t numTensors() const { return params_.size(); }
@@ -38,7 +47,8 @@ class Mlp {
   const std::vector<T>& grad(size_t t) const { return grads_.at(t); }
   size_t numParameters() const;
 
-  // He-uniform weights (bound sqrt(6 / fan_in)), zero biases; deterministic in `seed`.
+  // Uniform weights (He for ReLU: bound sqrt(6 / fan_in); Glorot for tanh: sqrt(6 / (fan_in +
+  // fan_out))), zero biases; deterministic in `seed`.
   void init(uint64_t seed);
 
   // Mean softmax cross-entropy of the `rows` samples x [rows, inputs()] with labels y, keeping
@@ -60,12 +70,16 @@ class Mlp {
   // out [rows, widths[l+1]] = in [rows, widths[l]] * weight + bias.
   void affine(int layer, const T* in, int rows, T* out) const;
 
+  // The activation in place over n values.
+  void activate(T* v, size_t n) const;
+
   std::vector<int> widths_;
+  Activation activation_;
   std::vector<std::string> names_;
   std::vector<std::vector<T>> params_;
   std::vector<std::vector<T>> grads_;
-  // Saved by forward(): acts_[0] is the input, acts_[l + 1] the output of layer l (after ReLU
-  // for hidden layers, softmax probabilities for the last one).
+  // Saved by forward(): acts_[0] is the input, acts_[l + 1] the output of layer l (after the
+  // activation for hidden layers, softmax probabilities for the last one).
   int rows_ = 0;
   std::vector<int32_t> labels_;
   std::vector<std::vector<T>> acts_;

@@ -53,6 +53,7 @@ std::string usage() {
          "  --hidden N          width of each hidden layer (64)\n"
          "  --layers N          hidden layers (2)\n"
          "  --classes N         classes (10)\n"
+         "  --activation A      hidden activation: relu or tanh (relu)\n"
          "  --max-steps N       stop after N steps in total (0: no limit)\n"
          "  --dump-params FILE  write the final parameters (raw float32, tensors fc1.weight,\n"
          "                      fc1.bias, fc2.weight, ...) from rank 0 or the reference\n"
@@ -104,6 +105,11 @@ std::optional<Options> parseOptions(int argc, char** argv) {
       o.layers = static_cast<int>(parseInt(arg, value, 0, 64));
     } else if (arg == "--classes") {
       o.classes = static_cast<int>(parseInt(arg, value, 2, 1 << 16));
+    } else if (arg == "--activation") {
+      if (value != "relu" && value != "tanh") {
+        throw std::invalid_argument("--activation expects relu or tanh, got '" + value + "'");
+      }
+      o.activation = value;
     } else if (arg == "--max-steps") {
       o.maxSteps = parseInt(arg, value, 0, 1ll << 62);
     } else if (arg == "--dump-params") {

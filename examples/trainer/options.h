@@ -18,8 +18,9 @@ struct Options {
   int hidden = 64;  // width of each hidden layer
   int layers = 2;   // hidden layers
   int classes = 10;
-  std::string dumpParams;  // empty: none
-  bool reference = false;  // one process, no hvd::init, batch npEquivalent * batch
+  std::string activation = "relu";  // or "tanh"
+  std::string dumpParams;           // empty: none
+  bool reference = false;           // one process, no hvd::init, batch npEquivalent * batch
   int npEquivalent = 1;
   int64_t maxSteps = 0;  // 0: no limit; otherwise stop after this many steps in total
 };

@@ -1,6 +1,14 @@
 // hvd-train (examples/trainer) under the real hvdrun: np ranks with per-rank batch b must end
 // at the parameters of one process trained with batch np*b (within float32 rounding: only the
 // order of the gradient sums differs), and the loss must fall. Issue 4, "Trainer".
+//
+// Why two activations. With ReLU, "within rounding" holds only until some pre-activation lies
+// within rounding of 0: one run then takes the unit's gradient and the other does not, and the
+// runs separate by lr/rows at once (seen at step 10 of a 32-128-128-10 run). With fusion on, the
+// engine's summation order depends on which tensors a cycle fuses, i.e. on timing, so whether
+// that happens varies from run to run. So: tanh (smooth: rounding differences stay rounding)
+// runs with fusion on, as users run; ReLU runs with HVD_FUSION_THRESHOLD=0, which fixes every
+// tensor's summation order and makes the comparison reproducible.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -51,15 +59,17 @@ std::string tempPath(const std::string& name) {
   return ::testing::TempDir() + "hvd_trainer_" + std::to_string(::getpid()) + "_" + name;
 }
 
-void expectSameTraining(int np, int batch, int epochs) {
+void expectSameTraining(int np, int batch, int epochs, const std::string& activation) {
   const std::string args = " --epochs " + std::to_string(epochs) + " --batch " +
-                           std::to_string(batch) + " --samples 4096 --seed 7";
+                           std::to_string(batch) + " --samples 4096 --seed 7 --activation " +
+                           activation;
+  const std::string env = activation == "relu" ? " -x HVD_FUSION_THRESHOLD=0" : "";
   const std::string distPath = tempPath("np" + std::to_string(np) + ".bin");
   const std::string refPath = tempPath("ref" + std::to_string(np) + ".bin");
 
   const Result dist =
-      run(std::string(HVDRUN_PATH) + " -np " + std::to_string(np) + " --no-tag-output -- " +
-          HVD_TRAIN_PATH + args + " --dump-params " + distPath);
+      run(std::string(HVDRUN_PATH) + " -np " + std::to_string(np) + " --no-tag-output" + env +
+          " -- " + HVD_TRAIN_PATH + args + " --dump-params " + distPath);
   ASSERT_EQ(dist.status, 0) << dist.output;
   const Result ref = run(std::string(HVD_TRAIN_PATH) + " --reference --np-equivalent " +
                          std::to_string(np) + args + " --dump-params " + refPath);
@@ -93,15 +103,17 @@ void expectSameTraining(int np, int batch, int epochs) {
   }
   EXPECT_LE(worst, 1e-4) << "parameter " << worstAt << ": np " << np << " " << d[worstAt]
                          << ", reference " << r[worstAt];
-  std::printf("np %d: max relative parameter difference to the reference %.3g over %zu values\n",
-              np, worst, r.size());
+  std::printf("np %d %s: max relative parameter difference to the reference %.3g (%zu values)\n",
+              np, activation.c_str(), worst, r.size());
   std::remove(distPath.c_str());
   std::remove(refPath.c_str());
 }
 
-TEST(Trainer, OneRankMatchesReference) { expectSameTraining(1, 64, 2); }
-TEST(Trainer, TwoRanksMatchReferenceWithDoubleBatch) { expectSameTraining(2, 32, 3); }
-TEST(Trainer, FourRanksMatchReferenceWithFourfoldBatch) { expectSameTraining(4, 16, 3); }
+TEST(Trainer, OneRankMatchesReference) { expectSameTraining(1, 64, 2, "relu"); }
+TEST(Trainer, TwoRanksMatchReferenceWithDoubleBatch) { expectSameTraining(2, 32, 3, "relu"); }
+TEST(Trainer, FourRanksMatchReferenceWithFourfoldBatch) { expectSameTraining(4, 16, 3, "relu"); }
+TEST(Trainer, TwoRanksFusedMatchReference) { expectSameTraining(2, 32, 3, "tanh"); }
+TEST(Trainer, FourRanksFusedMatchReference) { expectSameTraining(4, 16, 3, "tanh"); }
 
 TEST(Trainer, UsageErrorsExitTwo) {
   const Result r = run(std::string(HVD_TRAIN_PATH) + " --frobnicate 1");

@@ -55,9 +55,11 @@ TEST(TrainerMlp, ZeroModelLossIsLogClasses) {
   EXPECT_NEAR(m.forward(b.x.data(), b.y.data(), 7), std::log(5.0), 1e-12);
 }
 
-// Central differences in double: every parameter of a 3-layer model.
-TEST(TrainerMlp, BackwardMatchesFiniteDifferences) {
-  Mlp<double> m({5, 7, 6, 4});
+// Central differences in double: every parameter of a 3-layer model, for each activation.
+class TrainerMlpGradient : public ::testing::TestWithParam<Activation> {};
+
+TEST_P(TrainerMlpGradient, BackwardMatchesFiniteDifferences) {
+  Mlp<double> m({5, 7, 6, 4}, GetParam());
   m.init(42);
   for (size_t t = 1; t < m.numTensors(); t += 2) {  // non-zero biases exercise their gradient
     for (size_t i = 0; i < m.param(t).size(); ++i) m.param(t)[i] = 0.05 * ((i % 5) - 2.0);
@@ -88,11 +90,22 @@ TEST(TrainerMlp, BackwardMatchesFiniteDifferences) {
   EXPECT_EQ(checked, m.numParameters());
 }
 
+INSTANTIATE_TEST_SUITE_P(Activations, TrainerMlpGradient,
+                         ::testing::Values(Activation::kRelu, Activation::kTanh),
+                         [](const auto& info) { return std::string(activationName(info.param)); });
+
+TEST(TrainerMlp, ActivationNames) {
+  EXPECT_EQ(parseActivation("tanh"), Activation::kTanh);
+  EXPECT_EQ(parseActivation("relu"), Activation::kRelu);
+  EXPECT_STREQ(activationName(Activation::kTanh), "tanh");
+  EXPECT_THROW(parseActivation("gelu"), std::invalid_argument);
+}
+
 // The float model (what the trainer runs) computes the same gradients as the double one.
-TEST(TrainerMlp, FloatGradientsAgreeWithDouble) {
+TEST_P(TrainerMlpGradient, FloatGradientsAgreeWithDouble) {
   const std::vector<int> widths{32, 64, 64, 10};
-  Mlp<float> f(widths);
-  Mlp<double> d(widths);
+  Mlp<float> f(widths, GetParam());
+  Mlp<double> d(widths, GetParam());
   f.init(3);
   for (size_t t = 0; t < f.numTensors(); ++t) {
     d.param(t).assign(f.param(t).begin(), f.param(t).end());
@@ -293,6 +306,8 @@ TEST(TrainerOptions, ParsesAndRejects) {
   EXPECT_THROW(parse({"--epochs"}), std::invalid_argument);
   EXPECT_THROW(parse({"--np-equivalent", "2"}), std::invalid_argument);  // needs --reference
   EXPECT_THROW(parse({"--samples", "10", "--batch", "11"}), std::invalid_argument);
+  EXPECT_THROW(parse({"--activation", "gelu"}), std::invalid_argument);
+  EXPECT_EQ(parse({"--activation", "tanh"})->activation, "tanh");
 }
 
 }  // namespace
