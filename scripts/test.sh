@@ -2,16 +2,21 @@
 # Installs the dependencies, builds hvd, and runs the whole test suite through ctest (unit,
 # multi-process, and multi-host e2e over network namespaces, which need root: CI runs as root);
 # then builds and runs the unit and multi-process tests once more under AddressSanitizer and
-# UndefinedBehaviorSanitizer. Exits non-zero on any failure.
+# UndefinedBehaviorSanitizer, and the engine's tests (background thread, submitters on many
+# threads, the timeline's writer) under ThreadSanitizer. Exits non-zero on any failure.
 #
 #   scripts/test.sh                 everything
-#   HVD_TEST_SKIP_SANITIZE=1 ...    skip the sanitizer pass (local iteration)
-#   HVD_BUILD_DIR / HVD_ASAN_BUILD_DIR   build directories (default build/, build-asan/)
+#   HVD_TEST_SKIP_SANITIZE=1 ...    skip the sanitizer passes (local iteration)
+#   HVD_BUILD_DIR / HVD_ASAN_BUILD_DIR / HVD_TSAN_BUILD_DIR   build directories (default build/,
+#                                   build-asan/, build-tsan/)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${HVD_BUILD_DIR:-$ROOT/build}"
 ASAN_BUILD="${HVD_ASAN_BUILD_DIR:-$ROOT/build-asan}"
+TSAN_BUILD="${HVD_TSAN_BUILD_DIR:-$ROOT/build-tsan}"
+# The engine's unit tests: ranks as threads, each with an engine thread and submitters.
+TSAN_TESTS=(engine_logic_test engine_test engine_negotiation_test timeline_test)
 JOBS="$(nproc)"
 
 "$ROOT/scripts/install-deps.sh"
@@ -42,6 +47,17 @@ if [[ "${HVD_TEST_SKIP_SANITIZE:-0}" != 1 ]]; then
   export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
   ctest --test-dir "$ASAN_BUILD" -L unit --output-on-failure -j"$JOBS"
   ctest --test-dir "$ASAN_BUILD" -L mp --output-on-failure
+
+  section "ThreadSanitizer build of the engine tests ($TSAN_BUILD)"
+  cmake -S "$ROOT" -B "$TSAN_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DHVD_SANITIZE=thread >/dev/null
+  cmake --build "$TSAN_BUILD" -j"$JOBS" --target "${TSAN_TESTS[@]}"
+  section "engine tests under ThreadSanitizer"
+  export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1"
+  for t in "${TSAN_TESTS[@]}"; do
+    # A hang is a failure: each binary gets a deadline, as every ctest has.
+    timeout --kill-after=10 900 "$TSAN_BUILD/bin/$t" --gtest_brief=1
+  done
 fi
 
 section "all tests passed"
