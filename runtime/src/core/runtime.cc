@@ -120,9 +120,7 @@ Runtime::Runtime(const Config& config, int generation) : config_(config) {
   if (config_.size == 1) {
     context_ = std::make_unique<transport::Context>(
         0, 1, std::vector<std::unique_ptr<transport::Link>>(1), options);
-    engineContext_ = std::make_unique<transport::Context>(
-        0, 1, std::vector<std::unique_ptr<transport::Link>>(1), options);
-    engine_ = std::make_unique<engine::Engine>(*engineContext_, engineOptions(config_));
+    mesh_.options = options;
     return;
   }
   store_ = std::make_unique<store::TcpStore>(config_.storeAddress, config_.jobId,
@@ -130,7 +128,7 @@ Runtime::Runtime(const Config& config, int generation) : config_(config) {
   scoped_ = std::make_unique<PrefixedStore>(*store_, "g" + std::to_string(generation) + "/");
   auto& scoped = *scoped_;
 
-  transport::MeshConfig mesh;
+  transport::MeshConfig& mesh = mesh_;
   mesh.rank = config_.rank;
   mesh.size = config_.size;
   mesh.hostKey = transport::localHostKey();
@@ -146,13 +144,23 @@ Runtime::Runtime(const Config& config, int generation) : config_(config) {
   failureBoard_ = std::make_unique<StoreFailureBoard>(scoped);
   context_->setFailureBoard(failureBoard_.get());
   log->info("connected: {} ranks over {}", config_.size, context_->describeTransports());
+}
 
-  // The engine's own connections. No failure board: its background cycles would often be the
-  // first to notice a dead peer, and the root cause the job reports should come from the
-  // user's collectives; the engine fails its own handles with its own error.
-  engineScoped_ = std::make_unique<PrefixedStore>(scoped, "engine/");
-  engineContext_ = transport::connectMesh(*engineScoped_, mesh);
+engine::Engine& Runtime::engine() {
+  std::lock_guard<std::mutex> lock(engineMutex_);
+  if (engine_) return *engine_;
+  if (config_.size == 1) {
+    engineContext_ = std::make_unique<transport::Context>(
+        0, 1, std::vector<std::unique_ptr<transport::Link>>(1), mesh_.options);
+  } else {
+    // The engine's own connections. No failure board: its background cycles would often be the
+    // first to notice a dead peer, and the root cause the job reports should come from the
+    // user's collectives; the engine fails its own handles with its own error.
+    engineScoped_ = std::make_unique<PrefixedStore>(*scoped_, "engine/");
+    engineContext_ = transport::connectMesh(*engineScoped_, mesh_);
+  }
   engine_ = std::make_unique<engine::Engine>(*engineContext_, engineOptions(config_));
+  return *engine_;
 }
 
 engine::EngineOptions engineOptions(const Config& config) {

@@ -1,16 +1,22 @@
 // A Runtime is one initialised libhvd instance: it owns the parsed Config, the connection to
 // the job's store, the transport Context every blocking collective runs on, and the engine
 // (hvd/engine.hpp) with a second Context of its own (store keys under "engine/"), so async ops
-// never interleave with the caller's blocking collectives. The public API (hvd.hpp, hvd.h,
-// engine.hpp) is a thin shim over one instance per process; tests create several.
+// never interleave with the caller's blocking collectives. The engine starts on the first use
+// of engine() (each rank's first async op or join): a program that only uses the blocking
+// collectives pays neither for its connections nor for its background cycles. Its connections
+// rendezvous like init's, so a rank that never uses the engine makes the others' first async op
+// fail after HVD_START_TIMEOUT, naming the ranks that did not arrive. The public API (hvd.hpp,
+// hvd.h, engine.hpp) is a thin shim over one instance per process; tests create several.
 #pragma once
 
 #include <memory>
+#include <mutex>
 
 #include "core/config.h"
 #include "engine/engine.h"
 #include "store/store.h"
 #include "transport/context.h"
+#include "transport/mesh.h"
 
 namespace hvd::core {
 
@@ -23,7 +29,8 @@ class Runtime {
 
   const Config& config() const { return config_; }
   transport::Context& context() { return *context_; }
-  engine::Engine& engine() { return *engine_; }
+  // Starts the engine on first use (thread-safe); throws what connecting its mesh throws.
+  engine::Engine& engine();
 
  private:
   Config config_;
@@ -31,6 +38,8 @@ class Runtime {
   std::unique_ptr<store::Store> scoped_;  // this init cycle's key prefix over store_
   std::unique_ptr<transport::FailureBoard> failureBoard_;
   std::unique_ptr<transport::Context> context_;
+  transport::MeshConfig mesh_;  // how init connected; the engine's mesh connects alike
+  std::mutex engineMutex_;      // guards the engine's start
   std::unique_ptr<store::Store> engineScoped_;  // "engine/" under scoped_
   std::unique_ptr<transport::Context> engineContext_;
   std::unique_ptr<engine::Engine> engine_;  // uses engineContext_: destroyed first
