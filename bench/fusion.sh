@@ -12,6 +12,8 @@
 # hvd-on, ...) because the shared machines this runs on drift in speed over tens of seconds:
 #   hvd-on      hvdrun -np N -- hvd-fusion-bench                (engine default: 128 MiB fusion)
 #   hvd-off     HVD_FUSION_THRESHOLD=0 hvdrun -np N -- hvd-fusion-bench   (one collective per op)
+#                   (both with HVD_LOG_LEVEL=info: a run fails unless the engine logged the
+#                   threshold it was meant to take)
 #   mpi-def     mpirun --allow-run-as-root --oversubscribe -np N mpi-fusion-bench
 #                   (one MPI_Allreduce per tensor, then the division by N)
 #   mpi-malloc  the same with glibc's mmap/trim thresholds raised (see compare.sh)
@@ -130,9 +132,10 @@ fi
 
 ARGS=(--params "$PARAMS" --steps "$STEPS" --warmup "$WARMUP")
 # run_one OUT LABEL CMD...: runs CMD, appending its output to OUT; records a failure on a
-# non-zero exit, a timeout, or an output without a RESULT line or with wrong elements. Sets
-# MED and MIN (ms/step) from its RESULT line, or empties them.
-MED="" MIN=""
+# non-zero exit, a timeout, an output without a RESULT line or with wrong elements, or (when
+# EXPECT is set) an output without a line matching EXPECT. Sets MED and MIN (ms/step) from its
+# RESULT line, or empties them.
+MED="" MIN="" EXPECT=""
 run_one() {
   local out="$1" label="$2" rc=0
   shift 2
@@ -142,6 +145,8 @@ run_one() {
   cat "$tmp" >> "$out"
   local result
   result="$(sed -n 's/^.*\(RESULT impl=.*\)$/\1/p' "$tmp" | tail -n 1)"
+  local expected=1
+  [[ -z "$EXPECT" ]] || grep -qE "$EXPECT" "$tmp" || expected=0
   rm -f "$tmp"
   MED="" MIN=""
   if [[ $rc == 124 || $rc == 137 ]]; then
@@ -152,6 +157,8 @@ run_one() {
     fail "$label: no RESULT line ($out)"
   elif [[ "$result" != *" wrong=0" ]]; then
     fail "$label: wrong elements: $result ($out)"
+  elif [[ $expected == 0 ]]; then
+    fail "$label: no line matching '$EXPECT' ($out)"
   else
     MED="$(sed -n 's/.* median_ms=\([0-9.]*\).*/\1/p' <<< "$result")"
     MIN="$(sed -n 's/.* min_ms=\([0-9.]*\).*/\1/p' <<< "$result")"
@@ -173,14 +180,19 @@ for np in $NPS; do
     line="  np $np, repeat $rep of $REPEATS ($((SECONDS - START)) s):"
     for impl in "${IMPLS[@]}"; do
       out="$OUTDIR/$impl-np$np.txt"
+      # The engine logs its resolved configuration at info level: the hvd runs check that it
+      # took the threshold they meant (a knob it ignored would make on and off the same run).
+      EXPECT=""
       case $impl in
         hvd-on)
+          EXPECT="\[engine\].*fusion threshold [1-9][0-9]* B"
           run_one "$out" "$impl np $np" env -u HVD_FUSION_THRESHOLD -u HOROVOD_FUSION_THRESHOLD \
-            "$BIN/hvdrun" -np "$np" -- "$BIN/hvd-fusion-bench" "${ARGS[@]}"
+            HVD_LOG_LEVEL=info "$BIN/hvdrun" -np "$np" -- "$BIN/hvd-fusion-bench" "${ARGS[@]}"
           ;;
         hvd-off)
+          EXPECT="\[engine\].*fusion threshold 0 B"
           run_one "$out" "$impl np $np" env -u HOROVOD_FUSION_THRESHOLD HVD_FUSION_THRESHOLD=0 \
-            "$BIN/hvdrun" -np "$np" -- "$BIN/hvd-fusion-bench" "${ARGS[@]}"
+            HVD_LOG_LEVEL=info "$BIN/hvdrun" -np "$np" -- "$BIN/hvd-fusion-bench" "${ARGS[@]}"
           ;;
         mpi-def)
           run_one "$out" "$impl np $np" "${MPIRUN[@]}" -np "$np" "$BIN/mpi-fusion-bench" \
@@ -216,7 +228,7 @@ table() {
     { if (!(($1, $2) in best) || $f + 0 < best[$1, $2]) best[$1, $2] = $f + 0 }
     function cell(impl, np) { return ((impl, np) in best) ? sprintf("%.1f", best[impl, np]) : "-" }
     function ratio(a, b) {
-      return (a != "-" && b != "-" && b + 0 > 0) ? sprintf("%.2f", a / b) : "-"
+      return (a ~ /^[0-9.]+$/ && b ~ /^[0-9.]+$/ && b + 0 > 0) ? sprintf("%.2f", a / b) : "-"
     }
     END {
       printf "%4s %9s %9s %9s %9s %8s %8s %8s\n", "np", "hvd on", "hvd off", "MPI", "torch",
