@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "collectives/collectives.h"
+#include "common/element.h"
 #include "common/half.h"
 
 namespace hvd::testing {
@@ -310,34 +311,7 @@ int64_t inputValue(DataType type, ReduceOp op, int rank, size_t index, int salt)
   return base - 8;                                    // -8..8
 }
 
-void storeValue(DataType type, void* base, size_t i, double v) {
-  switch (type) {
-    case DataType::kInt8:
-      static_cast<int8_t*>(base)[i] = static_cast<int8_t>(static_cast<int64_t>(v));
-      return;
-    case DataType::kUInt8:
-      static_cast<uint8_t*>(base)[i] = static_cast<uint8_t>(static_cast<int64_t>(v));
-      return;
-    case DataType::kInt32:
-      static_cast<int32_t*>(base)[i] = static_cast<int32_t>(v);
-      return;
-    case DataType::kInt64:
-      static_cast<int64_t*>(base)[i] = static_cast<int64_t>(v);
-      return;
-    case DataType::kFloat16:
-      static_cast<uint16_t*>(base)[i] = floatToHalf(static_cast<float>(v));
-      return;
-    case DataType::kBFloat16:
-      static_cast<uint16_t*>(base)[i] = floatToBfloat16(static_cast<float>(v));
-      return;
-    case DataType::kFloat32:
-      static_cast<float*>(base)[i] = static_cast<float>(v);
-      return;
-    case DataType::kFloat64:
-      static_cast<double*>(base)[i] = v;
-      return;
-  }
-}
+void storeValue(DataType type, void* base, size_t i, double v) { storeElement(type, base, i, v); }
 
 std::vector<size_t> matrixCounts(int size) {
   return {0, 1, 2, 3, static_cast<size_t>(size - 1), static_cast<size_t>(size + 1), 1023, 4099};

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/element.h"
 #include "common/half.h"
 #include "engine/engine.h"
 #include "transport/local_fabric.h"
@@ -91,61 +92,10 @@ class Cluster {
   std::vector<std::unique_ptr<Engine>> engines_;
 };
 
-inline void storeAs(DataType type, void* base, size_t i, double v) {
-  switch (type) {
-    case DataType::kInt8:
-      static_cast<int8_t*>(base)[i] = static_cast<int8_t>(v);
-      break;
-    case DataType::kUInt8:
-      static_cast<uint8_t*>(base)[i] = static_cast<uint8_t>(v);
-      break;
-    case DataType::kInt32:
-      static_cast<int32_t*>(base)[i] = static_cast<int32_t>(v);
-      break;
-    case DataType::kInt64:
-      static_cast<int64_t*>(base)[i] = static_cast<int64_t>(v);
-      break;
-    case DataType::kFloat16:
-      static_cast<uint16_t*>(base)[i] = floatToHalf(static_cast<float>(v));
-      break;
-    case DataType::kBFloat16:
-      static_cast<uint16_t*>(base)[i] = floatToBfloat16(static_cast<float>(v));
-      break;
-    case DataType::kFloat32:
-      static_cast<float*>(base)[i] = static_cast<float>(v);
-      break;
-    case DataType::kFloat64:
-      static_cast<double*>(base)[i] = v;
-      break;
-  }
-}
-
-inline double loadAs(DataType type, const void* base, size_t i) {
-  switch (type) {
-    case DataType::kInt8:
-      return static_cast<const int8_t*>(base)[i];
-    case DataType::kUInt8:
-      return static_cast<const uint8_t*>(base)[i];
-    case DataType::kInt32:
-      return static_cast<const int32_t*>(base)[i];
-    case DataType::kInt64:
-      return static_cast<double>(static_cast<const int64_t*>(base)[i]);
-    case DataType::kFloat16:
-      return halfToFloat(static_cast<const uint16_t*>(base)[i]);
-    case DataType::kBFloat16:
-      return bfloat16ToFloat(static_cast<const uint16_t*>(base)[i]);
-    case DataType::kFloat32:
-      return static_cast<const float*>(base)[i];
-    case DataType::kFloat64:
-      return static_cast<const double*>(base)[i];
-  }
-  return 0;
-}
-
 inline std::vector<uint8_t> buffer(DataType type, size_t count,
                                    const std::function<double(size_t)>& value) {
   std::vector<uint8_t> b(count * dataTypeSize(type) + 1);  // +1: never a null data() pointer
-  for (size_t i = 0; i < count; ++i) storeAs(type, b.data(), i, value(i));
+  for (size_t i = 0; i < count; ++i) storeElement(type, b.data(), i, value(i));
   return b;
 }
 

@@ -104,11 +104,12 @@ std::string checkMixed(const MixedOp& op, int rank, int np) {
       for (size_t i = 0; i < n; ++i) {
         double sum = 0;
         for (int r = 0; r < np; ++r) sum += in(r, i);
-        storeAs(t, want.data(), i, sum);
+        storeElement(t, want.data(), i, sum);
       }
       if (op.kind == MixedOp::kAllreduceAverage) coll::finishAverage(t, want.data(), n, np);
       for (size_t i = 0; i < n; ++i) {
-        expectEq("allreduce", i, loadAs(t, op.output.data(), i), loadAs(t, want.data(), i), 0);
+        expectEq("allreduce", i, loadElement(t, op.output.data(), i),
+                 loadElement(t, want.data(), i), 0);
       }
       break;
     }
@@ -117,7 +118,7 @@ std::string checkMixed(const MixedOp& op, int rank, int np) {
       size_t at = 0;
       for (int r = 0; r < np; ++r) {
         for (size_t i = 0; i < (op.count + r) * 2; ++i, ++at) {
-          expectEq("allgather", at, loadAs(t, out.data(), at), in(r, i), 0);
+          expectEq("allgather", at, loadElement(t, out.data(), at), in(r, i), 0);
         }
       }
       if (op.handle.outputShape() != Shape{static_cast<int64_t>(at / 2), 2}) {
@@ -127,7 +128,7 @@ std::string checkMixed(const MixedOp& op, int rank, int np) {
     }
     case MixedOp::kBroadcast:
       for (size_t i = 0; i < op.count * 2; ++i) {
-        expectEq("broadcast", i, loadAs(t, op.output.data(), i), in(op.index % np, i), 0);
+        expectEq("broadcast", i, loadElement(t, op.output.data(), i), in(op.index % np, i), 0);
       }
       break;
     case MixedOp::kReducescatter: {
@@ -139,7 +140,7 @@ std::string checkMixed(const MixedOp& op, int rank, int np) {
       for (size_t i = 0; i < mine * 2 && fail.tellp() == 0; ++i) {
         double sum = 0;
         for (int r = 0; r < np; ++r) sum += in(r, start * 2 + i);
-        expectEq("reducescatter", i, loadAs(t, out.data(), i), sum, 0);
+        expectEq("reducescatter", i, loadElement(t, out.data(), i), sum, 0);
       }
       break;
     }
@@ -149,7 +150,7 @@ std::string checkMixed(const MixedOp& op, int rank, int np) {
       size_t at = 0;
       for (int r = 0; r < np; ++r) {
         for (size_t i = 0; i < per * 2; ++i, ++at) {
-          expectEq("alltoall", at, loadAs(t, out.data(), at), in(r, rank * per * 2 + i), 0);
+          expectEq("alltoall", at, loadElement(t, out.data(), at), in(r, rank * per * 2 + i), 0);
         }
       }
       if (op.handle.receivedSplits() != std::vector<int64_t>(np, static_cast<int64_t>(per))) {
@@ -340,13 +341,13 @@ TEST(Engine, PrescaleAndPostscaleApplyBeforeAndAfterTheReduction) {
         if (h2.valid()) h2.wait();
         for (size_t i = 0; i < 64; ++i) {
           const double want = (valueOf(0, 1, i) + valueOf(1, 1, i) + valueOf(2, 1, i)) * 0.5;
-          EXPECT_EQ(loadAs(t, out.data(), i), want) << dataTypeName(t) << " " << i;
+          EXPECT_EQ(loadElement(t, out.data(), i), want) << dataTypeName(t) << " " << i;
           if (h2.valid()) {
-            EXPECT_EQ(loadAs(t, other.data(), i), want);
+            EXPECT_EQ(loadElement(t, other.data(), i), want);
           }
         }
         // The input is untouched (out of place).
-        EXPECT_EQ(loadAs(t, in.data(), 3), valueOf(rank, 1, 3));
+        EXPECT_EQ(loadElement(t, in.data(), 3), valueOf(rank, 1, 3));
       }
     }
     // Integers refuse factors at submit; the job stays usable.
@@ -376,8 +377,9 @@ TEST(Engine, Fp16CompressionSendsHalfAndCastsBack) {
                 op == ReduceOp::kMax ? std::max(want, valueOf(r, 2, i)) : want + valueOf(r, 2, i);
           }
           if (op == ReduceOp::kAverage) want /= 4;
-          ASSERT_TRUE(closeUlps(t, loadAs(t, out.data(), i), want, 2))
-              << name << " element " << i << ": " << loadAs(t, out.data(), i) << " vs " << want;
+          ASSERT_TRUE(closeUlps(t, loadElement(t, out.data(), i), want, 2))
+              << name << " element " << i << ": " << loadElement(t, out.data(), i) << " vs "
+              << want;
         }
       }
     }
@@ -433,11 +435,11 @@ TEST(Engine, EveryReduceOpOnEveryTypeIsExact) {
             acc += v;
           }
         }
-        storeAs(t, want.data(), i, acc);
+        storeElement(t, want.data(), i, acc);
       }
       if (op == ReduceOp::kAverage) coll::finishAverage(t, want.data(), 50, 3);
       for (size_t i = 0; i < 50; ++i) {
-        ASSERT_EQ(loadAs(t, outs[c].data(), i), loadAs(t, want.data(), i))
+        ASSERT_EQ(loadElement(t, outs[c].data(), i), loadElement(t, want.data(), i))
             << dataTypeName(t) << " " << reduceOpName(op) << " element " << i;
       }
     }

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "collectives/collectives.h"
+#include "common/element.h"
 #include "common/half.h"
 #include "engine/timeline.h"
 #include "hvd/error.hpp"
@@ -28,40 +29,6 @@ bool fusable(const Request& a, const Request& b) {
          a.postscale == b.postscale && a.fp16 == b.fp16 && a.device == b.device;
 }
 
-double load(DataType t, const void* base, size_t i) {
-  switch (t) {
-    case DataType::kFloat16:
-      return halfToFloat(static_cast<const uint16_t*>(base)[i]);
-    case DataType::kBFloat16:
-      return bfloat16ToFloat(static_cast<const uint16_t*>(base)[i]);
-    case DataType::kFloat32:
-      return static_cast<const float*>(base)[i];
-    case DataType::kFloat64:
-      return static_cast<const double*>(base)[i];
-    default:
-      throw InternalError("engine: scaling is only defined for floating-point types");
-  }
-}
-
-void store(DataType t, void* base, size_t i, double v) {
-  switch (t) {
-    case DataType::kFloat16:
-      static_cast<uint16_t*>(base)[i] = floatToHalf(static_cast<float>(v));
-      break;
-    case DataType::kBFloat16:
-      static_cast<uint16_t*>(base)[i] = floatToBfloat16(static_cast<float>(v));
-      break;
-    case DataType::kFloat32:
-      static_cast<float*>(base)[i] = static_cast<float>(v);
-      break;
-    case DataType::kFloat64:
-      static_cast<double*>(base)[i] = v;
-      break;
-    default:
-      throw InternalError("engine: scaling is only defined for floating-point types");
-  }
-}
-
 }  // namespace
 
 void convertScaled(DataType srcType, const void* src, DataType dstType, void* dst, size_t count,
@@ -84,10 +51,10 @@ void convertScaled(DataType srcType, const void* src, DataType dstType, void* ds
     }
   }
   for (size_t i = 0; i < count; ++i) {
-    double v = load(srcType, src, i);
+    double v = loadElement(srcType, src, i);
     if (divisor > 1) v /= divisor;
     if (factor != 1.0) v *= factor;
-    store(dstType, dst, i, v);
+    storeElement(dstType, dst, i, v);
   }
 }
 
