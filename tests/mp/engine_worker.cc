@@ -17,19 +17,11 @@
 
 #include "hvd/engine.hpp"
 #include "hvd/hvd.hpp"
+#include "worker_exit.h"
 
 namespace {
 
-int exitCodeFor(const hvd::Error& e) {
-  switch (e.kind()) {
-    case hvd::ErrorKind::kPeer:
-      return 10;
-    case hvd::ErrorKind::kTimeout:
-      return 11;
-    default:
-      return 12;
-  }
-}
+using hvd::test::exitCodeFor;
 
 float value(int rank, int op, size_t i) { return static_cast<float>((rank * 5 + op + i) % 7); }
 

@@ -17,19 +17,11 @@
 #include "common/collective_checks.h"
 #include "core/runtime.h"
 #include "hvd/hvd.hpp"
+#include "worker_exit.h"
 
 namespace {
 
-int exitCodeFor(const hvd::Error& e) {
-  switch (e.kind()) {
-    case hvd::ErrorKind::kPeer:
-      return 10;
-    case hvd::ErrorKind::kTimeout:
-      return 11;
-    default:
-      return 12;
-  }
-}
+using hvd::test::exitCodeFor;
 
 int runMatrix(int iterations) {
   hvd::core::Runtime runtime(hvd::core::configFromEnvironment(), 0);
