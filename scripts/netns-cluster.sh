@@ -197,8 +197,10 @@ make_key() {
 # True once namespace $1 has a TCP listener on exactly $2 (IPv4ADDR:PORT). gRPC binds an IPv6
 # socket to the v4-mapped address, which ss shows as [::ffff:ADDR]:PORT.
 listening_on() {
-  ip netns exec "$1" ss -Hltn "sport = :${2##*:}" 2> /dev/null | awk '{ print $4 }' |
-    sed 's/^\[::ffff:\(.*\)\]:/\1:/' | grep -qxF "$2"
+  local socks
+  socks="$(ip netns exec "$1" ss -Hltn "sport = :${2##*:}" 2> /dev/null | awk '{ print $4 }' |
+    sed 's/^\[::ffff:\(.*\)\]:/\1:/')" || return 1
+  grep -qxF "$2" <<< "$socks"
 }
 
 start_agent() {
