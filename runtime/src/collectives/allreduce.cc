@@ -14,7 +14,9 @@
 // Direct (latency-optimal, for small messages): every rank sends its whole input to every
 // other rank and reduces the n inputs itself in rank order 0..n-1; the same inputs in the same
 // order give the same bits everywhere. One communication round instead of 2(n-1).
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "collectives/collectives.h"
 #include "collectives/reduce.h"
@@ -57,8 +59,18 @@ void allreduceDirect(Context& ctx, const uint8_t* in, uint8_t* out, size_t count
   if (op == ReduceOp::kAverage) finishAverage(type, out, count, n);
 }
 
-void allreduceRing(Context& ctx, const uint8_t* in, uint8_t* out, size_t count, DataType type,
-                   ReduceOp op) {
+// One part of a ring chunk that lies inside one segment.
+struct Piece {
+  const uint8_t* in;
+  uint8_t* out;
+  size_t bytes;
+};
+
+// The ring over the concatenation of `segments` (`count` elements in all): chunk boundaries
+// are those of one buffer of `count` elements, and a chunk that spans several segments moves
+// as one send and one receive per part. With one segment this is the plain ring.
+void allreduceRing(Context& ctx, const std::vector<AllreduceSegment>& segments, size_t count,
+                   DataType type, ReduceOp op) {
   const int n = ctx.size();
   const int r = ctx.rank();
   const size_t elem = dataTypeSize(type);
@@ -68,45 +80,82 @@ void allreduceRing(Context& ctx, const uint8_t* in, uint8_t* out, size_t count, 
   auto chunkOffset = [&](int c) { return (count / n) * c + std::min<size_t>(c, count % n); };
   auto mod = [n](int x) { return ((x % n) + n) % n; };
 
-  Schedule& schedule = scheduleOf(ctx);
-  int lastRecv = -1;
-  for (int s = 0; s < n - 1; ++s) {
-    const int sendChunk = mod(r - s);
-    const int recvChunk = mod(r - s - 1);
-    const uint8_t* source = (s == 0 ? in : out) + chunkOffset(sendChunk) * elem;
-    schedule.send(next, source, chunkCount(sendChunk) * elem, lastRecv, /*forwards=*/s > 0);
-    RecvAction reduce;
-    reduce.op = op;
-    reduce.type = type;
-    reduce.dst = out + chunkOffset(recvChunk) * elem;
-    if (in == out) {
-      reduce.kind = RecvAction::Kind::kReduceInto;
-    } else {
-      reduce.kind = RecvAction::Kind::kReduceTo;
-      reduce.src = in + chunkOffset(recvChunk) * elem;
+  // pieces[c]: the parts of chunk c, in segment order (the same on every rank).
+  std::vector<std::vector<Piece>> pieces(n);
+  size_t seg = 0;
+  size_t segStart = 0;  // element index of segments[seg] in the concatenation
+  for (int c = 0; c < n; ++c) {
+    size_t at = chunkOffset(c);
+    const size_t end = at + chunkCount(c);
+    while (at < end) {
+      while (segStart + segments[seg].count <= at) segStart += segments[seg++].count;
+      const size_t take = std::min(end, segStart + segments[seg].count) - at;
+      const size_t skip = (at - segStart) * elem;
+      pieces[c].push_back({static_cast<const uint8_t*>(segments[seg].input) + skip,
+                           static_cast<uint8_t*>(segments[seg].output) + skip, take * elem});
+      at += take;
     }
-    if (op == ReduceOp::kAverage && s == n - 2) reduce.averageDivisor = n;
-    // Partial sums of earlier steps are overwritten by the allgather phase: only forwarded.
-    reduce.resultNeeded = s == n - 2;
-    // The final reduced chunk is forwarded from the ring (progress.cc), so its copy in the
-    // output is not read again: stream it when large.
-    reduce.streaming = reduce.resultNeeded && count * elem >= kStreamingBytes;
-    lastRecv = schedule.recv(prev, chunkCount(recvChunk) * elem, elem, reduce);
+  }
+  const bool large = count * elem >= kStreamingBytes;
+
+  Schedule& schedule = scheduleOf(ctx);
+  // The receives of the chunk received last, one per piece: the next step forwards that chunk,
+  // piece by piece.
+  std::vector<int> lastRecvs;
+  std::vector<int> recvs;
+  for (int s = 0; s < n - 1; ++s) {
+    const auto& sendPieces = pieces[mod(r - s)];
+    for (size_t k = 0; k < sendPieces.size(); ++k) {
+      const Piece& p = sendPieces[k];
+      schedule.send(next, s == 0 ? p.in : p.out, p.bytes, s == 0 ? -1 : lastRecvs[k],
+                    /*forwards=*/s > 0);
+    }
+    recvs.clear();
+    for (const Piece& p : pieces[mod(r - s - 1)]) {
+      RecvAction reduce;
+      reduce.op = op;
+      reduce.type = type;
+      reduce.dst = p.out;
+      if (p.in == p.out) {
+        reduce.kind = RecvAction::Kind::kReduceInto;
+      } else {
+        reduce.kind = RecvAction::Kind::kReduceTo;
+        reduce.src = p.in;
+      }
+      if (op == ReduceOp::kAverage && s == n - 2) reduce.averageDivisor = n;
+      // Partial sums of earlier steps are overwritten by the allgather phase: only forwarded.
+      reduce.resultNeeded = s == n - 2;
+      // The final reduced chunk is forwarded from the ring (progress.cc), so its copy in the
+      // output is not read again: stream it when large.
+      reduce.streaming = reduce.resultNeeded && large;
+      recvs.push_back(schedule.recv(prev, p.bytes, elem, reduce));
+    }
+    lastRecvs.swap(recvs);
   }
   for (int t = 0; t < n - 1; ++t) {
-    const int sendChunk = mod(r + 1 - t);
-    const int recvChunk = mod(r - t);
-    schedule.send(next, out + chunkOffset(sendChunk) * elem, chunkCount(sendChunk) * elem, lastRecv,
-                  /*forwards=*/true);
-    RecvAction copy;
-    // Chunks received in the allgather phase are final: nobody reads them again during the
-    // collective, so large ones bypass the cache.
-    copy.kind = RecvAction::Kind::kCopy;
-    copy.streaming = count * elem >= kStreamingBytes;
-    copy.dst = out + chunkOffset(recvChunk) * elem;
-    lastRecv = schedule.recv(prev, chunkCount(recvChunk) * elem, elem, copy);
+    const auto& sendPieces = pieces[mod(r + 1 - t)];
+    for (size_t k = 0; k < sendPieces.size(); ++k) {
+      schedule.send(next, sendPieces[k].out, sendPieces[k].bytes, lastRecvs[k], /*forwards=*/true);
+    }
+    recvs.clear();
+    for (const Piece& p : pieces[mod(r - t)]) {
+      RecvAction copy;
+      // Chunks received in the allgather phase are final: nobody reads them again during the
+      // collective, so large ones bypass the cache.
+      copy.kind = RecvAction::Kind::kCopy;
+      copy.streaming = large;
+      copy.dst = p.out;
+      recvs.push_back(schedule.recv(prev, p.bytes, elem, copy));
+    }
+    lastRecvs.swap(recvs);
   }
   transport::run(ctx, schedule, "allreduce");
+}
+
+bool useDirect(const Context& ctx, size_t count, size_t bytes, Algorithm algorithm) {
+  return algorithm == Algorithm::kDirect ||
+         (algorithm == Algorithm::kAuto &&
+          (bytes <= ctx.smallMessageThreshold() || count < static_cast<size_t>(ctx.size())));
 }
 
 }  // namespace
@@ -124,14 +173,50 @@ void allreduce(Context& ctx, const void* input, void* output, size_t count, Data
     if (out != in) std::memcpy(out, in, bytes);
     return;
   }
-  const bool direct =
-      options.algorithm == Algorithm::kDirect ||
-      (options.algorithm == Algorithm::kAuto &&
-       (bytes <= ctx.smallMessageThreshold() || count < static_cast<size_t>(ctx.size())));
-  if (direct) {
+  if (useDirect(ctx, count, bytes, options.algorithm)) {
     allreduceDirect(ctx, in, out, count, type, options.op);
   } else {
-    allreduceRing(ctx, in, out, count, type, options.op);
+    allreduceRing(ctx, {{input, output, count}}, count, type, options.op);
+  }
+}
+
+void allreduceSegments(Context& ctx, const std::vector<AllreduceSegment>& segments,
+                       DataType type, const AllreduceOptions& options) {
+  size_t count = 0;
+  for (const AllreduceSegment& s : segments) {
+    validateBuffers("allreduce", s.input, s.output, s.count, type);
+    count += s.count;
+  }
+  validateOp("allreduce", options.op);
+  ctx.checkUsable();
+  const size_t elem = dataTypeSize(type);
+  if (count == 0) return;
+  if (segments.size() == 1) {
+    allreduce(ctx, segments[0].input, segments[0].output, count, type, options);
+    return;
+  }
+  if (ctx.size() == 1) {
+    for (const AllreduceSegment& s : segments) {
+      if (s.output != s.input) std::memcpy(s.output, s.input, s.count * elem);
+    }
+    return;
+  }
+  if (!useDirect(ctx, count, count * elem, options.algorithm)) {
+    allreduceRing(ctx, segments, count, type, options.op);
+    return;
+  }
+  // Small: the direct algorithm wants one buffer, and packing a small one costs little.
+  uint8_t* packed = ctx.workspace().get(1, count * elem);
+  size_t at = 0;
+  for (const AllreduceSegment& s : segments) {
+    std::memcpy(packed + at, s.input, s.count * elem);
+    at += s.count * elem;
+  }
+  allreduceDirect(ctx, packed, packed, count, type, options.op);
+  at = 0;
+  for (const AllreduceSegment& s : segments) {
+    std::memcpy(s.output, packed + at, s.count * elem);
+    at += s.count * elem;
   }
 }
 

@@ -21,6 +21,21 @@ using transport::Context;
 void allreduce(Context& ctx, const void* input, void* output, size_t count, DataType type,
                const AllreduceOptions& options = {});
 
+// One part of a segmented allreduce: `count` elements read from `input`, results to `output`
+// (the same pointer for in place).
+struct AllreduceSegment {
+  const void* input;
+  void* output;
+  size_t count;
+};
+
+// One allreduce over the concatenation of `segments`, without copying them together: the ring
+// moves each chunk's parts straight from and to the segments (tensor fusion without a fusion
+// buffer). Small totals, which take the direct algorithm, are packed into the workspace. Every
+// rank passes the same segment counts in the same order.
+void allreduceSegments(Context& ctx, const std::vector<AllreduceSegment>& segments,
+                       DataType type, const AllreduceOptions& options = {});
+
 void allgather(Context& ctx, const void* input, size_t count, void* output,
                const std::vector<size_t>& counts, DataType type,
                Algorithm algorithm = Algorithm::kAuto);

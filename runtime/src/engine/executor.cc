@@ -122,6 +122,10 @@ const void* Executor::inputOf(const LocalOp* op) {
   return op->input != nullptr ? op->input : &emptyByte_;
 }
 
+void* Executor::outputOf(LocalOp* op) {
+  return op->output != nullptr ? op->output : &emptyByte_;
+}
+
 uint8_t* Executor::fusionBuffer(size_t bytes) {
   if (fusion_.size() < bytes) fusion_.resize(bytes);
   return fusion_.data();
@@ -177,15 +181,35 @@ void Executor::allreduceBatch(const std::vector<const Response*>& batch,
   ++counters_.collectives;
   if (batch.size() > 1) counters_.fusedTensors += batch.size();
 
-  // Direct: one tensor, nothing to pack.
-  if (batch.size() == 1 && locals[0] != nullptr && meta.prescale == 1.0 && !compressed) {
-    LocalOp* op = locals[0];
-    const size_t count = static_cast<size_t>(meta.elements());
-    phaseBegin(op, "HVD_ALLREDUCE");
-    coll::allreduce(context_, op->input, op->output, count, type, {meta.reduceOp});
-    phaseEnd(op);
+  // Nothing to convert on the way in: one segmented allreduce straight from the members'
+  // inputs to their outputs (no fusion buffer copies; a rank that has joined reduces zeros),
+  // then the postscale per member.
+  if (meta.prescale == 1.0 && !compressed) {
+    const size_t elem = dataTypeSize(type);
+    size_t missing = 0;
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (locals[i] == nullptr) missing += static_cast<size_t>(batch[i]->request.elements());
+    }
+    uint8_t* zeros = missing > 0 ? fusionBuffer(missing * elem) : nullptr;
+    if (zeros != nullptr) std::memset(zeros, 0, missing * elem);
+    std::vector<coll::AllreduceSegment> segments;
+    segments.reserve(batch.size());
+    for (size_t i = 0; i < batch.size(); ++i) {
+      const size_t count = static_cast<size_t>(batch[i]->request.elements());
+      if (locals[i] != nullptr) {
+        segments.push_back({inputOf(locals[i]), outputOf(locals[i]), count});
+      } else {
+        segments.push_back({zeros, zeros, count});
+        zeros += count * elem;
+      }
+    }
+    for (LocalOp* local : locals) phaseBegin(local, "HVD_ALLREDUCE");
+    coll::allreduceSegments(context_, segments, type, {meta.reduceOp});
+    for (LocalOp* local : locals) phaseEnd(local);
     if (meta.postscale != 1.0) {
-      convertScaled(type, op->output, type, op->output, count, meta.postscale, 1);
+      for (const auto& s : segments) {
+        convertScaled(type, s.output, type, s.output, s.count, meta.postscale, 1);
+      }
     }
     return;
   }

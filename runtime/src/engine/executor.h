@@ -3,10 +3,14 @@
 // Tensor fusion: consecutive allreduce responses with the same data type, reduce op, scale
 // factors, compression and device form one batch of at most `fusionThreshold` bytes (as sent:
 // float16 when compressed); the members of a grouped allreduce always share one batch, whatever
-// its size. A batch is packed into the fusion buffer (kept across cycles; prescale and the
-// float16 cast happen while packing), reduced by ONE collectives::allreduce, and unpacked
-// (cast back, average for compressed ops, postscale). A batch of one tensor that needs no
-// packing runs directly from the input to the output buffer.
+// its size. A batch runs as ONE collective:
+//  * without prescale or compression, as one segmented allreduce (coll::allreduceSegments):
+//    the ring moves every chunk straight from the members' inputs to their outputs, so fusion
+//    costs no copies (large batches on shared memory are bandwidth-bound, and packing 100 MiB
+//    into a buffer and back costs more than the 160 collectives it saves); postscale after;
+//  * otherwise packed into the fusion buffer (kept across cycles; prescale and the float16
+//    cast happen while packing), reduced in place, and unpacked (cast back, average for
+//    compressed ops, postscale): the MEMCPY_IN/OUT_FUSION_BUFFER phases of the timeline.
 //
 // A rank without a local op for a name (it has joined) takes part with zeros and drops the
 // result. Other ops run one by one; the executor allocates their outputs into the op's state.
@@ -79,6 +83,7 @@ class Executor {
   // Pointers collectives accept for zero elements too (they refuse null).
   uint8_t* dataOf(std::vector<uint8_t>& v);
   const void* inputOf(const LocalOp* op);
+  void* outputOf(LocalOp* op);
   void phaseBegin(const LocalOp* local, const char* activity);
   void phaseEnd(const LocalOp* local);
 
