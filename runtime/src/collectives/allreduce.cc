@@ -180,8 +180,8 @@ void allreduce(Context& ctx, const void* input, void* output, size_t count, Data
   }
 }
 
-void allreduceSegments(Context& ctx, const std::vector<AllreduceSegment>& segments,
-                       DataType type, const AllreduceOptions& options) {
+void allreduceSegments(Context& ctx, const std::vector<AllreduceSegment>& segments, DataType type,
+                       const AllreduceOptions& options) {
   size_t count = 0;
   for (const AllreduceSegment& s : segments) {
     validateBuffers("allreduce", s.input, s.output, s.count, type);

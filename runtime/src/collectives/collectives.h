@@ -33,8 +33,8 @@ struct AllreduceSegment {
 // moves each chunk's parts straight from and to the segments (tensor fusion without a fusion
 // buffer). Small totals, which take the direct algorithm, are packed into the workspace. Every
 // rank passes the same segment counts in the same order.
-void allreduceSegments(Context& ctx, const std::vector<AllreduceSegment>& segments,
-                       DataType type, const AllreduceOptions& options = {});
+void allreduceSegments(Context& ctx, const std::vector<AllreduceSegment>& segments, DataType type,
+                       const AllreduceOptions& options = {});
 
 void allgather(Context& ctx, const void* input, size_t count, void* output,
                const std::vector<size_t>& counts, DataType type,

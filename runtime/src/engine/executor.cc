@@ -122,9 +122,7 @@ const void* Executor::inputOf(const LocalOp* op) {
   return op->input != nullptr ? op->input : &emptyByte_;
 }
 
-void* Executor::outputOf(LocalOp* op) {
-  return op->output != nullptr ? op->output : &emptyByte_;
-}
+void* Executor::outputOf(LocalOp* op) { return op->output != nullptr ? op->output : &emptyByte_; }
 
 uint8_t* Executor::fusionBuffer(size_t bytes) {
   if (fusion_.size() < bytes) fusion_.resize(bytes);
