@@ -34,3 +34,7 @@ include(${CMAKE_CURRENT_LIST_DIR}/agent_service.cmake OPTIONAL)
 include(${CMAKE_CURRENT_LIST_DIR}/hvdrun_remote.cmake OPTIONAL)
 include(${CMAKE_CURRENT_LIST_DIR}/engine.cmake OPTIONAL)
 include(${CMAKE_CURRENT_LIST_DIR}/timeline.cmake OPTIONAL)
+# The GPU backend (issue 5): loaders, communicators (against a fake NCCL), watchdog.
+include(${CMAKE_CURRENT_LIST_DIR}/gpu_api.cmake OPTIONAL)
+include(${CMAKE_CURRENT_LIST_DIR}/gpu_comm.cmake OPTIONAL)
+include(${CMAKE_CURRENT_LIST_DIR}/gpu_watchdog.cmake OPTIONAL)

@@ -1,0 +1,6 @@
+# The GPU backend (issue 5). Everything here compiles without the CUDA toolkit; only the
+# dlopen-based loaders of libnccl.so.2 and libcuda.so.1 need its headers (HVD_HAVE_NCCL), and
+# libhvd never links against CUDA or NCCL.
+include(${CMAKE_CURRENT_LIST_DIR}/api.cmake OPTIONAL)       # NcclApi / CudaApi loaders
+include(${CMAKE_CURRENT_LIST_DIR}/comm.cmake OPTIONAL)      # communicator bootstrap and cache
+include(${CMAKE_CURRENT_LIST_DIR}/watchdog.cmake OPTIONAL)  # watchdog, hierarchical arithmetic
