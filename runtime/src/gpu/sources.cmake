@@ -4,3 +4,5 @@
 include(${CMAKE_CURRENT_LIST_DIR}/api.cmake OPTIONAL)       # NcclApi / CudaApi loaders
 include(${CMAKE_CURRENT_LIST_DIR}/comm.cmake OPTIONAL)      # communicator bootstrap and cache
 include(${CMAKE_CURRENT_LIST_DIR}/watchdog.cmake OPTIONAL)  # watchdog, hierarchical arithmetic
+# Device buffers staged through pinned host memory over the CPU transports.
+target_sources(hvd PRIVATE ${CMAKE_CURRENT_LIST_DIR}/staged.cc)
