@@ -2,7 +2,7 @@
 // tensor fusion exists for (bench/fusion.sh runs it beside Open MPI and torch.distributed).
 //
 //   hvdrun -np 4 -- hvd-fusion-bench [--params FILE] [--steps 20] [--warmup 3]
-//                                    [--max-tensors N] [--op average|sum]
+//                                    [--max-tensors N] [--op average|sum] [--one-buffer]
 //
 // The tensors are the float32 parameters listed in FILE (default: bench/resnet50_parameters.tsv,
 // ResNet-50's 161 tensors, one "name<TAB>shape<TAB>elements" line each, '#' comments). A step
@@ -12,13 +12,21 @@
 // 0 disables, default 128 MiB) reaches every rank through hvdrun's environment. The buffers are
 // in place (input = output), as gradients are.
 //
+// --one-buffer is the ceiling of fusion: a step allreduces ONE tensor whose element count is the
+// sum of all the tensors' counts, through the same engine call (one allreduceAsync, then its
+// wait), with the same op, timing and checks. No fusion of separate tensors can beat one
+// collective over one contiguous buffer of the same bytes, so fusion-off time / this time is
+// the largest speed-up fusion could give on the machine (bench/fusion.sh's off/one column).
+//
 // Correctness is checked outside the timed steps, on one extra step before the warm-up and one
 // after the timed steps: element i of tensor t on rank r is ((i*7 + t*3) % 17) + 2r - (n-1),
 // small integers whose sum over ranks is n times the first term, so the average is that term
-// exactly (and the sum n times it) however the engine divides. Every element is compared.
+// exactly (and the sum n times it) however the engine divides. Every element is compared. With
+// --one-buffer the single tensor is t = 0 and i runs over all its elements.
 //
 // Only rank 0 prints: a header, the per-step times, and one line for bench/fusion.sh
 //   RESULT impl=hvd np=N tensors=T bytes=B steps=S median_ms=M min_ms=M max_ms=M wrong=W
+// (impl=hvd-one and tensors=1 with --one-buffer).
 // Exit status: 0 when every element was right, 1 when some were wrong, 2 for a usage error,
 // 3 when hvd (or the process) failed.
 #include <algorithm>
@@ -50,6 +58,7 @@ struct Options {
   int warmup = 3;
   int maxTensors = 0;  // 0: all
   hvd::ReduceOp op = hvd::ReduceOp::kAverage;
+  bool oneBuffer = false;  // --one-buffer: all the elements as one tensor
 };
 
 struct Tensor {
@@ -68,13 +77,17 @@ void printUsage(FILE* out) {
   std::fprintf(out,
                "usage: hvdrun -np N -- hvd-fusion-bench [--params FILE] [--steps S] "
                "[--warmup W]\n"
-               "                                        [--max-tensors T] [--op average|sum]\n"
+               "                                        [--max-tensors T] [--op average|sum] "
+               "[--one-buffer]\n"
                "  --params FILE      tensors, one 'name<TAB>shape<TAB>elements' line each\n"
                "                     (default %s)\n"
                "  --steps S          timed steps (default 20)\n"
                "  --warmup W         untimed steps before them (default 3)\n"
                "  --max-tensors T    only the first T tensors of the file (default: all)\n"
-               "  --op OP            average (default, as for gradients) or sum\n",
+               "  --op OP            average (default, as for gradients) or sum\n"
+               "  --one-buffer       allreduce, per step, one tensor holding as many elements\n"
+               "                     as all the tensors together (the ceiling of fusion: one\n"
+               "                     collective over one contiguous buffer)\n",
                HVD_FUSION_BENCH_PARAMS);
 }
 
@@ -95,6 +108,10 @@ Options parseOptions(int argc, char** argv) {
     if (a == "-h" || a == "--help") {
       printUsage(stdout);
       std::exit(0);
+    }
+    if (a == "--one-buffer") {
+      o.oneBuffer = true;
+      continue;
     }
     if (i + 1 >= argc) throw UsageError{"unknown option or missing value: " + a};
     const char* v = argv[++i];
@@ -168,6 +185,15 @@ std::vector<Tensor> readParams(const Options& o) {
   return tensors;
 }
 
+// --one-buffer: one tensor with as many elements as all of them (the data is allocated later).
+Tensor oneBuffer(const std::vector<Tensor>& tensors) {
+  Tensor one;
+  one.name = "one_buffer";
+  for (const Tensor& t : tensors) one.elements += t.elements;
+  one.shape = {one.elements};
+  return one;
+}
+
 // The check pattern's term that survives averaging (see the top of the file).
 inline float baseValue(size_t t, int64_t i) { return static_cast<float>((i * 7 + t * 3) % 17); }
 
@@ -217,7 +243,7 @@ const char* envOr(const char* name, const char* alias, const char* fallback) {
   return fallback;
 }
 
-int run(const Options& o, std::vector<Tensor>& tensors) {
+int run(const Options& o, std::vector<Tensor>& tensors, size_t fileTensors) {
   hvd::init();
   const int rank = hvd::rank();
   const int size = hvd::size();
@@ -229,10 +255,11 @@ int run(const Options& o, std::vector<Tensor>& tensors) {
   const int64_t bytes = elements * static_cast<int64_t>(sizeof(float));
   if (rank == 0) {
     std::printf(
-        "# hvd-fusion-bench: np %d, %zu tensors from %s, %lld float32 elements (%.1f MiB), "
+        "# hvd-fusion-bench: np %d, %zu tensors from %s%s, %lld float32 elements (%.1f MiB), "
         "op %s, %d warm-up + %d timed steps\n",
-        size, tensors.size(), o.params.c_str(), static_cast<long long>(elements), bytes / 1048576.0,
-        hvd::reduceOpName(o.op), o.warmup, o.steps);
+        size, fileTensors, o.params.c_str(), o.oneBuffer ? " as ONE buffer (--one-buffer)" : "",
+        static_cast<long long>(elements), bytes / 1048576.0, hvd::reduceOpName(o.op), o.warmup,
+        o.steps);
     std::printf("# HVD_FUSION_THRESHOLD=%s, transport %s\n",
                 envOr("HVD_FUSION_THRESHOLD", "HOROVOD_FUSION_THRESHOLD", "(unset: default)"),
                 hvd::transportDescription().c_str());
@@ -274,10 +301,10 @@ int run(const Options& o, std::vector<Tensor>& tensors) {
     const size_t n = sorted.size();
     const double median = n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
     std::printf(
-        "RESULT impl=hvd np=%d tensors=%zu bytes=%lld steps=%d median_ms=%.3f min_ms=%.3f "
+        "RESULT impl=%s np=%d tensors=%zu bytes=%lld steps=%d median_ms=%.3f min_ms=%.3f "
         "max_ms=%.3f wrong=%lld\n",
-        size, tensors.size(), static_cast<long long>(bytes), o.steps, median, sorted.front(),
-        sorted.back(), static_cast<long long>(wrong));
+        o.oneBuffer ? "hvd-one" : "hvd", size, tensors.size(), static_cast<long long>(bytes),
+        o.steps, median, sorted.front(), sorted.back(), static_cast<long long>(wrong));
     std::fflush(stdout);
   }
   hvd::shutdown();
@@ -289,9 +316,12 @@ int run(const Options& o, std::vector<Tensor>& tensors) {
 int main(int argc, char** argv) {
   Options o;
   std::vector<Tensor> tensors;
+  size_t fileTensors = 0;
   try {
     o = parseOptions(argc, argv);
     tensors = readParams(o);
+    fileTensors = tensors.size();
+    if (o.oneBuffer) tensors = {oneBuffer(tensors)};
   } catch (const UsageError& e) {
     // Every rank parses the same command line: only rank 0 (from the launcher's environment)
     // says what is wrong.
@@ -303,7 +333,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    return run(o, tensors);
+    return run(o, tensors, fileTensors);
   } catch (const hvd::Error& e) {
     std::fprintf(stderr, "hvd-fusion-bench: %s error: %s\n", hvd::errorKindName(e.kind()),
                  e.what());
