@@ -21,6 +21,7 @@ target_link_libraries(hvd_launcher
 target_compile_definitions(hvd_launcher PRIVATE
   HVD_VERSION_STRING="${PROJECT_VERSION}"
   HVD_BUILD_NCCL=$<BOOL:${HVD_HAVE_NCCL}>
+  HVD_BUILD_NCCL_VERSION="${HVD_NCCL_VERSION}"
   HVD_BUILD_MPI=$<BOOL:${HVD_HAVE_MPI}>)
 
 # hvdrun: embedded mode (coordinator, process supervision and the job store in one process) and

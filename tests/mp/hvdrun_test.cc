@@ -198,6 +198,7 @@ TEST(HvdrunTest, CheckBuildListsTransportsNcclMpiAndTls) {
   EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("transports: tcp shm\n"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("NCCL: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("CUDA driver: "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("MPI: "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("TLS: yes\n"), std::string::npos) << r.out;
 }

@@ -385,8 +385,11 @@ TEST(HvdrunCliParse, VersionAndCheckBuildNeedNoNpOrProgram) {
   const std::string build = checkBuildText();
   EXPECT_EQ(build.rfind(versionText(), 0), 0u) << build;
   EXPECT_NE(build.find("transports: tcp shm\n"), std::string::npos) << build;
-  EXPECT_NE(build.find(HVD_TEST_HAVE_NCCL ? "NCCL: yes\n" : "NCCL: no\n"), std::string::npos)
+  EXPECT_NE(build.find(HVD_TEST_HAVE_NCCL ? "\nNCCL: yes (built against NCCL "
+                                          : "\nNCCL: no (built without the NCCL backend)\n"),
+            std::string::npos)
       << build;
+  EXPECT_NE(build.find("\nCUDA driver: "), std::string::npos) << build;
   EXPECT_NE(build.find(HVD_TEST_HAVE_MPI ? "MPI: yes\n" : "MPI: no\n"), std::string::npos) << build;
   EXPECT_NE(build.find("TLS: yes\n"), std::string::npos) << build;
 }

@@ -70,6 +70,12 @@ hvd_status hvd_alltoall(const void* input, const int64_t* send_counts, void* out
                         const int64_t* recv_counts, int type);
 hvd_status hvd_barrier(void);
 
+/* The GPU backend; neither needs hvd_init(). hvd_nccl_built: 1 when this libhvd was built with
+ * the NCCL backend, else 0. hvd_nccl_version: the loadable NCCL library's version ("2.27.3"),
+ * "" when none loads; the string is valid until the calling thread's next hvd_nccl_version. */
+int hvd_nccl_built(void);
+const char* hvd_nccl_version(void);
+
 #ifdef __cplusplus
 }
 #endif

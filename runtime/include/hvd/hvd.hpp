@@ -86,4 +86,13 @@ void barrier();
 // Which transports this rank uses ("shm+tcp", "tcp", "self").
 std::string transportDescription();
 
+// --- GPU backend ---------------------------------------------------------------------------
+// Neither needs init(). True when this libhvd was built with the NCCL backend (CMake found the
+// CUDA toolkit and NCCL).
+bool ncclBuilt();
+// The version of the NCCL library this process can load ("2.27.3"): $HVD_NCCL_LIBRARY, else
+// libnccl.so.2 through the loader's search, $CUDA_HOME/lib64, $NCCL_HOME/lib and
+// /usr/local/cuda/lib64. Empty when none loads or the backend is not built.
+std::string ncclVersion();
+
 }  // namespace hvd

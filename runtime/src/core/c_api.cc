@@ -172,4 +172,16 @@ hvd_status hvd_barrier(void) {
   return guarded([] { hvd::barrier(); });
 }
 
+int hvd_nccl_built(void) { return hvd::ncclBuilt() ? 1 : 0; }
+
+const char* hvd_nccl_version(void) {
+  thread_local std::string version;
+  try {
+    version = hvd::ncclVersion();
+  } catch (...) {
+    version.clear();  // only std::bad_alloc can get here; "" means "no NCCL"
+  }
+  return version.c_str();
+}
+
 }  // extern "C"
