@@ -328,13 +328,19 @@ awk -v nps="$NPS" -v torch="${WHY_NO_TORCH:+skipped}" -v transport="$TRANSPORT" 
     # One allreduce over one contiguous buffer of all the bytes is what perfect fusion would
     # reduce the step to, so off/one bounds off/on (up to noise) on this machine and transport.
     for (i = 1; i <= n; ++i) {
-      np = list[i]; off = get("hvd-off", np); one = get("hvd-one", np)
+      np = list[i]; off = get("hvd-off", np); one = get("hvd-one", np); on = get("hvd-on", np)
       if (one < 0) {
         printf "# ceiling at np %s: no successful hvd-one run\n", np
       } else {
         printf "# ceiling: one contiguous allreduce of all 97.5 MiB is %.1f ms at np %s over %s," \
                " so fusion can gain at most off/one = %s x here\n", one, np, transport,
                off < 0 ? "-" : sprintf("%.2f", off / one)
+        # Fusion beating its own ceiling by more than noise means the single large collective
+        # is slower than the segmented one here: then off/one bounds nothing.
+        if (on >= 0 && on < 0.9 * one) {
+          printf "# note: at np %s fusion on (%.1f ms) beat the one-buffer run by more than 10%%:" \
+                 " one buffer is not the best case over %s here\n", np, on, transport
+        }
       }
     }
   }' "$RUNS"
