@@ -31,6 +31,11 @@ core::Runtime& runtime() {
 
 transport::Context& context() { return runtime().context(); }
 
+// The device collectives for a call whose buffers include device memory, else null.
+gpu::DeviceCollectives* device(std::initializer_list<const void*> ptrs) {
+  return runtime().devices().route(ptrs);
+}
+
 // The engine is thread-safe; init/shutdown from another thread while ops are submitted is the
 // caller's race, as with every other call of this API.
 engine::Engine& theEngine() { return runtime().engine(); }
@@ -67,11 +72,13 @@ int crossSize() { return runtime().config().crossSize; }
 
 void allreduce(const void* input, void* output, size_t count, DataType type,
                const AllreduceOptions& options) {
+  if (auto* d = device({input, output})) return d->allreduce(input, output, count, type, options);
   coll::allreduce(context(), input, output, count, type, options);
 }
 
 void allgather(const void* input, size_t count, void* output, const std::vector<size_t>& counts,
                DataType type) {
+  if (auto* d = device({input, output})) return d->allgather(input, count, output, counts, type);
   coll::allgather(context(), input, count, output, counts, type);
 }
 
@@ -80,11 +87,15 @@ std::vector<size_t> allgatherCounts(size_t count) {
 }
 
 void broadcast(void* buffer, size_t count, DataType type, const BroadcastOptions& options) {
+  if (auto* d = device({buffer})) return d->broadcast(buffer, count, type, options);
   coll::broadcast(context(), buffer, count, type, options);
 }
 
 void reducescatter(const void* input, void* output, size_t count, DataType type,
                    const ReducescatterOptions& options) {
+  if (auto* d = device({input, output})) {
+    return d->reducescatter(input, output, count, type, options);
+  }
   coll::reducescatter(context(), input, output, count, type, options);
 }
 
@@ -98,6 +109,9 @@ size_t reducescatterCount(size_t count, int rank, int size, size_t rowElements) 
 
 void alltoall(const void* input, const std::vector<size_t>& sendCounts, void* output,
               const std::vector<size_t>& recvCounts, DataType type) {
+  if (auto* d = device({input, output})) {
+    return d->alltoall(input, sendCounts, output, recvCounts, type);
+  }
   coll::alltoall(context(), input, sendCounts, output, recvCounts, type);
 }
 

@@ -180,6 +180,24 @@ Config parseConfig(const EnvReader& getenv) {
         std::chrono::microseconds(optionalInt<long long>(getenv, "HVD_SPIN_US", 0, 0, 10'000'000));
     c.spinFromEnvironment = true;
   }
+  if (const char* backend = getenv("HVD_GPU_BACKEND"); backend != nullptr && *backend) {
+    const std::string b = backend;
+    if (b == "auto") {
+      c.gpuBackend = gpu::GpuBackendChoice::kAuto;
+    } else if (b == "nccl") {
+      c.gpuBackend = gpu::GpuBackendChoice::kNccl;
+    } else if (b == "host") {
+      c.gpuBackend = gpu::GpuBackendChoice::kHost;
+    } else {
+      throw InvalidArgumentError("HVD_GPU_BACKEND='" + b +
+                                 "' is not a GPU backend (expected auto, nccl or host)");
+    }
+  }
+  const char* used = nullptr;
+  if (const char* v = engineVariable(getenv, "HVD_HIERARCHICAL_ALLREDUCE",
+                                     "HOROVOD_HIERARCHICAL_ALLREDUCE", &used)) {
+    c.hierarchicalAllreduce = parseInteger(used, v, 0, 1) == 1;
+  }
   parseEngineKnobs(getenv, c);
   return c;
 }
@@ -197,7 +215,8 @@ std::string Config::summary() const {
       << " transport " << (transport == TransportChoice::kTcp ? "tcp" : "auto") << " shm-ring "
       << shmRingBytes << "B small-message " << smallMessageBytes << "B (tcp "
       << smallMessageBytesTcp << "B) piece " << pieceBytes << "B (tcp " << pieceBytesTcp
-      << "B) spin " << spin.count() << "us yield " << yield.count() << "us";
+      << "B) spin " << spin.count() << "us yield " << yield.count() << "us gpu-backend "
+      << gpu::gpuBackendName(gpuBackend) << (hierarchicalAllreduce ? " hierarchical" : "");
   return out.str();
 }
 

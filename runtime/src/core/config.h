@@ -6,6 +6,8 @@
 #include <functional>
 #include <string>
 
+#include "gpu/backend_choice.h"
+
 namespace hvd::core {
 
 enum class TransportChoice { kAuto, kTcp };
@@ -35,6 +37,10 @@ struct Config {
   std::chrono::microseconds yield{2000};  // HVD_YIELD_US
   size_t pieceBytes = 256 << 10;          // HVD_PIECE_BYTES (shared memory)
   size_t pieceBytesTcp = 1 << 20;         // HVD_PIECE_BYTES_TCP
+
+  gpu::GpuBackendChoice gpuBackend = gpu::GpuBackendChoice::kAuto;  // HVD_GPU_BACKEND
+  // HVD_HIERARCHICAL_ALLREDUCE (alias HOROVOD_HIERARCHICAL_ALLREDUCE): 0 or 1.
+  bool hierarchicalAllreduce = false;
 
   // The engine (each also read under its HOROVOD_* name; the HVD_* one wins when both are set).
   std::chrono::microseconds cycleTime{1000};            // HVD_CYCLE_TIME (ms, fractions ok)

@@ -121,6 +121,7 @@ Runtime::Runtime(const Config& config, int generation) : config_(config) {
     context_ = std::make_unique<transport::Context>(
         0, 1, std::vector<std::unique_ptr<transport::Link>>(1), options);
     mesh_.options = options;
+    devices_ = std::make_unique<gpu::DeviceBackend>(deviceOptions(config_), *context_, nullptr);
     return;
   }
   store_ = std::make_unique<store::TcpStore>(config_.storeAddress, config_.jobId,
@@ -143,7 +144,23 @@ Runtime::Runtime(const Config& config, int generation) : config_(config) {
   context_ = transport::connectMesh(scoped, mesh);
   failureBoard_ = std::make_unique<StoreFailureBoard>(scoped);
   context_->setFailureBoard(failureBoard_.get());
+  devices_ = std::make_unique<gpu::DeviceBackend>(deviceOptions(config_), *context_, &scoped);
   log->info("connected: {} ranks over {}", config_.size, context_->describeTransports());
+}
+
+gpu::DeviceBackendOptions deviceOptions(const Config& config) {
+  gpu::DeviceBackendOptions o;
+  o.choice = config.gpuBackend;
+  o.hierarchical = config.hierarchicalAllreduce;
+  o.rank = config.rank;
+  o.size = config.size;
+  o.localRank = config.localRank;
+  o.localSize = config.localSize;
+  o.crossRank = config.crossRank;
+  o.host = localHostName();
+  o.opTimeout = config.timeout;
+  o.startTimeout = config.startTimeout;
+  return o;
 }
 
 engine::Engine& Runtime::engine() {
@@ -179,6 +196,7 @@ Runtime::~Runtime() {
   // order. The engine stops in step with every rank's engine (see engine/engine.h).
   engine_.reset();
   engineContext_.reset();
+  devices_.reset();
   engineScoped_.reset();
   context_.reset();
   failureBoard_.reset();

@@ -14,6 +14,7 @@
 
 #include "core/config.h"
 #include "engine/engine.h"
+#include "gpu/device_backend.h"
 #include "store/store.h"
 #include "transport/context.h"
 #include "transport/mesh.h"
@@ -29,6 +30,8 @@ class Runtime {
 
   const Config& config() const { return config_; }
   transport::Context& context() { return *context_; }
+  // Device buffers of the blocking collectives (NCCL or host-staged, chosen on first use).
+  gpu::DeviceBackend& devices() { return *devices_; }
   // Starts the engine on first use (thread-safe); throws what connecting its mesh throws.
   engine::Engine& engine();
 
@@ -38,12 +41,16 @@ class Runtime {
   std::unique_ptr<store::Store> scoped_;  // this init cycle's key prefix over store_
   std::unique_ptr<transport::FailureBoard> failureBoard_;
   std::unique_ptr<transport::Context> context_;
+  std::unique_ptr<gpu::DeviceBackend> devices_;  // over context_ and scoped_
   transport::MeshConfig mesh_;  // how init connected; the engine's mesh connects alike
   std::mutex engineMutex_;      // guards the engine's start
   std::unique_ptr<store::Store> engineScoped_;  // "engine/" under scoped_
   std::unique_ptr<transport::Context> engineContext_;
   std::unique_ptr<engine::Engine> engine_;  // uses engineContext_: destroyed first
 };
+
+// The GPU backend's options from the configuration.
+gpu::DeviceBackendOptions deviceOptions(const Config& config);
 
 // The engine's options from the configuration.
 engine::EngineOptions engineOptions(const Config& config);

@@ -6,3 +6,7 @@ include(${CMAKE_CURRENT_LIST_DIR}/comm.cmake OPTIONAL)      # communicator boots
 include(${CMAKE_CURRENT_LIST_DIR}/watchdog.cmake OPTIONAL)  # watchdog, hierarchical arithmetic
 # Device buffers staged through pinned host memory over the CPU transports.
 target_sources(hvd PRIVATE ${CMAKE_CURRENT_LIST_DIR}/staged.cc)
+# Device buffers over NCCL (through NcclApi, so it compiles and is tested without CUDA).
+target_sources(hvd PRIVATE ${CMAKE_CURRENT_LIST_DIR}/nccl_collectives.cc)
+# Which collectives a device buffer takes (NCCL or host-staged), the communicators and watchdog.
+target_sources(hvd PRIVATE ${CMAKE_CURRENT_LIST_DIR}/device_backend.cc)

@@ -14,27 +14,31 @@
 #include <vector>
 
 #include "gpu/cuda_api.h"
+#include "gpu/device_collectives.h"
 #include "hvd/hvd.hpp"
 #include "transport/context.h"
 
 namespace hvd::gpu {
 
-class StagedCollectives {
+class StagedCollectives final : public DeviceCollectives {
  public:
   StagedCollectives(CudaApi& cuda, transport::Context& context);
-  ~StagedCollectives();
+  ~StagedCollectives() override;
   StagedCollectives(const StagedCollectives&) = delete;
   StagedCollectives& operator=(const StagedCollectives&) = delete;
 
   void allreduce(const void* input, void* output, size_t count, DataType type,
-                 const AllreduceOptions& options);
+                 const AllreduceOptions& options) override;
   void allgather(const void* input, size_t count, void* output, const std::vector<size_t>& counts,
-                 DataType type);
-  void broadcast(void* buffer, size_t count, DataType type, const BroadcastOptions& options);
+                 DataType type) override;
+  void broadcast(void* buffer, size_t count, DataType type,
+                 const BroadcastOptions& options) override;
   void reducescatter(const void* input, void* output, size_t count, DataType type,
-                     const ReducescatterOptions& options);
+                     const ReducescatterOptions& options) override;
   void alltoall(const void* input, const std::vector<size_t>& sendCounts, void* output,
-                const std::vector<size_t>& recvCounts, DataType type);
+                const std::vector<size_t>& recvCounts, DataType type) override;
+
+  const char* name() const override { return "host-staged"; }
 
  private:
   struct Pinned {

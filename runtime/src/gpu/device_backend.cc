@@ -1,0 +1,214 @@
+#include "gpu/device_backend.h"
+
+#include <algorithm>
+
+#include "collectives/collectives.h"
+#include "common/logging.h"
+#include "gpu/comm_cache.h"
+#include "gpu/hierarchical.h"
+#include "gpu/loader.h"
+#include "gpu/nccl_collectives.h"
+#include "gpu/staged.h"
+#include "gpu/watchdog.h"
+#include "hvd/error.hpp"
+#include "store/memory_store.h"
+
+namespace hvd::gpu {
+namespace {
+
+std::shared_ptr<spdlog::logger> log() { return logging::get("gpu"); }
+
+// "local/3" -> 3 (the part after the slash of a communicator name).
+int indexOf(const std::string& name) {
+  const auto slash = name.find('/');
+  if (slash == std::string::npos) throw InternalError("communicator name without index: " + name);
+  return std::stoi(name.substr(slash + 1));
+}
+
+}  // namespace
+
+const char* gpuBackendName(GpuBackendChoice choice) {
+  switch (choice) {
+    case GpuBackendChoice::kAuto:
+      return "auto";
+    case GpuBackendChoice::kNccl:
+      return "nccl";
+    case GpuBackendChoice::kHost:
+      return "host";
+  }
+  return "?";
+}
+
+DeviceBackend::CudaLoader DeviceBackend::defaultCudaLoader() {
+  return [](std::string* why) { return loadCuda(kDefaultCudaLibrary, why); };
+}
+
+DeviceBackend::NcclLoader DeviceBackend::defaultNcclLoader() {
+  return [](std::string* why) { return loadNccl(ncclLibraryFromEnv(), why); };
+}
+
+DeviceBackend::DeviceBackend(DeviceBackendOptions options, transport::Context& context,
+                             store::Store* store, CudaLoader cuda, NcclLoader nccl)
+    : options_(std::move(options)),
+      context_(context),
+      store_(store),
+      cudaLoader_(std::move(cuda)),
+      ncclLoader_(std::move(nccl)) {}
+
+DeviceBackend::~DeviceBackend() {
+  // Dependency order: the collectives use the communicators, the watchdog polls them.
+  collectives_.reset();
+  watchdog_.reset();
+  comms_.reset();
+  nccl_.reset();
+}
+
+CudaApi* DeviceBackend::cuda() {
+  std::call_once(cudaOnce_, [this] {
+    cuda_ = cudaLoader_ ? cudaLoader_(&cudaWhy_) : nullptr;
+    if (cuda_ == nullptr) {
+      log()->debug("no CUDA driver ({}): every buffer is host memory", cudaWhy_);
+    }
+  });
+  return cuda_.get();
+}
+
+int DeviceBackend::deviceOf(const void* ptr) {
+  CudaApi* api = cuda();
+  return api != nullptr && ptr != nullptr ? api->deviceOf(ptr) : -1;
+}
+
+DeviceCollectives* DeviceBackend::route(std::initializer_list<const void*> ptrs) {
+  CudaApi* api = cuda();
+  if (api == nullptr) return nullptr;
+  if (std::none_of(ptrs.begin(), ptrs.end(),
+                   [&](const void* p) { return p != nullptr && api->deviceOf(p) >= 0; })) {
+    return nullptr;
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (collectives_ == nullptr) createCollectives();
+  return collectives_.get();
+}
+
+void DeviceBackend::createCollectives() {
+  std::string ncclWhy = "HVD_GPU_BACKEND=host";
+  if (options_.choice != GpuBackendChoice::kHost) {
+    nccl_ = ncclLoader_ ? ncclLoader_(&ncclWhy) : nullptr;
+    if (nccl_ == nullptr && options_.choice == GpuBackendChoice::kNccl) {
+      throw BackendError("HVD_GPU_BACKEND=nccl, but NCCL cannot be used on rank " +
+                         std::to_string(options_.rank) + " (host " + options_.host +
+                         "): " + ncclWhy);
+    }
+  }
+  if (nccl_ == nullptr) {
+    collectives_ = std::make_unique<StagedCollectives>(*cuda_, context_);
+    description_ = "host-staged (" + ncclWhy + ")";
+    if (options_.rank == 0) {
+      log()->info("device buffers are staged through host memory over the CPU transports: {}",
+                  ncclWhy);
+    }
+    return;
+  }
+  if (store_ == nullptr) {
+    ownStore_ = std::make_unique<store::MemoryStore>();
+    store_ = ownStore_.get();
+  }
+  if (options_.hierarchical) exchangeLayout();
+
+  WatchdogOptions w;
+  w.pollInterval = options_.watchdogPoll;
+  w.opTimeout = options_.opTimeout;
+  w.abortAll = [this] { comms_->abortAll("the NCCL watchdog failed the job"); };
+  w.onFailure = [rank = options_.rank](const std::string& message) {
+    log()->error("rank {}: {}", rank, message);
+  };
+  comms_ =
+      std::make_unique<CommCache>([this](const std::string& name, const std::atomic<bool>& cancel) {
+        return makeComm(name, cancel);
+      });
+  watchdog_ = std::make_unique<Watchdog>(*nccl_, std::move(w));
+
+  NcclCollectivesOptions o;
+  o.hierarchical = layout_.get();
+  o.watchdog = watchdog_.get();
+  collectives_ =
+      std::make_unique<NcclCollectives>(*cuda_, *comms_, options_.rank, options_.size, o);
+  description_ =
+      "nccl " + ncclVersionText(nccl_->version()) + (layout_ != nullptr ? ", hierarchical" : "");
+  if (options_.rank == 0) log()->info("device buffers run over {}", description_);
+}
+
+void DeviceBackend::exchangeLayout() {
+  const int32_t mine[3] = {options_.localRank, options_.localSize, options_.crossRank};
+  std::vector<int32_t> all(3 * static_cast<size_t>(options_.size));
+  coll::allgather(context_, mine, 3, all.data(), std::vector<size_t>(options_.size, 3),
+                  DataType::kInt32);
+  std::vector<RankPlace> places(options_.size);
+  for (int r = 0; r < options_.size; ++r) {
+    places[r] = RankPlace{all[3 * r], all[3 * r + 1], all[3 * r + 2]};
+  }
+  hosts_ = ranksByHost(places);
+  std::string why;
+  if (!hierarchicalPossible(localSizes(hosts_), &why)) {
+    if (options_.rank == 0) {
+      log()->warn(
+          "HVD_HIERARCHICAL_ALLREDUCE is set, but {}: allreduces run over the global "
+          "communicator",
+          why);
+    }
+    return;
+  }
+  auto layout = std::make_unique<HierarchicalLayout>();
+  for (size_t k = 0; k < hosts_.size(); ++k) {
+    const auto& host = hosts_[k];
+    const auto it = std::find(host.begin(), host.end(), options_.rank);
+    if (it == host.end()) continue;
+    layout->node = static_cast<int>(k);
+    layout->localRank = static_cast<int>(it - host.begin());
+    layout->localSize = static_cast<int>(host.size());
+  }
+  const auto cross = crossCommMembers(hosts_, layout->localRank);
+  layout->crossSize = static_cast<int>(cross.size());
+  layout->crossRank =
+      static_cast<int>(std::find(cross.begin(), cross.end(), options_.rank) - cross.begin());
+  layout_ = std::move(layout);
+}
+
+std::unique_ptr<NcclCommunicator> DeviceBackend::makeComm(const std::string& name,
+                                                          const std::atomic<bool>& cancel) {
+  CommSpec spec;
+  spec.name = name;
+  spec.host = options_.host;
+  spec.timeout = options_.startTimeout;
+  spec.cancel = &cancel;
+  if (name == "global") {
+    spec.rank = options_.rank;
+    spec.size = options_.size;
+  } else {
+    const std::vector<int> members = name.rfind("local/", 0) == 0
+                                         ? localCommMembers(hosts_, indexOf(name))
+                                         : crossCommMembers(hosts_, indexOf(name));
+    const auto it = std::find(members.begin(), members.end(), options_.rank);
+    if (it == members.end()) {
+      throw InternalError("rank " + std::to_string(options_.rank) + " is not a member of '" + name +
+                          "'");
+    }
+    spec.rank = static_cast<int>(it - members.begin());
+    spec.size = static_cast<int>(members.size());
+  }
+  auto comm = bootstrapComm(*nccl_, *store_, spec);
+  watchdog_->watch(comm->comm(), name, options_.rank, options_.host);
+  return comm;
+}
+
+void DeviceBackend::stop(const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (watchdog_ != nullptr) watchdog_->requestStop(reason);
+}
+
+std::string DeviceBackend::describe() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return description_;
+}
+
+}  // namespace hvd::gpu

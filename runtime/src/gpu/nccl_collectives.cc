@@ -1,0 +1,261 @@
+#include "gpu/nccl_collectives.h"
+
+#include <algorithm>
+#include <chrono>
+#include <numeric>
+#include <thread>
+
+#include "collectives/collectives.h"
+#include "gpu/hierarchical.h"
+#include "hvd/error.hpp"
+
+namespace hvd::gpu {
+namespace {
+
+std::vector<size_t> offsetsOf(const std::vector<size_t>& counts) {
+  std::vector<size_t> offsets(counts.size(), 0);
+  for (size_t i = 1; i < counts.size(); ++i) offsets[i] = offsets[i - 1] + counts[i - 1];
+  return offsets;
+}
+
+const uint8_t* at(const void* base, size_t elements, size_t elem) {
+  return static_cast<const uint8_t*>(base) + elements * elem;
+}
+
+uint8_t* at(void* base, size_t elements, size_t elem) {
+  return static_cast<uint8_t*>(base) + elements * elem;
+}
+
+}  // namespace
+
+NcclCollectives::NcclCollectives(CudaApi& cuda, CommCache& comms, int rank, int size,
+                                 NcclCollectivesOptions options)
+    : cuda_(cuda), comms_(comms), rank_(rank), size_(size), options_(options) {}
+
+NcclCollectives::~NcclCollectives() {
+  if (scratch_ != nullptr) cuda_.freeDevice(scratch_);
+  if (ready_ != nullptr) cuda_.destroyEvent(ready_);
+  if (done_ != nullptr) cuda_.destroyEvent(done_);
+  if (stream_ != nullptr) cuda_.destroyStream(stream_);
+}
+
+NcclCommunicator& NcclCollectives::enter(const char* op, std::initializer_list<const void*> ptrs) {
+  int device = -1;
+  for (const void* p : ptrs) {
+    const int d = cuda_.deviceOf(p);
+    if (d < 0) {
+      throw InvalidArgumentError(std::string(op) +
+                                 ": with NCCL, every buffer of a device collective must be "
+                                 "device memory (one is host memory)");
+    }
+    if (device >= 0 && d != device) {
+      throw InvalidArgumentError(std::string(op) + ": the buffers are on devices " +
+                                 std::to_string(device) + " and " + std::to_string(d) +
+                                 "; they must share one device");
+    }
+    device = d;
+  }
+  cuda_.setDevice(device);
+  if (device != device_) {
+    if (device_ >= 0) {
+      throw InvalidArgumentError(std::string(op) + ": this rank used device " +
+                                 std::to_string(device_) + " before and now device " +
+                                 std::to_string(device) +
+                                 "; a rank's NCCL communicators belong to one device");
+    }
+    stream_ = cuda_.createStream();
+    ready_ = cuda_.createEvent();
+    done_ = cuda_.createEvent();
+    device_ = device;
+  }
+  NcclCommunicator& comm = comms_.get("global");
+  cuda_.recordEvent(ready_, nullptr);
+  cuda_.streamWaitEvent(stream_, ready_);
+  return comm;
+}
+
+void NcclCollectives::complete(NcclCommunicator& comm, const char* op) {
+  cuda_.recordEvent(done_, stream_);
+  Watchdog* watchdog = options_.watchdog;
+  const Watchdog::OpToken token = watchdog != nullptr ? watchdog->opStarted(comm.comm(), op) : 0;
+  auto pause = std::chrono::microseconds(1);
+  while (!cuda_.eventDone(done_)) {
+    if (comm.aborted() || (watchdog != nullptr && watchdog->failed())) {
+      if (watchdog != nullptr) watchdog->opFinished(token);
+      throwAborted(comm, op);
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(200));
+  }
+  if (watchdog != nullptr) watchdog->opFinished(token);
+  if (comm.aborted()) throwAborted(comm, op);
+}
+
+void NcclCollectives::throwAborted(NcclCommunicator& comm, const char* op) {
+  std::string why;
+  if (options_.watchdog != nullptr) why = options_.watchdog->failureMessage();
+  if (why.empty()) {
+    why =
+        "the job's communicators were aborted (a peer failed, an operation timed out, or the "
+        "job is stopping)";
+  }
+  throw BackendError(std::string("NCCL: ") + op + " on communicator '" + comm.name() +
+                     "' was cut short on rank " + std::to_string(rank_) + ": " + why);
+}
+
+void* NcclCollectives::scratch(size_t bytes) {
+  if (scratchBytes_ < bytes) {
+    if (scratch_ != nullptr) cuda_.freeDevice(scratch_);
+    scratch_ = nullptr;
+    scratchBytes_ = 0;
+    scratch_ = cuda_.allocDevice(bytes);
+    scratchBytes_ = bytes;
+  }
+  return scratch_;
+}
+
+void NcclCollectives::allreduce(const void* input, void* output, size_t count, DataType type,
+                                const AllreduceOptions& options) {
+  NcclCommunicator& comm = enter("allreduce", {input, output});
+  if (options_.hierarchical != nullptr && count > 0) {
+    hierarchicalAllreduce(comm, input, output, count, type, options.op);
+  } else if (count > 0) {
+    comm.check(comm.api().allReduce(input, output, count, type, options.op, comm.comm(), stream_),
+               "ncclAllReduce");
+  }
+  complete(comm, "allreduce");
+}
+
+// Steps 1-3 of gpu/hierarchical.h, all on hvd's stream (so in order), plus the leftover's
+// allreduce over the global communicator. Reduce-scatter and allgather use NCCL's in-place
+// offsets: the owned shard lives at output + ownedOffset throughout.
+void NcclCollectives::hierarchicalAllreduce(NcclCommunicator& global, const void* input,
+                                            void* output, size_t count, DataType type,
+                                            ReduceOp op) {
+  const HierarchicalLayout& layout = *options_.hierarchical;
+  const HierarchicalPlan plan = hierarchicalPlan(count, layout.localRank, layout.localSize);
+  const size_t elem = dataTypeSize(type);
+  if (plan.even > 0) {
+    void* owned = at(output, plan.ownedOffset, elem);
+    if (layout.localSize > 1) {
+      NcclCommunicator& local = comms_.get("local/" + std::to_string(layout.node));
+      local.check(
+          local.api().reduceScatter(input, owned, plan.shard, type, op, local.comm(), stream_),
+          "ncclReduceScatter");
+    } else if (input != output) {
+      cuda_.copyAsync(output, input, plan.even * elem, stream_);
+    }
+    if (layout.crossSize > 1) {
+      NcclCommunicator& cross = comms_.get("cross/" + std::to_string(layout.localRank));
+      cross.check(cross.api().allReduce(owned, owned, plan.shard, type, op, cross.comm(), stream_),
+                  "ncclAllReduce");
+    }
+    if (layout.localSize > 1) {
+      NcclCommunicator& local = comms_.get("local/" + std::to_string(layout.node));
+      local.check(local.api().allGather(owned, output, plan.shard, type, local.comm(), stream_),
+                  "ncclAllGather");
+    }
+  }
+  if (plan.leftover > 0) {
+    global.check(global.api().allReduce(at(input, plan.even, elem), at(output, plan.even, elem),
+                                        plan.leftover, type, op, global.comm(), stream_),
+                 "ncclAllReduce");
+  }
+}
+
+void NcclCollectives::broadcast(void* buffer, size_t count, DataType type,
+                                const BroadcastOptions& options) {
+  if (options.root < 0 || options.root >= size_) {
+    throw InvalidArgumentError("broadcast: root " + std::to_string(options.root) +
+                               " is not a rank of a job of " + std::to_string(size_));
+  }
+  NcclCommunicator& comm = enter("broadcast", {buffer});
+  if (count > 0) {
+    comm.check(
+        comm.api().broadcast(buffer, buffer, count, type, options.root, comm.comm(), stream_),
+        "ncclBroadcast");
+  }
+  complete(comm, "broadcast");
+}
+
+void NcclCollectives::allgather(const void* input, size_t count, void* output,
+                                const std::vector<size_t>& counts, DataType type) {
+  if (counts.size() != static_cast<size_t>(size_) || counts[rank_] != count) {
+    throw InvalidArgumentError("allgather: counts must have one entry per rank (" +
+                               std::to_string(size_) + ") and this rank's must equal its count");
+  }
+  NcclCommunicator& comm = enter("allgather", {input, output});
+  NcclApi& api = comm.api();
+  const size_t elem = dataTypeSize(type);
+  const bool even = std::all_of(counts.begin(), counts.end(), [&](size_t c) { return c == count; });
+  if (even) {
+    if (count > 0) {
+      comm.check(api.allGather(input, output, count, type, comm.comm(), stream_), "ncclAllGather");
+    }
+  } else {
+    const auto offsets = offsetsOf(counts);
+    comm.check(api.groupStart(), "ncclGroupStart");
+    for (int r = 0; r < size_; ++r) {
+      if (counts[r] == 0) continue;
+      void* part = at(output, offsets[r], elem);
+      comm.check(
+          api.broadcast(r == rank_ ? input : part, part, counts[r], type, r, comm.comm(), stream_),
+          "ncclBroadcast");
+    }
+    comm.check(api.groupEnd(), "ncclGroupEnd");
+  }
+  complete(comm, "allgather");
+}
+
+void NcclCollectives::reducescatter(const void* input, void* output, size_t count, DataType type,
+                                    const ReducescatterOptions& options) {
+  const auto counts = coll::reducescatterCounts(count, size_, options.rowElements);
+  const size_t mine = counts[rank_];
+  NcclCommunicator& comm = enter("reducescatter", {input, output});
+  NcclApi& api = comm.api();
+  const size_t elem = dataTypeSize(type);
+  const bool even =
+      std::all_of(counts.begin(), counts.end(), [&](size_t c) { return c == counts[0]; });
+  if (even && count > 0) {
+    comm.check(api.reduceScatter(input, output, mine, type, options.op, comm.comm(), stream_),
+               "ncclReduceScatter");
+  } else if (count > 0) {
+    void* all = scratch(count * elem);
+    comm.check(api.allReduce(input, all, count, type, options.op, comm.comm(), stream_),
+               "ncclAllReduce");
+    const auto offsets = offsetsOf(counts);
+    if (mine > 0) cuda_.copyAsync(output, at(all, offsets[rank_], elem), mine * elem, stream_);
+  }
+  complete(comm, "reducescatter");
+}
+
+void NcclCollectives::alltoall(const void* input, const std::vector<size_t>& sendCounts,
+                               void* output, const std::vector<size_t>& recvCounts, DataType type) {
+  if (sendCounts.size() != static_cast<size_t>(size_) ||
+      recvCounts.size() != static_cast<size_t>(size_)) {
+    throw InvalidArgumentError("alltoall: send and receive counts need one entry per rank (" +
+                               std::to_string(size_) + ")");
+  }
+  NcclCommunicator& comm = enter("alltoall", {input, output});
+  NcclApi& api = comm.api();
+  const size_t elem = dataTypeSize(type);
+  const auto sendOffsets = offsetsOf(sendCounts);
+  const auto recvOffsets = offsetsOf(recvCounts);
+  comm.check(api.groupStart(), "ncclGroupStart");
+  for (int p = 0; p < size_; ++p) {
+    if (sendCounts[p] > 0) {
+      comm.check(
+          api.send(at(input, sendOffsets[p], elem), sendCounts[p], type, p, comm.comm(), stream_),
+          "ncclSend");
+    }
+    if (recvCounts[p] > 0) {
+      comm.check(
+          api.recv(at(output, recvOffsets[p], elem), recvCounts[p], type, p, comm.comm(), stream_),
+          "ncclRecv");
+    }
+  }
+  comm.check(api.groupEnd(), "ncclGroupEnd");
+  complete(comm, "alltoall");
+}
+
+}  // namespace hvd::gpu

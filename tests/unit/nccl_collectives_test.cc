@@ -1,0 +1,211 @@
+// Device collectives over NCCL, on CPU machines: ranks as threads, a fake NCCL that really
+// computes, and a fake CUDA whose "device memory" is host memory. Communicators are
+// bootstrapped through a memory store exactly as in a job (lazily, by the CommCache).
+#include "gpu/nccl_collectives.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <thread>
+
+#include "common/fake_cuda.h"
+#include "common/fake_nccl.h"
+#include "hvd/error.hpp"
+#include "store/memory_store.h"
+
+namespace hvd {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::FakeCuda;
+using testing::FakeNcclApi;
+using testing::FakeNcclWorld;
+
+// One job of `np` ranks as threads: each gets its NcclCollectives over its own CommCache.
+struct Job {
+  explicit Job(int np) : np(np) {}
+  int np;
+  FakeNcclWorld world;
+  FakeCuda cuda;
+  store::MemoryStore store;
+
+  // Runs body(rank, collectives, cache) on every rank; returns each rank's error.
+  std::vector<std::exception_ptr> run(
+      const std::function<void(int, gpu::NcclCollectives&, gpu::CommCache&)>& body) {
+    std::vector<std::exception_ptr> errors(np);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < np; ++r) {
+      threads.emplace_back([&, r] {
+        FakeNcclApi api(world);
+        gpu::CommCache cache([&, r](const std::string& name, const std::atomic<bool>& cancel) {
+          gpu::CommSpec spec;
+          spec.name = name;
+          spec.rank = r;
+          spec.size = np;
+          spec.host = "h" + std::to_string(r);
+          spec.timeout = 5s;
+          spec.cancel = &cancel;
+          return gpu::bootstrapComm(api, store, spec);
+        });
+        try {
+          gpu::NcclCollectives nccl(cuda, cache, r, np);
+          body(r, nccl, cache);
+        } catch (...) {
+          errors[r] = std::current_exception();
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    return errors;
+  }
+
+  template <typename T>
+  T* device(const std::vector<T>& values) {
+    auto* p = static_cast<T*>(cuda.allocOn(0, values.size() * sizeof(T)));
+    std::copy(values.begin(), values.end(), p);
+    return p;
+  }
+};
+
+std::string message(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& ex) {
+    return ex.what();
+  }
+  return "?";
+}
+
+void expectNoErrors(const std::vector<std::exception_ptr>& errors) {
+  for (size_t r = 0; r < errors.size(); ++r) {
+    EXPECT_FALSE(errors[r]) << "rank " << r << ": " << message(errors[r]);
+  }
+}
+
+TEST(NcclCollectives, EveryCollectiveOnDeviceBuffersAtNp3) {
+  Job job(3);
+  expectNoErrors(job.run([&](int r, gpu::NcclCollectives& nccl, gpu::CommCache& cache) {
+    EXPECT_TRUE(cache.created().empty()) << "no communicator before the first device op";
+    // allreduce sum and average
+    float* x = job.device(std::vector<float>{1.0f * r, 2.0f, 3.0f * (r + 1)});
+    float* y = job.device(std::vector<float>(3, -1.0f));
+    nccl.allreduce(x, y, 3, DataType::kFloat32, {ReduceOp::kSum});
+    EXPECT_EQ(std::vector<float>(y, y + 3), (std::vector<float>{3, 6, 18}));
+    nccl.allreduce(x, x, 3, DataType::kFloat32, {ReduceOp::kAverage});
+    EXPECT_EQ(std::vector<float>(x, x + 3), (std::vector<float>{1, 2, 6}));
+    // broadcast from rank 2
+    int64_t* b = job.device(std::vector<int64_t>{r, r, r, r});
+    nccl.broadcast(b, 4, DataType::kInt64, {2});
+    EXPECT_EQ(std::vector<int64_t>(b, b + 4), (std::vector<int64_t>{2, 2, 2, 2}));
+    // even and uneven allgather
+    int32_t* mine = job.device(std::vector<int32_t>(r + 1, r));
+    int32_t* all = job.device(std::vector<int32_t>(6, -1));
+    nccl.allgather(mine, r + 1, all, {1, 2, 3}, DataType::kInt32);
+    EXPECT_EQ(std::vector<int32_t>(all, all + 6), (std::vector<int32_t>{0, 1, 1, 2, 2, 2}));
+    int32_t* two = job.device(std::vector<int32_t>{10 * r, 10 * r + 1});
+    int32_t* gathered = job.device(std::vector<int32_t>(6, -1));
+    nccl.allgather(two, 2, gathered, {2, 2, 2}, DataType::kInt32);
+    EXPECT_EQ(std::vector<int32_t>(gathered, gathered + 6),
+              (std::vector<int32_t>{0, 1, 10, 11, 20, 21}));
+    // even (6 = 2+2+2) and uneven (7 = 3+2+2) reducescatter
+    for (size_t count : {6u, 7u}) {
+      std::vector<double> v(count);
+      for (size_t i = 0; i < count; ++i) v[i] = static_cast<double>(i * (r + 1));
+      double* in = job.device(v);
+      double* out = job.device(std::vector<double>(3, -1));
+      nccl.reducescatter(in, out, count, DataType::kFloat64, {ReduceOp::kSum, 1});
+      const size_t start = count == 6 ? 2 * r : (r == 0 ? 0 : 3 + 2 * (r - 1));
+      const size_t rows = count == 6 ? 2 : (r == 0 ? 3 : 2);
+      for (size_t i = 0; i < rows; ++i) {
+        EXPECT_EQ(out[i], static_cast<double>((start + i) * 6)) << "count " << count;
+      }
+    }
+    // alltoall with uneven splits: rank r sends p + 1 elements (100 r + p) to rank p
+    std::vector<float> send;
+    std::vector<size_t> sendCounts, recvCounts;
+    for (int p = 0; p < 3; ++p) {
+      sendCounts.push_back(p + 1);
+      recvCounts.push_back(r + 1);
+      for (int k = 0; k <= p; ++k) send.push_back(static_cast<float>(100 * r + p));
+    }
+    float* aIn = job.device(send);
+    float* aOut = job.device(std::vector<float>(3 * (r + 1), -1));
+    nccl.alltoall(aIn, sendCounts, aOut, recvCounts, DataType::kFloat32);
+    for (int p = 0; p < 3; ++p) {
+      for (int k = 0; k <= r; ++k) {
+        EXPECT_EQ(aOut[p * (r + 1) + k], static_cast<float>(100 * p + r)) << "from " << p;
+      }
+    }
+    EXPECT_EQ(cache.created(), (std::vector<std::string>{"global"}));
+  }));
+  EXPECT_EQ(job.world.counters().uniqueIds, 1) << "one communicator, bootstrapped once";
+}
+
+TEST(NcclCollectives, ReadsAfterTheDefaultStreamAndReturnsWhenDone) {
+  Job job(2);
+  expectNoErrors(job.run([&](int, gpu::NcclCollectives& nccl, gpu::CommCache&) {
+    float* x = job.device(std::vector<float>{1, 2});
+    nccl.allreduce(x, x, 2, DataType::kFloat32, {ReduceOp::kSum});
+    job.cuda.clearLog();
+    nccl.allreduce(x, x, 2, DataType::kFloat32, {ReduceOp::kSum});
+    const auto log = job.cuda.log();
+    ASSERT_EQ(log.size(), 4u) << ::testing::PrintToString(log);
+    EXPECT_EQ(log[0], "device 0");
+    EXPECT_EQ(log[1], "record default");
+    EXPECT_EQ(log[2], "wait");
+    EXPECT_EQ(log[3], "record");
+    EXPECT_EQ(x[0], 4.0f);
+  }));
+}
+
+TEST(NcclCollectives, HostBuffersAndTwoDevicesAreRefusedBeforeAnyCommunicator) {
+  Job job(1);
+  job.cuda.~FakeCuda();
+  new (&job.cuda) FakeCuda(2);
+  expectNoErrors(job.run([&](int, gpu::NcclCollectives& nccl, gpu::CommCache& cache) {
+    std::vector<float> host(4, 1);
+    float* dev = job.device(std::vector<float>(4, 1));
+    try {
+      nccl.allreduce(host.data(), dev, 4, DataType::kFloat32, {});
+      ADD_FAILURE() << "a host buffer was accepted";
+    } catch (const InvalidArgumentError& e) {
+      EXPECT_NE(std::string(e.what()).find("host memory"), std::string::npos) << e.what();
+    }
+    void* other = job.cuda.allocOn(1, 16);
+    try {
+      nccl.allreduce(dev, other, 4, DataType::kFloat32, {});
+      ADD_FAILURE() << "buffers on two devices were accepted";
+    } catch (const InvalidArgumentError& e) {
+      EXPECT_NE(std::string(e.what()).find("devices 0 and 1"), std::string::npos) << e.what();
+    }
+    EXPECT_TRUE(cache.created().empty());
+  }));
+}
+
+TEST(NcclCollectives, AnAsyncErrorFailsTheCallNamingTheCommunicatorRankAndHost) {
+  Job job(2);
+  // Rank 1's communicator fails after its first operation.
+  job.world.asyncErrorAfter(1, 1, gpu::NcclResult::kRemoteError, "peer 0 closed the connection");
+  job.world.setAbortReachesPeers(true);
+  auto errors = job.run([&](int r, gpu::NcclCollectives& nccl, gpu::CommCache& cache) {
+    float* x = job.device(std::vector<float>{1, 2});
+    nccl.allreduce(x, x, 2, DataType::kFloat32, {ReduceOp::kSum});
+    try {
+      nccl.allreduce(x, x, 2, DataType::kFloat32, {ReduceOp::kSum});
+    } catch (...) {
+      cache.abortAll("a collective failed");  // as the runtime does on any NCCL error
+      throw;
+    }
+  });
+  ASSERT_TRUE(errors[1]) << "rank 1 must fail";
+  const std::string m = message(errors[1]);
+  EXPECT_NE(m.find("ncclAllReduce"), std::string::npos) << m;
+  EXPECT_NE(m.find("'global'"), std::string::npos) << m;
+  EXPECT_NE(m.find("rank 1 (host h1)"), std::string::npos) << m;
+  EXPECT_NE(m.find("peer 0 closed the connection"), std::string::npos) << m;
+  // Rank 0 is told too (its peer aborted), rather than hanging.
+  ASSERT_TRUE(errors[0]) << "rank 0 must not complete a collective its peer never joined";
+}
+
+}  // namespace
+}  // namespace hvd
