@@ -155,4 +155,42 @@ int FakeCuda::pinnedAllocations() {
   return pinnedEver_;
 }
 
+namespace {
+
+class ForwardingCuda final : public gpu::CudaApi {
+ public:
+  explicit ForwardingCuda(FakeCuda& inner) : inner_(inner) {}
+  int deviceCount() override { return inner_.deviceCount(); }
+  int deviceOf(const void* ptr) override { return inner_.deviceOf(ptr); }
+  void setDevice(int device) override { inner_.setDevice(device); }
+  gpu::CudaStreamHandle createStream() override { return inner_.createStream(); }
+  void destroyStream(gpu::CudaStreamHandle s) override { inner_.destroyStream(s); }
+  gpu::CudaEventHandle createEvent() override { return inner_.createEvent(); }
+  void destroyEvent(gpu::CudaEventHandle e) override { inner_.destroyEvent(e); }
+  void recordEvent(gpu::CudaEventHandle e, gpu::CudaStreamHandle s) override {
+    inner_.recordEvent(e, s);
+  }
+  void streamWaitEvent(gpu::CudaStreamHandle s, gpu::CudaEventHandle e) override {
+    inner_.streamWaitEvent(s, e);
+  }
+  bool eventDone(gpu::CudaEventHandle e) override { return inner_.eventDone(e); }
+  void synchronizeStream(gpu::CudaStreamHandle s) override { inner_.synchronizeStream(s); }
+  void copyAsync(void* dst, const void* src, size_t bytes, gpu::CudaStreamHandle s) override {
+    inner_.copyAsync(dst, src, bytes, s);
+  }
+  void* allocDevice(size_t bytes) override { return inner_.allocDevice(bytes); }
+  void freeDevice(void* ptr) override { inner_.freeDevice(ptr); }
+  void* allocPinnedHost(size_t bytes) override { return inner_.allocPinnedHost(bytes); }
+  void freePinnedHost(void* ptr) override { inner_.freePinnedHost(ptr); }
+
+ private:
+  FakeCuda& inner_;
+};
+
+}  // namespace
+
+std::unique_ptr<gpu::CudaApi> sharedFakeCuda(FakeCuda& cuda) {
+  return std::make_unique<ForwardingCuda>(cuda);
+}
+
 }  // namespace hvd::testing

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -64,5 +65,10 @@ class FakeCuda final : public gpu::CudaApi {
   int pinnedEver_ = 0;
   uintptr_t nextHandle_ = 0x1000;
 };
+
+// A CudaApi that forwards every call to a FakeCuda the test keeps, for code that takes
+// ownership of its CudaApi (DeviceBackend's loader) while the test allocates "device" memory
+// through the same fake.
+std::unique_ptr<gpu::CudaApi> sharedFakeCuda(FakeCuda& cuda);
 
 }  // namespace hvd::testing

@@ -176,7 +176,11 @@ engine::Engine& Runtime::engine() {
     engineScoped_ = std::make_unique<PrefixedStore>(*scoped_, "engine/");
     engineContext_ = transport::connectMesh(*engineScoped_, mesh_);
   }
-  engine_ = std::make_unique<engine::Engine>(*engineContext_, engineOptions(config_));
+  engineDevices_ = std::make_unique<gpu::DeviceBackend>(deviceOptions(config_), *engineContext_,
+                                                        engineScoped_.get());
+  engine::EngineOptions options = engineOptions(config_);
+  options.devices = engineDevices_.get();
+  engine_ = std::make_unique<engine::Engine>(*engineContext_, options);
   return *engine_;
 }
 
@@ -195,6 +199,7 @@ Runtime::~Runtime() {
   // The engine uses its context; the context refers to the board: tear down in dependency
   // order. The engine stops in step with every rank's engine (see engine/engine.h).
   engine_.reset();
+  engineDevices_.reset();
   engineContext_.reset();
   devices_.reset();
   engineScoped_.reset();

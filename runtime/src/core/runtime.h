@@ -46,6 +46,8 @@ class Runtime {
   std::mutex engineMutex_;      // guards the engine's start
   std::unique_ptr<store::Store> engineScoped_;  // "engine/" under scoped_
   std::unique_ptr<transport::Context> engineContext_;
+  // The engine's device buffers: NCCL communicators of its own, as its CPU mesh is its own.
+  std::unique_ptr<gpu::DeviceBackend> engineDevices_;
   std::unique_ptr<engine::Engine> engine_;  // uses engineContext_: destroyed first
 };
 

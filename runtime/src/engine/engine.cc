@@ -56,6 +56,10 @@ void checkShape(const std::string& what, const Shape& shape, bool needRows) {
   }
 }
 
+std::string deviceText(int device) {
+  return device < 0 ? std::string("the host") : "GPU " + std::to_string(device);
+}
+
 void checkScaling(const std::string& what, DataType type, const OpOptions& o) {
   if (!isFloat(type) && (o.prescaleFactor != 1.0 || o.postscaleFactor != 1.0)) {
     throw InvalidArgumentError(what +
@@ -66,9 +70,13 @@ void checkScaling(const std::string& what, DataType type, const OpOptions& o) {
   if (o.fp16Compression && !isFloat(type)) {
     throw InvalidArgumentError(what + ": fp16 compression applies to floating-point types only");
   }
-  if (o.device >= 0) {
-    throw InvalidArgumentError(what + ": device buffers (device " + std::to_string(o.device) +
-                               ") need a GPU backend, which this build does not have");
+}
+
+// OpOptions::device, when given, must be where the buffers are.
+void checkDevice(const std::string& what, const LocalOp& op, const OpOptions& o) {
+  if (o.device >= 0 && op.request.device != o.device) {
+    throw InvalidArgumentError(what + ": options.device says GPU " + std::to_string(o.device) +
+                               " but the buffers are on " + deviceText(op.request.device));
   }
 }
 
@@ -84,7 +92,7 @@ Engine::Engine(transport::Context& context, EngineOptions options)
                     : nullptr),
       controller_(context.rank(), context.size(), options_.cacheCapacity),
       stall_(options_.stallCheckTime, options_.stallShutdownTime),
-      executor_(context, options_.fusionThreshold, counters_, timeline_.get()) {
+      executor_(context, options_.fusionThreshold, counters_, timeline_.get(), options_.devices) {
   if (rank_ == 0) logging::get("engine")->info("{}", describeOptions(options_));
   thread_ = std::thread([this] { loop(); });
 }
@@ -143,6 +151,18 @@ std::unique_ptr<LocalOp> Engine::makeOp(const std::string& name, OpType type, co
       (input == nullptr || (type == OpType::kAllreduce && output == nullptr))) {
     throw InvalidArgumentError(what + ": null buffer");
   }
+  // The device is part of the negotiated metadata: taken from the buffers themselves, so a
+  // rank with a GPU tensor and one with a CPU tensor under one name get a mismatch error.
+  if (options_.devices != nullptr && op->request.elements() > 0 && type != OpType::kBarrier) {
+    const int in = options_.devices->deviceOf(input);
+    const int out = output != nullptr && output != input ? options_.devices->deviceOf(output) : in;
+    if (in != out) {
+      throw InvalidArgumentError(what + ": the input is on " + deviceText(in) +
+                                 " and the output on " + deviceText(out) +
+                                 "; both must be in one place");
+    }
+    op->request.device = in;
+  }
   return op;
 }
 
@@ -181,7 +201,7 @@ Handle Engine::allreduce(const std::string& name, const void* input, void* outpu
   op->request.prescale = options.prescaleFactor;
   op->request.postscale = options.postscaleFactor;
   op->request.fp16 = options.fp16Compression;
-  op->request.device = options.device;
+  checkDevice("allreduce '" + name + "'", *op, options);
   std::vector<std::unique_ptr<LocalOp>> ops;
   ops.push_back(std::move(op));
   return submit(std::move(ops), std::make_shared<OpState>(name, 1));
@@ -209,7 +229,7 @@ Handle Engine::groupedAllreduce(const std::vector<std::string>& names,
     op->request.prescale = options.prescaleFactor;
     op->request.postscale = options.postscaleFactor;
     op->request.fp16 = options.fp16Compression;
-    op->request.device = options.device;
+    checkDevice("allreduce '" + names[i] + "'", *op, options);
     op->request.groupId = group;
     op->request.groupSize = static_cast<int32_t>(names.size());
     ops.push_back(std::move(op));

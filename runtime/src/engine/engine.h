@@ -33,6 +33,7 @@
 #include "engine/executor.h"
 #include "engine/op_state.h"
 #include "engine/stall.h"
+#include "gpu/device_backend.h"
 #include "hvd/engine.hpp"
 #include "transport/context.h"
 
@@ -47,6 +48,9 @@ struct EngineOptions {
   std::chrono::milliseconds stallCheckTime{60000};      // HVD_STALL_CHECK_TIME (0: off)
   std::chrono::milliseconds stallShutdownTime{300000};  // HVD_STALL_SHUTDOWN_TIME (0: never)
   std::string timelinePath;                             // HVD_TIMELINE (rank 0 writes it)
+  // Device buffers (gpu/device_backend.h): where an op's device comes from and what runs it.
+  // Null: every buffer is host memory and OpOptions::device >= 0 is refused. Not owned.
+  gpu::DeviceBackend* devices = nullptr;
   // Time for stall decisions and table stamps (tests inject a fake one); default steady_clock.
   std::function<Clock::time_point()> clock;
   // Called on rank 0 with each stall warning, besides the log (tests capture it here).

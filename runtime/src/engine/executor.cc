@@ -110,16 +110,33 @@ std::vector<std::pair<size_t, size_t>> planBatches(const std::vector<Response>& 
 }
 
 Executor::Executor(transport::Context& context, size_t fusionThreshold, EngineCounters& counters,
-                   Timeline* timeline)
+                   Timeline* timeline, gpu::DeviceBackend* devices)
     : context_(context),
       fusionThreshold_(fusionThreshold),
       counters_(counters),
-      timeline_(timeline) {}
+      timeline_(timeline),
+      devices_(devices) {}
+
+gpu::DeviceBackend& Executor::devices(const Request& request) {
+  if (devices_ == nullptr) {
+    throw InternalError("engine: " + std::string(opTypeName(request.type)) + " '" + request.name +
+                        "' is on GPU " + std::to_string(request.device) +
+                        " but the engine has no device backend");
+  }
+  return *devices_;
+}
 
 uint8_t* Executor::dataOf(std::vector<uint8_t>& v) { return v.empty() ? &emptyByte_ : v.data(); }
 
 const void* Executor::inputOf(const LocalOp* op) {
-  return op->input != nullptr ? op->input : &emptyByte_;
+  if (op->input == nullptr) return &emptyByte_;
+  if (op->request.device < 0) return op->input;
+  const size_t bytes = op->request.bytes();
+  inputShadow_.resize(bytes);
+  gpu::DeviceBackend& dev = devices(op->request);
+  dev.copy(op->request.device, dataOf(inputShadow_), op->input, bytes);
+  dev.synchronize(op->request.device);
+  return dataOf(inputShadow_);
 }
 
 void* Executor::outputOf(LocalOp* op) { return op->output != nullptr ? op->output : &emptyByte_; }
@@ -171,6 +188,95 @@ void Executor::run(const std::vector<Response>& responses, size_t begin, size_t 
 
 void Executor::allreduceBatch(const std::vector<const Response*>& batch,
                               const std::vector<LocalOp*>& locals) {
+  if (batch.front()->request.device >= 0) {
+    deviceAllreduceBatch(batch, locals);
+  } else {
+    hostAllreduceBatch(batch, locals);
+  }
+}
+
+void Executor::deviceAllreduceBatch(const std::vector<const Response*>& batch,
+                                    const std::vector<LocalOp*>& locals) {
+  const Request& meta = batch.front()->request;
+  const int device = meta.device;
+  gpu::DeviceBackend& dev = devices(meta);
+  const size_t elem = dataTypeSize(meta.dtype);
+  auto count = [&](size_t i) { return static_cast<size_t>(batch[i]->request.elements()); };
+
+  if (meta.prescale != 1.0 || meta.postscale != 1.0 || wireType(meta) != meta.dtype) {
+    // Scaling and casting need kernels hvd does not have: host copies take the CPU path.
+    std::vector<std::vector<uint8_t>> shadows(batch.size());
+    std::vector<LocalOp> hostOps(batch.size());
+    std::vector<LocalOp*> hostLocals(batch.size(), nullptr);
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (locals[i] == nullptr) continue;
+      shadows[i].resize(count(i) * elem);
+      dev.copy(device, dataOf(shadows[i]), locals[i]->input, shadows[i].size());
+      hostOps[i].request = locals[i]->request;
+      hostOps[i].request.device = -1;
+      hostOps[i].input = dataOf(shadows[i]);
+      hostOps[i].output = dataOf(shadows[i]);
+      hostLocals[i] = &hostOps[i];
+    }
+    dev.synchronize(device);
+    hostAllreduceBatch(batch, hostLocals);
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (locals[i] != nullptr)
+        dev.copy(device, locals[i]->output, shadows[i].data(), shadows[i].size());
+    }
+    dev.synchronize(device);
+    return;
+  }
+
+  ++counters_.collectives;
+  AllreduceOptions options;
+  options.op = meta.reduceOp;
+  if (batch.size() == 1 && locals[0] != nullptr) {
+    LocalOp* local = locals[0];
+    phaseBegin(local, "HVD_ALLREDUCE");
+    dev.route({local->input, local->output})
+        ->allreduce(local->input, local->output, count(0), meta.dtype, options);
+    phaseEnd(local);
+    return;
+  }
+  counters_.fusedTensors += batch.size() > 1 ? batch.size() : 0;
+  size_t total = 0;
+  for (size_t i = 0; i < batch.size(); ++i) total += count(i);
+  auto* buffer = static_cast<uint8_t*>(dev.scratch(device, total * elem));
+  size_t offset = 0;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const size_t bytes = count(i) * elem;
+    if (locals[i] != nullptr) {
+      phaseBegin(locals[i], "MEMCPY_IN_FUSION_BUFFER");
+      dev.copy(device, buffer + offset, locals[i]->input, bytes);
+      phaseEnd(locals[i]);
+    } else {
+      // A joined rank contributes zeros (from host memory: hvd has no device memset).
+      uint8_t* zeros = fusionBuffer(bytes);
+      std::memset(zeros, 0, bytes);
+      dev.copy(device, buffer + offset, zeros, bytes);
+      dev.synchronize(device);
+    }
+    offset += bytes;
+  }
+  for (LocalOp* local : locals) phaseBegin(local, "HVD_ALLREDUCE");
+  dev.route({buffer})->allreduce(buffer, buffer, total, meta.dtype, options);
+  for (LocalOp* local : locals) phaseEnd(local);
+  offset = 0;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const size_t bytes = count(i) * elem;
+    if (locals[i] != nullptr) {
+      phaseBegin(locals[i], "MEMCPY_OUT_FUSION_BUFFER");
+      dev.copy(device, locals[i]->output, buffer + offset, bytes);
+      phaseEnd(locals[i]);
+    }
+    offset += bytes;
+  }
+  dev.synchronize(device);
+}
+
+void Executor::hostAllreduceBatch(const std::vector<const Response*>& batch,
+                                  const std::vector<LocalOp*>& locals) {
   const Request& meta = batch.front()->request;
   const DataType type = meta.dtype;
   const DataType wire = wireType(meta);
@@ -272,6 +378,12 @@ void Executor::allgather(const Response& response, LocalOp* local) {
 void Executor::broadcast(const Response& response, LocalOp* local) {
   const Request& meta = response.request;
   ++counters_.collectives;
+  if (meta.device >= 0) {
+    devices(meta)
+        .route({local->output})
+        ->broadcast(local->output, static_cast<size_t>(meta.elements()), meta.dtype, {meta.root});
+    return;
+  }
   coll::broadcast(context_, local->output, static_cast<size_t>(meta.elements()), meta.dtype,
                   {meta.root});
 }

@@ -12,6 +12,13 @@
 //    cast happen while packing), reduced in place, and unpacked (cast back, average for
 //    compressed ops, postscale): the MEMCPY_IN/OUT_FUSION_BUFFER phases of the timeline.
 //
+// Device tensors (Request::device >= 0, through the engine's gpu::DeviceBackend): a batch
+// without prescale, postscale or compression runs on the device (NCCL, or host-staged where
+// NCCL is missing): one member in place, several through a device fusion buffer (copied in and
+// out on the default stream). hvd has no GPU kernels for scaling and casting, so batches that
+// need them, and the inputs of allgather, reducescatter and alltoall (whose outputs the engine
+// allocates in host memory), are copied to host memory and take the CPU path.
+//
 // A rank without a local op for a name (it has joined) takes part with zeros and drops the
 // result. Other ops run one by one; the executor allocates their outputs into the op's state.
 #pragma once
@@ -25,6 +32,7 @@
 #include "engine/controller.h"
 #include "engine/op_state.h"
 #include "engine/request.h"
+#include "gpu/device_backend.h"
 #include "transport/context.h"
 
 namespace hvd::engine {
@@ -60,7 +68,7 @@ std::vector<std::pair<size_t, size_t>> planBatches(const std::vector<Response>& 
 class Executor {
  public:
   Executor(transport::Context& context, size_t fusionThreshold, EngineCounters& counters,
-           Timeline* timeline);
+           Timeline* timeline, gpu::DeviceBackend* devices = nullptr);
 
   // planBatches() with this executor's fusion threshold.
   std::vector<std::pair<size_t, size_t>> plan(const std::vector<Response>& responses) const {
@@ -75,6 +83,11 @@ class Executor {
  private:
   void allreduceBatch(const std::vector<const Response*>& batch,
                       const std::vector<LocalOp*>& locals);
+  void hostAllreduceBatch(const std::vector<const Response*>& batch,
+                          const std::vector<LocalOp*>& locals);
+  void deviceAllreduceBatch(const std::vector<const Response*>& batch,
+                            const std::vector<LocalOp*>& locals);
+  gpu::DeviceBackend& devices(const Request& request);
   void allgather(const Response& response, LocalOp* local);
   void broadcast(const Response& response, LocalOp* local);
   void reducescatter(const Response& response, LocalOp* local);
@@ -82,6 +95,7 @@ class Executor {
   uint8_t* fusionBuffer(size_t bytes);
   // Pointers collectives accept for zero elements too (they refuse null).
   uint8_t* dataOf(std::vector<uint8_t>& v);
+  // The op's input as host memory: a copy in inputShadow_ for a device tensor.
   const void* inputOf(const LocalOp* op);
   void* outputOf(LocalOp* op);
   void phaseBegin(const LocalOp* local, const char* activity);
@@ -91,7 +105,9 @@ class Executor {
   size_t fusionThreshold_;
   EngineCounters& counters_;
   Timeline* timeline_;
-  std::vector<uint8_t> fusion_;  // grows to the largest batch, kept across cycles
+  gpu::DeviceBackend* devices_;
+  std::vector<uint8_t> fusion_;
+  std::vector<uint8_t> inputShadow_;  // grows to the largest batch, kept across cycles
   uint8_t emptyByte_ = 0;
 };
 

@@ -1,6 +1,7 @@
 #include "gpu/device_backend.h"
 
 #include <algorithm>
+#include <thread>
 
 #include "collectives/collectives.h"
 #include "common/logging.h"
@@ -61,6 +62,10 @@ DeviceBackend::~DeviceBackend() {
   watchdog_.reset();
   comms_.reset();
   nccl_.reset();
+  if (scratch_ != nullptr) {
+    cuda_->setDevice(scratchDevice_);
+    cuda_->freeDevice(scratch_);
+  }
 }
 
 CudaApi* DeviceBackend::cuda() {
@@ -201,9 +206,54 @@ std::unique_ptr<NcclCommunicator> DeviceBackend::makeComm(const std::string& nam
   return comm;
 }
 
+void DeviceBackend::copy(int device, void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  CudaApi* api = cuda();
+  if (api == nullptr) throw InternalError("device copy without a CUDA driver");
+  api->setDevice(device);
+  api->copyAsync(dst, src, bytes, nullptr);
+}
+
+void DeviceBackend::synchronize(int device) {
+  CudaApi* api = cuda();
+  if (api == nullptr) return;
+  api->setDevice(device);
+  api->synchronizeStream(nullptr);
+}
+
+void* DeviceBackend::scratch(int device, size_t bytes) {
+  CudaApi* api = cuda();
+  if (api == nullptr) throw InternalError("device scratch without a CUDA driver");
+  api->setDevice(device);
+  if (scratch_ != nullptr && (scratchBytes_ < bytes || scratchDevice_ != device)) {
+    api->setDevice(scratchDevice_);
+    api->synchronizeStream(nullptr);
+    api->freeDevice(scratch_);
+    api->setDevice(device);
+    scratch_ = nullptr;
+    scratchBytes_ = 0;
+  }
+  if (scratch_ == nullptr) {
+    scratch_ = api->allocDevice(std::max<size_t>(bytes, 1));
+    scratchBytes_ = std::max<size_t>(bytes, 1);
+    scratchDevice_ = device;
+  }
+  return scratch_;
+}
+
 void DeviceBackend::stop(const std::string& reason) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (watchdog_ != nullptr) watchdog_->requestStop(reason);
+  Watchdog* watchdog = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    watchdog = watchdog_.get();
+  }
+  if (watchdog == nullptr) return;
+  watchdog->requestStop(reason);
+  // Returns once the communicators are aborted (the watchdog's second level ends the process
+  // if an abort hangs), so the caller's next device call fails instead of entering NCCL.
+  while (watchdog->failureMessage().empty()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
 }
 
 std::string DeviceBackend::describe() const {

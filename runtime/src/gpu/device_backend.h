@@ -81,7 +81,16 @@ class DeviceBackend {
   // on the first device call (loading NCCL may throw BackendError for HVD_GPU_BACKEND=nccl).
   DeviceCollectives* route(std::initializer_list<const void*> ptrs);
 
-  // Aborts the NCCL communicators (a job stop); later device calls fail. No-op without NCCL.
+  // For the engine's fusion of device tensors. Each makes `device` current on the calling
+  // thread. copy() is enqueued on the legacy default stream (so it runs after what the caller
+  // queued there, and the collectives order themselves after it); synchronize() waits for it.
+  // scratch() is device memory of `device` that grows to the largest request and is kept.
+  void copy(int device, void* dst, const void* src, size_t bytes);
+  void synchronize(int device);
+  void* scratch(int device, size_t bytes);
+
+  // Aborts the NCCL communicators (a job stop) and returns once they are; later device calls
+  // fail with `reason`. No-op before the first NCCL call.
   void stop(const std::string& reason);
 
   // "none" until the first device call, then "nccl 2.27.3", "nccl 2.27.3, hierarchical" or
@@ -104,6 +113,9 @@ class DeviceBackend {
   std::once_flag cudaOnce_;
   std::unique_ptr<CudaApi> cuda_;  // null: no driver, so no device memory
   std::string cudaWhy_;
+  void* scratch_ = nullptr;  // engine's device fusion buffer
+  size_t scratchBytes_ = 0;
+  int scratchDevice_ = -1;
 
   mutable std::mutex mutex_;  // guards creation and describe()
   std::unique_ptr<store::Store> ownStore_;

@@ -26,6 +26,24 @@ uint8_t* at(void* base, size_t elements, size_t elem) {
   return static_cast<uint8_t*>(base) + elements * elem;
 }
 
+// Registers a call with the watchdog from before its first enqueue until it returns (so a call
+// that never completes, wherever it waits, is an op in flight that the timeout catches).
+class InFlight {
+ public:
+  InFlight(Watchdog* watchdog, NcclCommunicator& comm, const char* op)
+      : watchdog_(watchdog),
+        token_(watchdog != nullptr ? watchdog->opStarted(comm.comm(), op) : 0) {}
+  ~InFlight() {
+    if (watchdog_ != nullptr) watchdog_->opFinished(token_);
+  }
+  InFlight(const InFlight&) = delete;
+  InFlight& operator=(const InFlight&) = delete;
+
+ private:
+  Watchdog* watchdog_;
+  Watchdog::OpToken token_;
+};
+
 }  // namespace
 
 NcclCollectives::NcclCollectives(CudaApi& cuda, CommCache& comms, int rank, int size,
@@ -77,29 +95,50 @@ NcclCommunicator& NcclCollectives::enter(const char* op, std::initializer_list<c
 void NcclCollectives::complete(NcclCommunicator& comm, const char* op) {
   cuda_.recordEvent(done_, stream_);
   Watchdog* watchdog = options_.watchdog;
-  const Watchdog::OpToken token = watchdog != nullptr ? watchdog->opStarted(comm.comm(), op) : 0;
   auto pause = std::chrono::microseconds(1);
   while (!cuda_.eventDone(done_)) {
-    if (comm.aborted() || (watchdog != nullptr && watchdog->failed())) {
-      if (watchdog != nullptr) watchdog->opFinished(token);
-      throwAborted(comm, op);
-    }
+    if (comm.aborted() || (watchdog != nullptr && watchdog->failed()))
+      throwAborted(comm.name(), op);
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::microseconds(200));
   }
-  if (watchdog != nullptr) watchdog->opFinished(token);
-  if (comm.aborted()) throwAborted(comm, op);
+  if (comm.aborted()) throwAborted(comm.name(), op);
 }
 
-void NcclCollectives::throwAborted(NcclCommunicator& comm, const char* op) {
+template <typename Body>
+void NcclCollectives::run(const char* op, std::initializer_list<const void*> ptrs, Body&& body) {
+  NcclCommunicator* comm = nullptr;
+  try {
+    comm = &enter(op, ptrs);
+    InFlight flight(options_.watchdog, *comm, op);
+    body(*comm);
+    complete(*comm, op);
+  } catch (const BackendError&) {
+    // A call cut short by the watchdog's abort (or refused after it) fails with its reason.
+    if ((comm != nullptr && comm->aborted()) ||
+        (options_.watchdog != nullptr && options_.watchdog->failed())) {
+      throwAborted(comm != nullptr ? comm->name() : "global", op);
+    }
+    throw;
+  }
+}
+
+void NcclCollectives::throwAborted(const std::string& comm, const char* op) {
   std::string why;
-  if (options_.watchdog != nullptr) why = options_.watchdog->failureMessage();
+  if (options_.watchdog != nullptr && options_.watchdog->failed()) {
+    // The watchdog writes its message once the aborts it started have returned.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while ((why = options_.watchdog->failureMessage()).empty() &&
+           std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
   if (why.empty()) {
     why =
         "the job's communicators were aborted (a peer failed, an operation timed out, or the "
         "job is stopping)";
   }
-  throw BackendError(std::string("NCCL: ") + op + " on communicator '" + comm.name() +
+  throw BackendError(std::string("NCCL: ") + op + " on communicator '" + comm +
                      "' was cut short on rank " + std::to_string(rank_) + ": " + why);
 }
 
@@ -116,14 +155,14 @@ void* NcclCollectives::scratch(size_t bytes) {
 
 void NcclCollectives::allreduce(const void* input, void* output, size_t count, DataType type,
                                 const AllreduceOptions& options) {
-  NcclCommunicator& comm = enter("allreduce", {input, output});
-  if (options_.hierarchical != nullptr && count > 0) {
-    hierarchicalAllreduce(comm, input, output, count, type, options.op);
-  } else if (count > 0) {
-    comm.check(comm.api().allReduce(input, output, count, type, options.op, comm.comm(), stream_),
-               "ncclAllReduce");
-  }
-  complete(comm, "allreduce");
+  run("allreduce", {input, output}, [&](NcclCommunicator& comm) {
+    if (options_.hierarchical != nullptr && count > 0) {
+      hierarchicalAllreduce(comm, input, output, count, type, options.op);
+    } else if (count > 0) {
+      comm.check(comm.api().allReduce(input, output, count, type, options.op, comm.comm(), stream_),
+                 "ncclAllReduce");
+    }
+  });
 }
 
 // Steps 1-3 of gpu/hierarchical.h, all on hvd's stream (so in order), plus the leftover's
@@ -169,13 +208,13 @@ void NcclCollectives::broadcast(void* buffer, size_t count, DataType type,
     throw InvalidArgumentError("broadcast: root " + std::to_string(options.root) +
                                " is not a rank of a job of " + std::to_string(size_));
   }
-  NcclCommunicator& comm = enter("broadcast", {buffer});
-  if (count > 0) {
-    comm.check(
-        comm.api().broadcast(buffer, buffer, count, type, options.root, comm.comm(), stream_),
-        "ncclBroadcast");
-  }
-  complete(comm, "broadcast");
+  run("broadcast", {buffer}, [&](NcclCommunicator& comm) {
+    if (count > 0) {
+      comm.check(
+          comm.api().broadcast(buffer, buffer, count, type, options.root, comm.comm(), stream_),
+          "ncclBroadcast");
+    }
+  });
 }
 
 void NcclCollectives::allgather(const void* input, size_t count, void* output,
@@ -184,49 +223,51 @@ void NcclCollectives::allgather(const void* input, size_t count, void* output,
     throw InvalidArgumentError("allgather: counts must have one entry per rank (" +
                                std::to_string(size_) + ") and this rank's must equal its count");
   }
-  NcclCommunicator& comm = enter("allgather", {input, output});
-  NcclApi& api = comm.api();
-  const size_t elem = dataTypeSize(type);
-  const bool even = std::all_of(counts.begin(), counts.end(), [&](size_t c) { return c == count; });
-  if (even) {
-    if (count > 0) {
-      comm.check(api.allGather(input, output, count, type, comm.comm(), stream_), "ncclAllGather");
+  run("allgather", {input, output}, [&](NcclCommunicator& comm) {
+    NcclApi& api = comm.api();
+    const size_t elem = dataTypeSize(type);
+    const bool even =
+        std::all_of(counts.begin(), counts.end(), [&](size_t c) { return c == count; });
+    if (even) {
+      if (count > 0) {
+        comm.check(api.allGather(input, output, count, type, comm.comm(), stream_),
+                   "ncclAllGather");
+      }
+    } else {
+      const auto offsets = offsetsOf(counts);
+      comm.check(api.groupStart(), "ncclGroupStart");
+      for (int r = 0; r < size_; ++r) {
+        if (counts[r] == 0) continue;
+        void* part = at(output, offsets[r], elem);
+        comm.check(api.broadcast(r == rank_ ? input : part, part, counts[r], type, r, comm.comm(),
+                                 stream_),
+                   "ncclBroadcast");
+      }
+      comm.check(api.groupEnd(), "ncclGroupEnd");
     }
-  } else {
-    const auto offsets = offsetsOf(counts);
-    comm.check(api.groupStart(), "ncclGroupStart");
-    for (int r = 0; r < size_; ++r) {
-      if (counts[r] == 0) continue;
-      void* part = at(output, offsets[r], elem);
-      comm.check(
-          api.broadcast(r == rank_ ? input : part, part, counts[r], type, r, comm.comm(), stream_),
-          "ncclBroadcast");
-    }
-    comm.check(api.groupEnd(), "ncclGroupEnd");
-  }
-  complete(comm, "allgather");
+  });
 }
 
 void NcclCollectives::reducescatter(const void* input, void* output, size_t count, DataType type,
                                     const ReducescatterOptions& options) {
   const auto counts = coll::reducescatterCounts(count, size_, options.rowElements);
   const size_t mine = counts[rank_];
-  NcclCommunicator& comm = enter("reducescatter", {input, output});
-  NcclApi& api = comm.api();
-  const size_t elem = dataTypeSize(type);
-  const bool even =
-      std::all_of(counts.begin(), counts.end(), [&](size_t c) { return c == counts[0]; });
-  if (even && count > 0) {
-    comm.check(api.reduceScatter(input, output, mine, type, options.op, comm.comm(), stream_),
-               "ncclReduceScatter");
-  } else if (count > 0) {
-    void* all = scratch(count * elem);
-    comm.check(api.allReduce(input, all, count, type, options.op, comm.comm(), stream_),
-               "ncclAllReduce");
-    const auto offsets = offsetsOf(counts);
-    if (mine > 0) cuda_.copyAsync(output, at(all, offsets[rank_], elem), mine * elem, stream_);
-  }
-  complete(comm, "reducescatter");
+  run("reducescatter", {input, output}, [&](NcclCommunicator& comm) {
+    NcclApi& api = comm.api();
+    const size_t elem = dataTypeSize(type);
+    const bool even =
+        std::all_of(counts.begin(), counts.end(), [&](size_t c) { return c == counts[0]; });
+    if (even && count > 0) {
+      comm.check(api.reduceScatter(input, output, mine, type, options.op, comm.comm(), stream_),
+                 "ncclReduceScatter");
+    } else if (count > 0) {
+      void* all = scratch(count * elem);
+      comm.check(api.allReduce(input, all, count, type, options.op, comm.comm(), stream_),
+                 "ncclAllReduce");
+      const auto offsets = offsetsOf(counts);
+      if (mine > 0) cuda_.copyAsync(output, at(all, offsets[rank_], elem), mine * elem, stream_);
+    }
+  });
 }
 
 void NcclCollectives::alltoall(const void* input, const std::vector<size_t>& sendCounts,
@@ -236,26 +277,26 @@ void NcclCollectives::alltoall(const void* input, const std::vector<size_t>& sen
     throw InvalidArgumentError("alltoall: send and receive counts need one entry per rank (" +
                                std::to_string(size_) + ")");
   }
-  NcclCommunicator& comm = enter("alltoall", {input, output});
-  NcclApi& api = comm.api();
-  const size_t elem = dataTypeSize(type);
-  const auto sendOffsets = offsetsOf(sendCounts);
-  const auto recvOffsets = offsetsOf(recvCounts);
-  comm.check(api.groupStart(), "ncclGroupStart");
-  for (int p = 0; p < size_; ++p) {
-    if (sendCounts[p] > 0) {
-      comm.check(
-          api.send(at(input, sendOffsets[p], elem), sendCounts[p], type, p, comm.comm(), stream_),
-          "ncclSend");
+  run("alltoall", {input, output}, [&](NcclCommunicator& comm) {
+    NcclApi& api = comm.api();
+    const size_t elem = dataTypeSize(type);
+    const auto sendOffsets = offsetsOf(sendCounts);
+    const auto recvOffsets = offsetsOf(recvCounts);
+    comm.check(api.groupStart(), "ncclGroupStart");
+    for (int p = 0; p < size_; ++p) {
+      if (sendCounts[p] > 0) {
+        comm.check(
+            api.send(at(input, sendOffsets[p], elem), sendCounts[p], type, p, comm.comm(), stream_),
+            "ncclSend");
+      }
+      if (recvCounts[p] > 0) {
+        comm.check(api.recv(at(output, recvOffsets[p], elem), recvCounts[p], type, p, comm.comm(),
+                            stream_),
+                   "ncclRecv");
+      }
     }
-    if (recvCounts[p] > 0) {
-      comm.check(
-          api.recv(at(output, recvOffsets[p], elem), recvCounts[p], type, p, comm.comm(), stream_),
-          "ncclRecv");
-    }
-  }
-  comm.check(api.groupEnd(), "ncclGroupEnd");
-  complete(comm, "alltoall");
+    comm.check(api.groupEnd(), "ncclGroupEnd");
+  });
 }
 
 }  // namespace hvd::gpu

@@ -17,7 +17,8 @@
 //    ones. reducescatter: ncclReduceScatter when every rank receives the same number of
 //    elements; otherwise an allreduce into a device scratch buffer and a copy of this rank's
 //    rows. alltoall: a group of ncclSend/ncclRecv pairs.
-//  * With a watchdog, every call is registered as an op in flight on its first communicator,
+//  * With a watchdog, every call is registered as an op in flight on its first communicator from
+//    before its first enqueue until it returns,
 //    so one that outlives the op timeout aborts the job's communicators; an aborted call's
 //    error carries the watchdog's message (what failed, where, what NCCL said).
 // Not thread-safe: one caller at a time, as for the CPU collectives.
@@ -81,9 +82,13 @@ class NcclCollectives final : public DeviceCollectives {
   // Enters the device of the buffers (which must all be device memory of one device), makes
   // the stream wait for the default stream, and returns the global communicator.
   NcclCommunicator& enter(const char* op, std::initializer_list<const void*> ptrs);
+  // enter(), then body(communicator) enqueues the call's work, then complete(); registered with
+  // the watchdog throughout.
+  template <typename Body>
+  void run(const char* op, std::initializer_list<const void*> ptrs, Body&& body);
   // Waits for everything queued on the stream, or throws if the communicator was aborted.
   void complete(NcclCommunicator& comm, const char* op);
-  [[noreturn]] void throwAborted(NcclCommunicator& comm, const char* op);
+  [[noreturn]] void throwAborted(const std::string& comm, const char* op);
   void hierarchicalAllreduce(NcclCommunicator& global, const void* input, void* output,
                              size_t count, DataType type, ReduceOp op);
   void* scratch(size_t bytes);
