@@ -79,6 +79,8 @@ void splitArguments(int argc, char** argv, std::vector<std::string>* ours,
                                             "--grace",
                                             "--output-filename",
                                             "--gpu-bind",
+                                            "--gpus-per-rank",
+                                            "--gpu-backend",
                                             "--agent-port",
                                             "--start-timeout",
                                             "--key-file",
@@ -169,6 +171,20 @@ std::optional<int> parseCommandLine(int argc, char** argv, Options* options) {
   app.add_option("--gpu-bind", options->gpuBind,
                  "none: each rank gets HVD_GPU only; visible: also CUDA_VISIBLE_DEVICES=<that GPU>")
       ->capture_default_str();
+  app.add_option("--gpus-per-rank", options->gpusPerRank,
+                 "GPUs each rank gets (consecutive, in local-rank order); a host's default slots "
+                 "are then its GPUs / this")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  std::string gpuBackend;
+  app.add_option("--gpu-backend", gpuBackend,
+                 "device buffers: auto (NCCL if it loads, else staged through host memory), nccl "
+                 "or host -> HVD_GPU_BACKEND")
+      ->check(CLI::IsMember({"auto", "nccl", "host"}));
+  bool hierarchical = false;
+  app.add_flag("--hierarchical-allreduce", hierarchical,
+               "GPU allreduce as reduce-scatter in each node, allreduce across nodes, allgather "
+               "in each node -> HVD_HIERARCHICAL_ALLREDUCE=1");
   app.add_option("--start-timeout", options->startTimeoutSeconds,
                  "seconds the agents may take to answer and accept the job; when given, also "
                  "the ranks' rendezvous timeout (HVD_START_TIMEOUT) unless -x sets it")
@@ -239,6 +255,8 @@ std::optional<int> parseCommandLine(int argc, char** argv, Options* options) {
     std::snprintf(text, sizeof(text), "%.17g", v);
     return std::string(text);
   };
+  if (!gpuBackend.empty()) options->engineSettings.push_back("HVD_GPU_BACKEND=" + gpuBackend);
+  if (hierarchical) options->engineSettings.push_back("HVD_HIERARCHICAL_ALLREDUCE=1");
   if (app.count("--fusion-threshold-mb") > 0) {
     options->engineSettings.push_back("HVD_FUSION_THRESHOLD=" +
                                       std::to_string(static_cast<long long>(fusionMb * 1048576.0)));

@@ -42,10 +42,11 @@ struct Options {
   std::string tlsKey;
   std::string tlsCa;
   std::string gpuBind = "none";  // --gpu-bind: none | visible
+  int gpusPerRank = 1;           // --gpus-per-rank
   bool verbose = false;          // --verbose: debug logs
-  // Engine knobs (--fusion-threshold-mb, --cycle-time-ms, --cache-capacity,
-  // --timeline-filename, --stall-check-*-seconds) as the "NAME=VALUE" entries they set for every
-  // rank (see addEngineSettings), in the order given.
+  // Engine and GPU knobs (--fusion-threshold-mb, --cycle-time-ms, --cache-capacity,
+  // --timeline-filename, --stall-check-*-seconds, --gpu-backend, --hierarchical-allreduce) as the
+  // "NAME=VALUE" entries they set for every rank (see addEngineSettings), in the order given.
   std::vector<std::string> engineSettings;
   std::vector<std::string> command;  // PROGRAM ARGS...
 };

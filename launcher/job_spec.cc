@@ -29,6 +29,7 @@ agent::coordinator::JobSpec buildJobSpec(const Options& options,
   spec.np = options.np;
   spec.hosts = hosts;
   spec.oversubscribe = options.oversubscribe;
+  spec.gpusPerRank = options.gpusPerRank;
   spec.gpuBind = parseGpuBind(options.gpuBind).value_or(agent::node::GpuBind::kNone);
   spec.stopSignal = parseSignal(options.stopSignal).value_or(SIGTERM);
   spec.grace = std::chrono::milliseconds(static_cast<long long>(options.graceSeconds * 1000));

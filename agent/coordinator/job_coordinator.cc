@@ -87,10 +87,13 @@ std::optional<JobResult> JobCoordinator::placeAndBuild(const std::vector<NodeDes
   Placement placement;
   requests->assign(spec_.hosts.size(), LaunchRequest{});
   try {
-    // Slots: what -H says, else one per GPU (one rank per GPU is the usual layout), else 1.
+    // Slots: what -H says, else one per GPU (one rank per GPU is the usual layout; one per
+    // --gpus-per-rank GPUs), else 1.
     std::vector<HostCapacity> capacity;
+    const int perRank = std::max(1, spec_.gpusPerRank);
     for (size_t h = 0; h < spec_.hosts.size(); ++h) {
-      int slots = spec_.hosts[h].slots.value_or(static_cast<int>(nodes[h].gpus.size()));
+      const int gpus = static_cast<int>(nodes[h].gpus.size());
+      int slots = spec_.hosts[h].slots.value_or(gpus / perRank);
       capacity.push_back({spec_.hosts[h].host, slots > 0 ? slots : 1});
     }
     placement = placeRanks(capacity, spec_.np, spec_.oversubscribe);

@@ -183,6 +183,7 @@ v1::SubmitJobRequest toProto(const coordinator::JobSpec& spec,
   r.set_stop_signal(spec.stopSignal);
   r.set_grace_ms(spec.grace.count());
   r.set_job_name(spec.jobId);
+  r.set_gpus_per_rank(spec.gpusPerRank);
   return r;
 }
 
@@ -219,6 +220,11 @@ coordinator::JobSpec fromProto(const v1::SubmitJobRequest& r) {
       r.gpu_bind() == v1::GPU_BIND_VISIBLE ? node::GpuBind::kVisible : node::GpuBind::kNone;
   spec.stopSignal = r.stop_signal();
   spec.grace = std::chrono::milliseconds(r.grace_ms());
+  if (r.gpus_per_rank() < 0 || r.gpus_per_rank() > 1024) {
+    throw InvalidArgumentError(std::to_string(r.gpus_per_rank()) +
+                               " GPUs per rank is not in 1..1024");
+  }
+  spec.gpusPerRank = r.gpus_per_rank() > 0 ? r.gpus_per_rank() : 1;
   return spec;
 }
 

@@ -164,6 +164,46 @@ TEST_F(CoordinatorTest, NpAboveDefaultSlotsIsAUsageErrorNamingTheSlots) {
   EXPECT_TRUE(agent(0).launches().empty());
 }
 
+TEST_F(CoordinatorTest, GpusPerRankDividesTheDefaultSlotsAndGivesConsecutiveGpus) {
+  makeJob({{"g", -1}}, 2);
+  spec_.gpusPerRank = 2;
+  spec_.gpuBind = node::GpuBind::kVisible;
+  agent(0).setGpuCount(4);
+  ASSERT_TRUE(coordinator().start());
+  ASSERT_EQ(agent(0).launches().size(), 1u);
+  const std::vector<RankLaunch> ranks = agent(0).launches()[0].ranks;
+  ASSERT_EQ(ranks.size(), 2u);
+  EXPECT_EQ(envOf(ranks[0])["HVD_GPU"], "0,1");
+  EXPECT_EQ(envOf(ranks[0])["CUDA_VISIBLE_DEVICES"], "0,1");
+  EXPECT_EQ(envOf(ranks[1])["HVD_GPU"], "2,3");
+  EXPECT_EQ(envOf(ranks[1])["CUDA_VISIBLE_DEVICES"], "2,3");
+}
+
+TEST_F(CoordinatorTest, MoreGpuRanksThanGpusIsAUsageErrorNamingTheHost) {
+  makeJob({{"gpu-a", 3}}, 3);
+  agent(0).setGpuCount(2);
+  EXPECT_FALSE(coordinator().start());
+  const JobResult& r = onlyEnd();
+  EXPECT_EQ(r.outcome, JobOutcome::kInvalidJob);
+  EXPECT_EQ(r.exitCode, kExitUsage);
+  EXPECT_NE(r.summary.find("host 'gpu-a' has 2 GPU(s) but 3 rank(s)"), std::string::npos)
+      << r.summary;
+  EXPECT_NE(r.summary.find("--oversubscribe"), std::string::npos) << r.summary;
+  EXPECT_TRUE(agent(0).launches().empty());
+}
+
+TEST_F(CoordinatorTest, OversubscribedGpuRanksShareTheGpusRoundRobin) {
+  makeJob({{"gpu-a", 3}}, 3);
+  spec_.oversubscribe = true;
+  agent(0).setGpuCount(2);
+  ASSERT_TRUE(coordinator().start());
+  const std::vector<RankLaunch> ranks = agent(0).launches()[0].ranks;
+  ASSERT_EQ(ranks.size(), 3u);
+  EXPECT_EQ(envOf(ranks[0])["HVD_GPU"], "0");
+  EXPECT_EQ(envOf(ranks[1])["HVD_GPU"], "1");
+  EXPECT_EQ(envOf(ranks[2])["HVD_GPU"], "0");
+}
+
 TEST_F(CoordinatorTest, UnreachableAgentFailsAtOnceNamingHostAndAddress) {
   makeJob({{"a", 1}, {"b", 1}}, 2);
   agent(1).failDescribe("connection refused");

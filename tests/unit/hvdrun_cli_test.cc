@@ -25,6 +25,7 @@
 #include "hvd/error.hpp"
 #include "launcher/build_info.h"
 #include "launcher/cli.h"
+#include "launcher/job_spec.h"
 #include "launcher/keygen.h"
 #include "launcher/output.h"
 
@@ -582,6 +583,18 @@ TEST(HvdrunCliEngine, KnobsBecomeTheRanksEnvironmentAndExplicitExportsWin) {
             (std::vector<std::string>{"PATH=/bin", "HVD_CYCLE_TIME=2.5", "HVD_CACHE_CAPACITY=7",
                                       "HVD_FUSION_THRESHOLD=67108864", "HVD_TIMELINE=/tmp/t.json",
                                       "HVD_STALL_CHECK_TIME=1", "HVD_STALL_SHUTDOWN_TIME=3"}));
+}
+
+TEST(HvdrunCliGpu, GpuOptionsReachTheJobAndTheRanksEnvironment) {
+  Parsed p = parse({"hvdrun", "-np", "2", "--gpus-per-rank", "2", "--gpu-backend", "host",
+                    "--hierarchical-allreduce", "prog"});
+  ASSERT_EQ(p.code, std::nullopt) << p.stderrText;
+  EXPECT_EQ(p.options.gpusPerRank, 2);
+  EXPECT_EQ(p.options.engineSettings,
+            (std::vector<std::string>{"HVD_GPU_BACKEND=host", "HVD_HIERARCHICAL_ALLREDUCE=1"}));
+  EXPECT_EQ(buildJobSpec(p.options, {{"localhost", std::nullopt}}, {}).gpusPerRank, 2);
+  EXPECT_EQ(parse({"hvdrun", "-np", "1", "--gpus-per-rank", "0", "prog"}).code, 2);
+  EXPECT_EQ(parse({"hvdrun", "-np", "1", "--gpu-backend", "cuda", "prog"}).code, 2);
 }
 
 TEST(HvdrunCliEngine, RelativeTimelineIsResolvedAgainstHvdrunsDirectory) {

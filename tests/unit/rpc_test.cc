@@ -235,6 +235,7 @@ TEST(RpcConvert, SubmitRequestRoundTripsAndIsValidated) {
   spec.hosts = {{"a", 1}, {"b", std::nullopt}};
   spec.oversubscribe = true;
   spec.gpuBind = node::GpuBind::kVisible;
+  spec.gpusPerRank = 2;
   spec.stopSignal = SIGINT;
   spec.grace = 2500ms;
   const v1::SubmitJobRequest request = rpc::toProto(spec, {"a:7475", "b:7475"});
@@ -248,6 +249,7 @@ TEST(RpcConvert, SubmitRequestRoundTripsAndIsValidated) {
   EXPECT_EQ(back.hosts, spec.hosts);
   EXPECT_TRUE(back.oversubscribe);
   EXPECT_EQ(back.gpuBind, node::GpuBind::kVisible);
+  EXPECT_EQ(back.gpusPerRank, 2);
   EXPECT_EQ(back.stopSignal, SIGINT);
   EXPECT_EQ(back.grace, 2500ms);
 
@@ -260,6 +262,12 @@ TEST(RpcConvert, SubmitRequestRoundTripsAndIsValidated) {
   bad = request;
   bad.clear_hosts();
   EXPECT_THROW(rpc::fromProto(bad), hvd::InvalidArgumentError);
+  bad = request;
+  bad.set_gpus_per_rank(-1);
+  EXPECT_THROW(rpc::fromProto(bad), hvd::InvalidArgumentError);
+  bad = request;
+  bad.clear_gpus_per_rank();  // an older client: one GPU per rank
+  EXPECT_EQ(rpc::fromProto(bad).gpusPerRank, 1);
   bad = request;
   bad.mutable_hosts(0)->set_slots(-1);
   EXPECT_THROW(rpc::fromProto(bad), hvd::InvalidArgumentError);
