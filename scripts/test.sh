@@ -16,7 +16,8 @@ BUILD="${HVD_BUILD_DIR:-$ROOT/build}"
 ASAN_BUILD="${HVD_ASAN_BUILD_DIR:-$ROOT/build-asan}"
 TSAN_BUILD="${HVD_TSAN_BUILD_DIR:-$ROOT/build-tsan}"
 # The engine's unit tests: ranks as threads, each with an engine thread and submitters.
-TSAN_TESTS=(engine_logic_test engine_test engine_negotiation_test timeline_test)
+TSAN_TESTS=(engine_logic_test engine_test engine_negotiation_test timeline_test engine_device_test
+  device_backend_test)
 JOBS="$(nproc)"
 
 "$ROOT/scripts/install-deps.sh"
@@ -36,6 +37,11 @@ section "multi-host tests (network namespaces; skipped unless root)"
 # Serial: hosts are netns on this machine with one hvdagent each (scripts/netns-cluster.sh), the
 # tests share one cluster and measure failure-detection times. Normal build only.
 ctest --test-dir "$BUILD" -L e2e --output-on-failure
+section "GPU tests (skipped, with the reason, where no GPU is visible; scripts/gpu-check.sh runs them on a GPU machine)"
+ctest --test-dir "$BUILD" -L gpu --output-on-failure
+for t in "$BUILD/bin/hvd-gpu-check"; do
+  [[ -x "$t" ]] && { "$t" || [[ $? == 77 ]]; } | sed 's/^/  hvd-gpu-check: /'
+done
 
 if [[ "${HVD_TEST_SKIP_SANITIZE:-0}" != 1 ]]; then
   section "AddressSanitizer + UndefinedBehaviorSanitizer build ($ASAN_BUILD)"

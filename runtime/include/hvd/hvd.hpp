@@ -6,6 +6,16 @@
 // arguments. Buffers are pointer + element count + DataType. Passing the same pointer as input
 // and output runs the operation in place. Results are bit-identical on every rank.
 //
+// Buffers may be CUDA device memory (cudaMalloc, or a tensor's data_ptr()), all of one device
+// in a call. Those calls run on NCCL, on a stream of hvd's own that waits for the legacy default
+// stream first (so work the caller queued there is done before hvd reads), and return when the
+// results are on the device. Where NCCL cannot be loaded, or with HVD_GPU_BACKEND=host, device
+// buffers are copied through pinned host memory over the CPU transports instead (slower, same
+// results). With HVD_HIERARCHICAL_ALLREDUCE=1 a device allreduce is a reduce-scatter inside
+// each node, an allreduce across nodes and an allgather inside each node. A watchdog aborts the
+// NCCL communicators when a peer fails or an op outlives HVD_TIMEOUT, so a device call fails
+// with the reason instead of leaving the GPU spinning.
+//
 // Errors are exceptions deriving from hvd::Error (hvd/error.hpp): InvalidArgumentError for bad
 // arguments or environment, PeerError when a peer died or closed, TimeoutError when a peer did
 // not answer within the timeout (HVD_TIMEOUT seconds, default 60), BackendError for failing
@@ -87,6 +97,11 @@ void barrier();
 std::string transportDescription();
 
 // --- GPU backend ---------------------------------------------------------------------------
+// What device buffers of the blocking collectives run on: "none" before the first call with
+// device memory, then "nccl 2.27.3" (", hierarchical" with HVD_HIERARCHICAL_ALLREDUCE) or
+// "host-staged (<why NCCL is not used>)".
+std::string deviceBackend();
+
 // Neither needs init(). True when this libhvd was built with the NCCL backend (CMake found the
 // CUDA toolkit and NCCL).
 bool ncclBuilt();

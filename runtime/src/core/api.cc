@@ -123,6 +123,8 @@ void barrier() { coll::barrier(context()); }
 
 std::string transportDescription() { return context().describeTransports(); }
 
+std::string deviceBackend() { return runtime().devices().describe(); }
+
 // --- engine (hvd/engine.hpp) ---------------------------------------------------------------
 
 Handle allreduceAsync(const std::string& name, const void* input, void* output, const Shape& shape,

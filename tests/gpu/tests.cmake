@@ -1,0 +1,16 @@
+# GPU programs (tests/gpu): libhvd on CUDA device buffers. Built wherever the NCCL backend is
+# (they use hvd's own dlopen loaders of libcuda and libnccl, and link neither). On a machine
+# without a GPU the ctest below is skipped (exit 77) with the reason; scripts/gpu-check.sh runs
+# them for real on a GPU machine, from the standalone project in tests/gpu/standalone.
+if(HVD_HAVE_NCCL)
+  add_executable(hvd-gpu-check ${CMAKE_CURRENT_LIST_DIR}/gpu_check.cc)
+  target_link_libraries(hvd-gpu-check PRIVATE hvd_internal hvd_warnings)
+  add_executable(hvd-gpu-bench ${CMAKE_CURRENT_LIST_DIR}/gpu_bench.cc)
+  target_link_libraries(hvd-gpu-bench PRIVATE hvd_internal hvd_warnings)
+  if(COMMAND add_test)
+    add_test(NAME gpu_collectives_np1 COMMAND hvd-gpu-check --backend nccl)
+    add_test(NAME gpu_host_staged_np2 COMMAND hvd-gpu-check --np 2 --backend host)
+    set_tests_properties(gpu_collectives_np1 gpu_host_staged_np2 PROPERTIES
+                         LABELS gpu TIMEOUT 300 SKIP_RETURN_CODE 77)
+  endif()
+endif()
