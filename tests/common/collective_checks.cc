@@ -57,7 +57,8 @@ double combine(ReduceOp op, DataType type, int size, size_t i, int salt) {
   return acc;
 }
 
-// Writes the expected result of element i.
+}  // namespace
+
 void storeExpected(DataType type, ReduceOp op, void* base, size_t i, int size, int salt) {
   const double exact = combine(op, type, size, i, salt);
   if (op != ReduceOp::kAverage) {
@@ -92,6 +93,8 @@ void storeExpected(DataType type, ReduceOp op, void* base, size_t i, int size, i
       return;
   }
 }
+
+namespace {
 
 void fillInput(DataType type, ReduceOp op, void* base, size_t count, int rank, int salt) {
   for (size_t i = 0; i < count; ++i) {

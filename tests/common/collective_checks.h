@@ -39,5 +39,8 @@ void checkIterations(transport::Context& ctx, CheckReport& report, int iteration
 // Expected value helpers, exposed for tests of the helpers themselves.
 int64_t inputValue(DataType type, ReduceOp op, int rank, size_t index, int salt);
 void storeValue(DataType type, void* base, size_t index, double value);
+// Writes the expected allreduce result of element `index` over `size` ranks of inputValue()
+// inputs, exactly as the runtime computes it (averages divided as it divides).
+void storeExpected(DataType type, ReduceOp op, void* base, size_t index, int size, int salt);
 
 }  // namespace hvd::testing

@@ -6,17 +6,17 @@
 //                                    (NCCL refuses two ranks on one GPU); this process is their
 //                                    launcher: a store server, N forked ranks, a deadline
 //
-// Inputs are small integers (exact in every dtype), so results compare bit for bit; averages
-// of float types within float16's/bfloat16's rounding of the exact value. Device memory comes
-// from hvd's own CUDA driver loader (no CUDA link at all, like libhvd). Prints one line per
+// Inputs and expected allreduce results are the CPU correctness matrix's (small integers, exact
+// in every dtype; averages divided as the runtime divides), compared bit for bit. Device memory
+// comes from hvd's own CUDA driver loader (no CUDA link at all, like libhvd). Prints one line per
 // collective and exits 0 when every value is right, 1 on a wrong value or an error, and 77 (a
-// skip, for ctest) when no GPU is visible, saying why.
+// skip, for ctest) when no GPU is visible, saying why. --host-memory runs the same checks on
+// host buffers (no CUDA at all): the checker's own test, which CPU machines run.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/collective_checks.h"
 #include "common/element.h"
 #include "gpu/cuda_api.h"
 #include "hvd/hvd.hpp"
@@ -38,24 +39,38 @@ using hvd::ReduceOp;
 constexpr int kSkip = 77;
 
 struct Checker {
-  hvd::gpu::CudaApi& cuda;
+  hvd::gpu::CudaApi* cuda;  // null: --host-memory, the checker's own test on CPU machines
   int rank = 0;
   int size = 1;
   long cases = 0;
   long failures = 0;
 
   void* device(size_t bytes) {
-    void* p = cuda.allocDevice(bytes > 0 ? bytes : 1);
-    return p;
+    return cuda != nullptr ? cuda->allocDevice(bytes > 0 ? bytes : 1) : std::malloc(bytes + 1);
+  }
+  void release(void* p) {
+    if (cuda != nullptr) {
+      cuda->freeDevice(p);
+    } else {
+      std::free(p);
+    }
   }
   void upload(void* dst, const std::vector<uint8_t>& src) {
-    cuda.copyAsync(dst, src.data(), src.size(), nullptr);
-    cuda.synchronizeStream(nullptr);
+    if (cuda == nullptr) {
+      std::memcpy(dst, src.data(), src.size());
+      return;
+    }
+    cuda->copyAsync(dst, src.data(), src.size(), nullptr);
+    cuda->synchronizeStream(nullptr);
   }
   std::vector<uint8_t> download(const void* src, size_t bytes) {
     std::vector<uint8_t> out(bytes);
-    cuda.copyAsync(out.data(), src, bytes, nullptr);
-    cuda.synchronizeStream(nullptr);
+    if (cuda == nullptr) {
+      std::memcpy(out.data(), src, bytes);
+      return out;
+    }
+    cuda->copyAsync(out.data(), src, bytes, nullptr);
+    cuda->synchronizeStream(nullptr);
     return out;
   }
   void expect(bool ok, const std::string& what) {
@@ -67,47 +82,15 @@ struct Checker {
   }
 };
 
-bool isFloat(DataType t) {
-  return t == DataType::kFloat16 || t == DataType::kBFloat16 || t == DataType::kFloat32 ||
-         t == DataType::kFloat64;
-}
-
-// Element i of rank r's input: 1..3, so that products over two ranks stay within int8.
-double inputValue(int r, size_t i) { return static_cast<double>((i + r) % 3 + 1); }
-
-std::vector<uint8_t> hostInput(DataType type, int rank, size_t count) {
+// The inputs and expected results of the CPU correctness matrix (tests/common/
+// collective_checks.h), so the device paths are held to the same bits as the CPU ones.
+std::vector<uint8_t> allreduceInput(DataType type, ReduceOp op, int rank, size_t count) {
   std::vector<uint8_t> v(count * hvd::dataTypeSize(type));
-  for (size_t i = 0; i < count; ++i) hvd::storeElement(type, v.data(), i, inputValue(rank, i));
-  return v;
-}
-
-double reduced(ReduceOp op, int size, size_t i) {
-  double acc = inputValue(0, i);
-  for (int r = 1; r < size; ++r) {
-    const double v = inputValue(r, i);
-    switch (op) {
-      case ReduceOp::kSum:
-      case ReduceOp::kAverage:
-        acc += v;
-        break;
-      case ReduceOp::kMin:
-        acc = std::min(acc, v);
-        break;
-      case ReduceOp::kMax:
-        acc = std::max(acc, v);
-        break;
-      case ReduceOp::kProduct:
-        acc *= v;
-        break;
-    }
+  for (size_t i = 0; i < count; ++i) {
+    hvd::testing::storeValue(type, v.data(), i,
+                             static_cast<double>(hvd::testing::inputValue(type, op, rank, i, 0)));
   }
-  return op == ReduceOp::kAverage ? acc / size : acc;
-}
-
-bool close(DataType type, double got, double want) {
-  if (type == DataType::kFloat16) return std::fabs(got - want) <= std::fabs(want) * 1e-3;
-  if (type == DataType::kBFloat16) return std::fabs(got - want) <= std::fabs(want) * 8e-3;
-  return std::fabs(got - want) <= std::fabs(want) * 1e-6;
+  return v;
 }
 
 void checkAllreduce(Checker& c) {
@@ -118,31 +101,41 @@ void checkAllreduce(Checker& c) {
                           ReduceOp::kProduct};
   for (DataType type : types) {
     for (ReduceOp op : ops) {
-      if (op == ReduceOp::kAverage && !isFloat(type)) continue;
       for (size_t count : {size_t{1}, size_t{1023}, size_t{(1 << 20) + 3}}) {
+        const size_t elem = hvd::dataTypeSize(type);
+        std::vector<uint8_t> want(count * elem);
+        for (size_t i = 0; i < count; ++i) {
+          hvd::testing::storeExpected(type, op, want.data(), i, c.size, 0);
+        }
         for (bool inPlace : {false, true}) {
-          const size_t bytes = count * hvd::dataTypeSize(type);
-          void* in = c.device(bytes);
-          void* out = inPlace ? in : c.device(bytes);
-          c.upload(in, hostInput(type, c.rank, count));
+          void* in = c.device(want.size());
+          void* out = inPlace ? in : c.device(want.size());
+          c.upload(in, allreduceInput(type, op, c.rank, count));
           hvd::allreduce(in, out, count, type, {op});
-          const auto got = c.download(out, bytes);
+          const auto got = c.download(out, want.size());
           size_t wrong = 0;
           for (size_t i = 0; i < count; ++i) {
-            const double want = reduced(op, c.size, i);
-            const double g = hvd::loadElement(type, got.data(), i);
-            if (op == ReduceOp::kAverage ? !close(type, g, want) : g != want) ++wrong;
+            wrong += std::memcmp(got.data() + i * elem, want.data() + i * elem, elem) != 0;
           }
           c.expect(wrong == 0, std::string("allreduce ") + hvd::dataTypeName(type) + " " +
                                    hvd::reduceOpName(op) + " count " + std::to_string(count) +
                                    (inPlace ? " in place" : "") + ": " + std::to_string(wrong) +
                                    " wrong");
-          c.cuda.freeDevice(in);
-          if (!inPlace) c.cuda.freeDevice(out);
+          c.release(in);
+          if (!inPlace) c.release(out);
         }
       }
     }
   }
+}
+
+// Element i of rank r's input to the other collectives (float32, exact).
+double inputValue(int r, size_t i) { return static_cast<double>((i + r) % 3 + 1); }
+
+std::vector<uint8_t> hostInput(DataType type, int rank, size_t count) {
+  std::vector<uint8_t> v(count * hvd::dataTypeSize(type));
+  for (size_t i = 0; i < count; ++i) hvd::storeElement(type, v.data(), i, inputValue(rank, i));
+  return v;
 }
 
 void checkOthers(Checker& c) {
@@ -165,8 +158,8 @@ void checkOthers(Checker& c) {
       }
     }
     c.expect(wrong == 0, "allgather uneven: " + std::to_string(wrong) + " wrong");
-    c.cuda.freeDevice(in);
-    c.cuda.freeDevice(out);
+    c.release(in);
+    c.release(out);
   }
   // broadcast from every root.
   for (int root = 0; root < c.size; ++root) {
@@ -180,7 +173,7 @@ void checkOthers(Checker& c) {
       wrong += hvd::loadElement(type, got.data(), i) != inputValue(root, i);
     c.expect(wrong == 0,
              "broadcast root " + std::to_string(root) + ": " + std::to_string(wrong) + " wrong");
-    c.cuda.freeDevice(buf);
+    c.release(buf);
   }
   // reducescatter, even and uneven.
   for (size_t count : {size_t{4096}, size_t{4099}}) {
@@ -194,12 +187,14 @@ void checkOthers(Checker& c) {
     const auto got = c.download(out, mine * elem);
     size_t wrong = 0;
     for (size_t i = 0; i < mine; ++i) {
-      wrong += hvd::loadElement(type, got.data(), i) != reduced(ReduceOp::kSum, c.size, start + i);
+      double sum = 0;
+      for (int r = 0; r < c.size; ++r) sum += inputValue(r, start + i);
+      wrong += hvd::loadElement(type, got.data(), i) != sum;
     }
     c.expect(wrong == 0, "reducescatter count " + std::to_string(count) + ": " +
                              std::to_string(wrong) + " wrong");
-    c.cuda.freeDevice(in);
-    c.cuda.freeDevice(out);
+    c.release(in);
+    c.release(out);
   }
   // alltoall: rank r sends p + 1 elements to each rank p, valued r * 100 + p.
   {
@@ -227,19 +222,25 @@ void checkOthers(Checker& c) {
         wrong += hvd::loadElement(type, got.data(), at++) != p * 100 + c.rank;
     }
     c.expect(wrong == 0, "alltoall: " + std::to_string(wrong) + " wrong");
-    c.cuda.freeDevice(in);
-    c.cuda.freeDevice(out);
+    c.release(in);
+    c.release(out);
   }
 }
 
-int runRank(hvd::gpu::CudaApi& cuda, const std::string& backend) {
+int runRank(hvd::gpu::CudaApi* cuda, const std::string& backend) {
   try {
     hvd::init();
     Checker c{cuda, hvd::rank(), hvd::size()};
-    cuda.setDevice(0);
+    if (cuda != nullptr) cuda->setDevice(0);
     checkAllreduce(c);
     const std::string used = hvd::deviceBackend();
-    if (!backend.empty() && used.rfind(backend == "host" ? "host-staged" : backend, 0) != 0) {
+    if (cuda == nullptr && used != "none") {
+      std::fprintf(stderr, "rank %d: host memory took a device path ('%s')\n", c.rank,
+                   used.c_str());
+      return 1;
+    }
+    if (cuda != nullptr && !backend.empty() &&
+        used.rfind(backend == "host" ? "host-staged" : backend, 0) != 0) {
       std::fprintf(stderr, "rank %d: device buffers ran on '%s', not on %s\n", c.rank, used.c_str(),
                    backend.c_str());
       return 1;
@@ -313,14 +314,17 @@ int launch(int np, const std::string& self, const std::vector<std::string>& args
 int main(int argc, char** argv) {
   int np = 1;
   std::string backend;
+  bool hostMemory = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--np" && i + 1 < argc) {
       np = std::atoi(argv[++i]);
+    } else if (a == "--host-memory") {
+      hostMemory = true;
     } else if (a == "--backend" && i + 1 < argc) {
       backend = argv[++i];
     } else {
-      std::fprintf(stderr, "usage: hvd-gpu-check [--np N] [--backend nccl|host]\n");
+      std::fprintf(stderr, "usage: hvd-gpu-check [--np N] [--backend nccl|host] [--host-memory]\n");
       return 2;
     }
   }
@@ -329,8 +333,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::string why;
-  std::unique_ptr<hvd::gpu::CudaApi> cuda = hvd::gpu::loadCuda(hvd::gpu::kDefaultCudaLibrary, &why);
-  if (cuda == nullptr || cuda->deviceCount() == 0) {
+  std::unique_ptr<hvd::gpu::CudaApi> cuda;
+  if (!hostMemory) cuda = hvd::gpu::loadCuda(hvd::gpu::kDefaultCudaLibrary, &why);
+  if (!hostMemory && (cuda == nullptr || cuda->deviceCount() == 0)) {
     std::printf("SKIP: no GPU visible (%s)\n", cuda == nullptr ? why.c_str() : "no CUDA device");
     return kSkip;
   }
@@ -338,6 +343,7 @@ int main(int argc, char** argv) {
   if (std::getenv("HVD_RANK") == nullptr && np > 1) {
     std::vector<std::string> args;
     if (!backend.empty()) args = {"--backend", backend};
+    if (hostMemory) args.push_back("--host-memory");
     return launch(np, "/proc/self/exe", args);
   }
   if (std::getenv("HVD_RANK") == nullptr) {
@@ -346,5 +352,5 @@ int main(int argc, char** argv) {
       ::putenv(const_cast<char*>(kv));
     }
   }
-  return runRank(*cuda, backend);
+  return runRank(cuda.get(), backend);
 }

@@ -3,7 +3,9 @@
 # without a GPU the ctest below is skipped (exit 77) with the reason; scripts/gpu-check.sh runs
 # them for real on a GPU machine, from the standalone project in tests/gpu/standalone.
 if(HVD_HAVE_NCCL)
-  add_executable(hvd-gpu-check ${CMAKE_CURRENT_LIST_DIR}/gpu_check.cc)
+  add_executable(hvd-gpu-check ${CMAKE_CURRENT_LIST_DIR}/gpu_check.cc
+                               ${CMAKE_CURRENT_LIST_DIR}/../common/collective_checks.cc)
+  target_include_directories(hvd-gpu-check PRIVATE ${CMAKE_CURRENT_LIST_DIR}/..)
   target_link_libraries(hvd-gpu-check PRIVATE hvd_internal hvd_warnings)
   add_executable(hvd-gpu-bench ${CMAKE_CURRENT_LIST_DIR}/gpu_bench.cc)
   target_link_libraries(hvd-gpu-bench PRIVATE hvd_internal hvd_warnings)
@@ -12,5 +14,9 @@ if(HVD_HAVE_NCCL)
     add_test(NAME gpu_host_staged_np2 COMMAND hvd-gpu-check --np 2 --backend host)
     set_tests_properties(gpu_collectives_np1 gpu_host_staged_np2 PROPERTIES
                          LABELS gpu TIMEOUT 300 SKIP_RETURN_CODE 77)
+    # The checker itself, on host buffers, so CPU machines know its expectations and its
+    # launcher are right before a GPU machine's few minutes are spent on it.
+    add_test(NAME gpu_check_on_host_memory_np2 COMMAND hvd-gpu-check --np 2 --host-memory)
+    set_tests_properties(gpu_check_on_host_memory_np2 PROPERTIES LABELS mp TIMEOUT 300)
   endif()
 endif()

@@ -10,10 +10,14 @@
 #include <thread>
 
 #include "common/collective_checks.h"
+#include "common/rank_errors.h"
 #include "transport/local_fabric.h"
 
 namespace hvd {
 namespace {
+
+using testing::errorMessage;
+using testing::expectNoErrors;
 
 using transport::Context;
 using transport::LocalLinkKind;
@@ -43,15 +47,6 @@ std::vector<std::exception_ptr> runRanks(std::vector<std::unique_ptr<Context>>& 
   return errors;
 }
 
-std::string message(const std::exception_ptr& e) {
-  try {
-    std::rethrow_exception(e);
-  } catch (const std::exception& ex) {
-    return ex.what();
-  }
-  return "?";
-}
-
 struct Param {
   int np;
   LocalLinkKind kind;
@@ -66,7 +61,7 @@ TEST_P(CollectivesMatrix, EveryCollectiveTypeOpCountAndPlacementIsExactAndIdenti
   auto errors =
       runRanks(contexts, [&](Context& ctx) { testing::checkMatrix(ctx, reports[ctx.rank()]); });
   for (size_t r = 0; r < contexts.size(); ++r) {
-    ASSERT_FALSE(errors[r]) << "rank " << r << ": " << message(errors[r]);
+    ASSERT_FALSE(errors[r]) << "rank " << r << ": " << errorMessage(errors[r]);
     EXPECT_TRUE(reports[r].ok()) << "rank " << r << ": " << reports[r].summary();
     EXPECT_GT(reports[r].checks, 500);
   }
@@ -79,7 +74,7 @@ TEST_P(CollectivesMatrix, TwoHundredIterationsWithIterationDependentInputs) {
   auto errors = runRanks(
       contexts, [&](Context& ctx) { testing::checkIterations(ctx, reports[ctx.rank()], 200); });
   for (size_t r = 0; r < contexts.size(); ++r) {
-    ASSERT_FALSE(errors[r]) << "rank " << r << ": " << message(errors[r]);
+    ASSERT_FALSE(errors[r]) << "rank " << r << ": " << errorMessage(errors[r]);
     EXPECT_TRUE(reports[r].ok()) << "rank " << r << ": " << reports[r].summary();
   }
 }
@@ -111,7 +106,7 @@ TEST(CollectivesLarge, RingAllreduceOfAPrimeCountAboveTheDefaultPieceSize) {
       coll::allreduce(ctx, data.data(), data.data(), kCount, DataType::kFloat32);
       results[ctx.rank()] = data;
     });
-    for (int r = 0; r < 3; ++r) ASSERT_FALSE(errors[r]) << message(errors[r]);
+    for (int r = 0; r < 3; ++r) ASSERT_FALSE(errors[r]) << errorMessage(errors[r]);
     for (size_t i = 0; i < kCount; ++i) {
       const float want = static_cast<float>(i % 100 + (i + 1) % 100 + (i + 2) % 100);
       ASSERT_EQ(results[0][i], want) << "element " << i;
@@ -162,7 +157,7 @@ TEST(CollectivesSegments, MatchThePackedAllreduceBitForBit) {
                             {op, algorithm});
             packed[r] = all;
           });
-          for (int r = 0; r < np; ++r) ASSERT_FALSE(errors[r]) << message(errors[r]);
+          for (int r = 0; r < np; ++r) ASSERT_FALSE(errors[r]) << errorMessage(errors[r]);
           for (int r = 0; r < np; ++r) {
             ASSERT_EQ(fused[r].size(), packed[r].size());
             for (size_t i = 0; i < fused[r].size(); ++i) {
@@ -241,8 +236,10 @@ TEST(CollectivesErrors, MismatchedAlltoallCountsNameBothSides) {
     coll::alltoall(ctx, in.data(), send, out.data(), recv, DataType::kInt32);
   });
   ASSERT_TRUE(errors[1]);
-  EXPECT_NE(message(errors[1]).find("rank 0 sends 3"), std::string::npos) << message(errors[1]);
-  EXPECT_NE(message(errors[1]).find("expects 2"), std::string::npos) << message(errors[1]);
+  EXPECT_NE(errorMessage(errors[1]).find("rank 0 sends 3"), std::string::npos)
+      << errorMessage(errors[1]);
+  EXPECT_NE(errorMessage(errors[1]).find("expects 2"), std::string::npos)
+      << errorMessage(errors[1]);
 }
 
 TEST(CollectivesErrors, BadArgumentsAreInvalidArgumentErrors) {

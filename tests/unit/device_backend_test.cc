@@ -14,12 +14,16 @@
 
 #include "common/fake_cuda.h"
 #include "common/fake_nccl.h"
+#include "common/rank_errors.h"
 #include "hvd/error.hpp"
 #include "store/memory_store.h"
 #include "transport/local_fabric.h"
 
 namespace hvd {
 namespace {
+
+using testing::errorMessage;
+using testing::expectNoErrors;
 
 using namespace std::chrono_literals;
 using gpu::DeviceBackend;
@@ -113,21 +117,6 @@ struct Job {
   }
 };
 
-std::string message(const std::exception_ptr& e) {
-  try {
-    std::rethrow_exception(e);
-  } catch (const std::exception& ex) {
-    return ex.what();
-  }
-  return "?";
-}
-
-void expectNoErrors(const std::vector<std::exception_ptr>& errors) {
-  for (size_t r = 0; r < errors.size(); ++r) {
-    EXPECT_FALSE(errors[r]) << "rank " << r << ": " << message(errors[r]);
-  }
-}
-
 // Input of rank r: element i is r * 1000 + i (exact in float32 for these sizes).
 std::vector<float> inputOf(int r, size_t count) {
   std::vector<float> v(count);
@@ -212,7 +201,7 @@ TEST(DeviceBackend, NcclChoiceWithoutNcclIsAnErrorThatSaysWhy) {
     backend.route({buf});
   });
   ASSERT_TRUE(errors[0]);
-  const std::string m = message(errors[0]);
+  const std::string m = errorMessage(errors[0]);
   EXPECT_NE(m.find("HVD_GPU_BACKEND=nccl, but NCCL cannot be used on rank 0 (host h0)"),
             std::string::npos)
       << m;
@@ -282,9 +271,9 @@ TEST(DeviceBackend, TheWatchdogEndsACallThatNeverCompletesWithItsReason) {
     if (r == 0) d->allreduce(buf, buf, 4, DataType::kFloat32, {ReduceOp::kSum});  // rank 1 never
   });
   const auto elapsed = std::chrono::steady_clock::now() - start;
-  EXPECT_FALSE(errors[1]) << message(errors[1]);
+  EXPECT_FALSE(errors[1]) << errorMessage(errors[1]);
   ASSERT_TRUE(errors[0]);
-  const std::string m = message(errors[0]);
+  const std::string m = errorMessage(errors[0]);
   EXPECT_NE(m.find("NCCL: allreduce on communicator 'global' was cut short on rank 0"),
             std::string::npos)
       << m;
@@ -303,8 +292,8 @@ TEST(DeviceBackend, StopAbortsTheCommunicatorsAndLaterCallsFail) {
     d->allreduce(buf, buf, 2, DataType::kFloat32, {ReduceOp::kSum});
   });
   ASSERT_TRUE(errors[0]);
-  EXPECT_NE(message(errors[0]).find("the job is stopping"), std::string::npos)
-      << message(errors[0]);
+  EXPECT_NE(errorMessage(errors[0]).find("the job is stopping"), std::string::npos)
+      << errorMessage(errors[0]);
 }
 
 }  // namespace

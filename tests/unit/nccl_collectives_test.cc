@@ -10,11 +10,15 @@
 
 #include "common/fake_cuda.h"
 #include "common/fake_nccl.h"
+#include "common/rank_errors.h"
 #include "hvd/error.hpp"
 #include "store/memory_store.h"
 
 namespace hvd {
 namespace {
+
+using testing::errorMessage;
+using testing::expectNoErrors;
 
 using namespace std::chrono_literals;
 using testing::FakeCuda;
@@ -66,21 +70,6 @@ struct Job {
     return p;
   }
 };
-
-std::string message(const std::exception_ptr& e) {
-  try {
-    std::rethrow_exception(e);
-  } catch (const std::exception& ex) {
-    return ex.what();
-  }
-  return "?";
-}
-
-void expectNoErrors(const std::vector<std::exception_ptr>& errors) {
-  for (size_t r = 0; r < errors.size(); ++r) {
-    EXPECT_FALSE(errors[r]) << "rank " << r << ": " << message(errors[r]);
-  }
-}
 
 TEST(NcclCollectives, EveryCollectiveOnDeviceBuffersAtNp3) {
   Job job(3);
@@ -198,7 +187,7 @@ TEST(NcclCollectives, AnAsyncErrorFailsTheCallNamingTheCommunicatorRankAndHost) 
     }
   });
   ASSERT_TRUE(errors[1]) << "rank 1 must fail";
-  const std::string m = message(errors[1]);
+  const std::string m = errorMessage(errors[1]);
   EXPECT_NE(m.find("ncclAllReduce"), std::string::npos) << m;
   EXPECT_NE(m.find("'global'"), std::string::npos) << m;
   EXPECT_NE(m.find("rank 1 (host h1)"), std::string::npos) << m;

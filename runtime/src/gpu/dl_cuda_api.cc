@@ -96,8 +96,13 @@ class DlCudaApi final : public CudaApi {
     CUmemorytype type{};
     const CUresult result =
         fn_.cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, devicePtr(ptr));
-    // Memory the driver never saw (pageable host memory) is CUDA_ERROR_INVALID_VALUE.
-    if (result == CUDA_ERROR_INVALID_VALUE) return -1;
+    // Memory the driver never saw (pageable host memory) is CUDA_ERROR_INVALID_VALUE; a
+    // process that never made a context (a CPU job on a GPU host) may hear INVALID_CONTEXT
+    // instead. Neither can be device memory: device memory implies a context that made it.
+    if (result == CUDA_ERROR_INVALID_VALUE || result == CUDA_ERROR_INVALID_CONTEXT ||
+        result == CUDA_ERROR_NOT_INITIALIZED) {
+      return -1;
+    }
     check(result, "cuPointerGetAttribute(CU_POINTER_ATTRIBUTE_MEMORY_TYPE)");
     if (type != CU_MEMORYTYPE_DEVICE && type != CU_MEMORYTYPE_UNIFIED) return -1;
     int ordinal = -1;
