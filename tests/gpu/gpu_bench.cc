@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "../../bench/size_parse.h"
 #include "gpu/cuda_api.h"
 #include "gpu/loader.h"
 #include "gpu/nccl_api.h"
@@ -21,15 +22,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-size_t parseSize(const char* text) {
-  char* end = nullptr;
-  double v = std::strtod(text, &end);
-  if (*end == 'K' || *end == 'k') v *= 1024;
-  if (*end == 'M' || *end == 'm') v *= 1024 * 1024;
-  if (*end == 'G' || *end == 'g') v *= 1024.0 * 1024 * 1024;
-  return static_cast<size_t>(v);
-}
-
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 }  // namespace
@@ -37,20 +29,38 @@ double seconds(Clock::duration d) { return std::chrono::duration<double>(d).coun
 int main(int argc, char** argv) {
   size_t minBytes = 64 << 10, maxBytes = size_t{1} << 30;
   int iters = 20, warmup = 5;
+  const char* usage = "usage: hvd-gpu-bench [-b MIN] [-e MAX] [-n ITERS] [-w WARMUP]\n";
+  if (argc % 2 == 0) {
+    std::fprintf(stderr, "%s", usage);
+    return 2;
+  }
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
-    if (a == "-b")
-      minBytes = parseSize(argv[i + 1]);
-    else if (a == "-e")
-      maxBytes = parseSize(argv[i + 1]);
-    else if (a == "-n")
+    bool ok = true;
+    if (a == "-b") {
+      ok = hvd_bench_parse_size(argv[i + 1], &minBytes) == 0;
+    } else if (a == "-e") {
+      ok = hvd_bench_parse_size(argv[i + 1], &maxBytes) == 0;
+    } else if (a == "-n") {
       iters = std::atoi(argv[i + 1]);
-    else if (a == "-w")
+    } else if (a == "-w") {
       warmup = std::atoi(argv[i + 1]);
-    else {
-      std::fprintf(stderr, "usage: hvd-gpu-bench [-b MIN] [-e MAX] [-n ITERS] [-w WARMUP]\n");
+    } else {
+      std::fprintf(stderr, "hvd-gpu-bench: unknown option '%s'\n%s", a.c_str(), usage);
       return 2;
     }
+    if (!ok) {
+      std::fprintf(stderr, "hvd-gpu-bench: %s '%s' is not a size (e.g. 64K, 256M, 1G)\n", a.c_str(),
+                   argv[i + 1]);
+      return 2;
+    }
+  }
+  // Sizes grow by 4 from MIN: MIN must be a positive number of float32 elements.
+  if (minBytes < 4 || minBytes % 4 != 0 || maxBytes < minBytes || iters < 1 || warmup < 0) {
+    std::fprintf(stderr,
+                 "hvd-gpu-bench: need 4 <= MIN <= MAX with MIN a multiple of 4 bytes, ITERS >= 1 "
+                 "and WARMUP >= 0\n");
+    return 2;
   }
   std::string why;
   auto cuda = hvd::gpu::loadCuda(hvd::gpu::kDefaultCudaLibrary, &why);

@@ -13,6 +13,7 @@
 // skip, for ctest) when no GPU is visible, saying why. --host-memory runs the same checks on
 // host buffers (no CUDA at all): the checker's own test, which CPU machines run.
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,15 +22,20 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "agent/node/worker_env.h"
+#include "agent/placement.h"
 #include "common/collective_checks.h"
 #include "common/element.h"
 #include "gpu/cuda_api.h"
 #include "hvd/hvd.hpp"
 #include "store/tcp_store_server.h"
+
+extern char** environ;
 
 namespace {
 
@@ -257,36 +263,58 @@ int runRank(hvd::gpu::CudaApi* cuda, const std::string& backend) {
   }
 }
 
-// The launcher for --np N: a store server for the job, N forked ranks with the worker
-// environment contract, and a deadline after which every rank is killed.
+// The launcher for --np N: a store server for the job, N ranks with the worker environment
+// hvdrun gives (agent/node/worker_env.h, over one host's placement), and a deadline after which
+// every rank is killed; ranks also die with this process (a timeout that kills it leaves none).
+// Everything is built before fork(): the store server's thread makes allocation after it
+// unsafe.
 int launch(int np, const std::string& self, const std::vector<std::string>& args) {
   hvd::store::TcpStoreServer server;
   server.start();
-  server.addJob("gpu-check", "gpu-check-token");
+  std::random_device random;
+  char token[33];
+  std::snprintf(token, sizeof(token), "%08x%08x%08x%08x", random(), random(), random(), random());
+  server.addJob("gpu-check", token);
+
+  std::vector<std::string> callerEnv;
+  for (char** e = environ; *e != nullptr; ++e) callerEnv.emplace_back(*e);
+  const hvd::agent::Placement placement = hvd::agent::placeRanks({{"localhost", np}}, np, false);
+  std::vector<std::vector<std::string>> envs;
+  for (int r = 0; r < np; ++r) {
+    hvd::agent::node::WorkerEnvInput input;
+    input.forwarded = callerEnv;
+    input.placement = placement.ranks[r];
+    input.size = np;
+    input.groupRank = 0;
+    input.hostName = "localhost";
+    input.jobId = "gpu-check";
+    input.storeAddr = server.address();
+    input.storeToken = token;
+    input.masterAddr = "127.0.0.1";
+    input.masterPort = 29500;
+    envs.push_back(hvd::agent::node::buildWorkerEnvironment(input));
+  }
+  std::vector<char*> argv;
+  argv.push_back(const_cast<char*>(self.c_str()));
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+
   std::vector<pid_t> pids;
   for (int r = 0; r < np; ++r) {
+    std::vector<char*> envp;
+    for (std::string& e : envs[r]) envp.push_back(e.data());
+    envp.push_back(nullptr);
     const pid_t pid = ::fork();
     if (pid == 0) {
-      ::setenv("HVD_RANK", std::to_string(r).c_str(), 1);
-      ::setenv("HVD_SIZE", std::to_string(np).c_str(), 1);
-      ::setenv("HVD_LOCAL_RANK", std::to_string(r).c_str(), 1);
-      ::setenv("HVD_LOCAL_SIZE", std::to_string(np).c_str(), 1);
-      ::setenv("HVD_CROSS_RANK", "0", 1);
-      ::setenv("HVD_CROSS_SIZE", "1", 1);
-      ::setenv("HVD_JOB_ID", "gpu-check", 1);
-      ::setenv("HVD_STORE_ADDR", server.address().c_str(), 1);
-      ::setenv("HVD_STORE_TOKEN", "gpu-check-token", 1);
-      std::vector<char*> argv;
-      argv.push_back(const_cast<char*>(self.c_str()));
-      for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-      argv.push_back(nullptr);
-      ::execv(self.c_str(), argv.data());
-      std::perror("execv");
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      ::execve(self.c_str(), argv.data(), envp.data());
       ::_exit(127);
     }
     pids.push_back(pid);
   }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(240);
+  // Under scripts/gpu-check.sh's 240 s for the step, so the ranks are killed here first.
+  constexpr int kDeadlineSeconds = 200;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(kDeadlineSeconds);
   int result = 0;
   size_t left = pids.size();
   while (left > 0) {
@@ -298,7 +326,8 @@ int launch(int np, const std::string& self, const std::vector<std::string>& args
       continue;
     }
     if (std::chrono::steady_clock::now() > deadline) {
-      std::fprintf(stderr, "hvd-gpu-check: ranks still running after 240 s; killing them\n");
+      std::fprintf(stderr, "hvd-gpu-check: ranks still running after %d s; killing them\n",
+                   kDeadlineSeconds);
       for (pid_t p : pids) ::kill(p, SIGKILL);
       while (::waitpid(-1, nullptr, 0) > 0) {
       }

@@ -7,6 +7,16 @@ if(HVD_HAVE_NCCL)
                                ${CMAKE_CURRENT_LIST_DIR}/../common/collective_checks.cc)
   target_include_directories(hvd-gpu-check PRIVATE ${CMAKE_CURRENT_LIST_DIR}/..)
   target_link_libraries(hvd-gpu-check PRIVATE hvd_internal hvd_warnings)
+  # Its launcher builds each rank's environment with the agent's own worker-environment code.
+  if(TARGET hvd_agent_node)
+    target_link_libraries(hvd-gpu-check PRIVATE hvd_agent_node)
+  else()
+    # The standalone project has no agent/: the two sources, which need nothing but libhvd.
+    get_filename_component(_hvd_root ${CMAKE_CURRENT_LIST_DIR}/../.. ABSOLUTE)
+    target_sources(hvd-gpu-check PRIVATE ${_hvd_root}/agent/placement.cc
+                                         ${_hvd_root}/agent/node/worker_env.cc)
+    target_include_directories(hvd-gpu-check PRIVATE ${_hvd_root})
+  endif()
   add_executable(hvd-gpu-bench ${CMAKE_CURRENT_LIST_DIR}/gpu_bench.cc)
   target_link_libraries(hvd-gpu-bench PRIVATE hvd_internal hvd_warnings)
   if(COMMAND add_test)
@@ -18,5 +28,12 @@ if(HVD_HAVE_NCCL)
     # launcher are right before a GPU machine's few minutes are spent on it.
     add_test(NAME gpu_check_on_host_memory_np2 COMMAND hvd-gpu-check --np 2 --host-memory)
     set_tests_properties(gpu_check_on_host_memory_np2 PROPERTIES LABELS mp TIMEOUT 300)
+    # A size that is not one, or a zero start (sizes grow by 4 from it), is a usage error.
+    add_test(NAME gpu_bench_rejects_bad_sizes COMMAND hvd-gpu-bench -b 64K -e lots)
+    add_test(NAME gpu_bench_rejects_zero_start COMMAND hvd-gpu-bench -b 0)
+    set_tests_properties(gpu_bench_rejects_bad_sizes PROPERTIES LABELS unit TIMEOUT 30
+                         PASS_REGULAR_EXPRESSION "-e 'lots' is not a size")
+    set_tests_properties(gpu_bench_rejects_zero_start PROPERTIES LABELS unit TIMEOUT 30
+                         PASS_REGULAR_EXPRESSION "need 4 <= MIN <= MAX")
   endif()
 endif()

@@ -47,7 +47,7 @@ struct Job {
     places.resize(np);
   }
   int np;
-  FakeCuda cuda;
+  FakeCuda cuda{2};  // two devices, for calls that mix them
   FakeNcclWorld world;
   store::MemoryStore store;
   std::vector<std::unique_ptr<transport::Context>> contexts;
@@ -110,8 +110,8 @@ struct Job {
     return errors;
   }
 
-  float* device(const std::vector<float>& values) {
-    auto* p = static_cast<float*>(cuda.allocOn(0, std::max<size_t>(1, values.size()) * 4));
+  float* device(const std::vector<float>& values, int ordinal = 0) {
+    auto* p = static_cast<float*>(cuda.allocOn(ordinal, std::max<size_t>(1, values.size()) * 4));
     std::copy(values.begin(), values.end(), p);
     return p;
   }
@@ -211,6 +211,44 @@ TEST(DeviceBackend, NcclChoiceWithoutNcclIsAnErrorThatSaysWhy) {
   } catch (const BackendError&) {
   } catch (...) {
     ADD_FAILURE() << "not a BackendError: " << m;
+  }
+}
+
+TEST(DeviceBackend, BuffersOnTwoDevicesOrHostMemoryUnderNcclAreRefusedNamingTheCall) {
+  for (GpuBackendChoice choice : {GpuBackendChoice::kAuto, GpuBackendChoice::kHost}) {
+    Job job(1);
+    job.choice = choice;
+    expectNoErrors(job.run([&](int, DeviceBackend& backend) {
+      float* in = job.device({1, 2, 3});
+      float* other = job.device({0, 0, 0}, 1);
+      std::vector<float> host(3, -1);
+      gpu::DeviceCollectives* d = backend.route({in, host.data()});
+      ASSERT_NE(d, nullptr);
+      try {
+        d->allreduce(in, other, 3, DataType::kFloat32, {ReduceOp::kSum});
+        ADD_FAILURE() << gpu::gpuBackendName(choice) << ": two devices accepted";
+      } catch (const InvalidArgumentError& e) {
+        EXPECT_NE(std::string(e.what()).find(
+                      "allreduce: the buffers are on devices 0 and 1; they must share one device"),
+                  std::string::npos)
+            << e.what();
+      }
+      if (choice == GpuBackendChoice::kHost) {
+        // Staged copies mix host and device buffers freely.
+        d->allreduce(in, host.data(), 3, DataType::kFloat32, {ReduceOp::kSum});
+        EXPECT_EQ(host, (std::vector<float>{1, 2, 3}));
+        return;
+      }
+      try {
+        d->allreduce(in, host.data(), 3, DataType::kFloat32, {ReduceOp::kSum});
+        ADD_FAILURE() << "host memory accepted by NCCL";
+      } catch (const InvalidArgumentError& e) {
+        EXPECT_NE(std::string(e.what()).find("allreduce: with NCCL, every buffer of a device "
+                                             "collective must be device memory"),
+                  std::string::npos)
+            << e.what();
+      }
+    }));
   }
 }
 

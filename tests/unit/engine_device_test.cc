@@ -111,7 +111,7 @@ std::vector<float> tensor(int r, int t, size_t n) {
 
 class EngineDevice : public ::testing::TestWithParam<bool> {};
 
-TEST_P(EngineDevice, ManyDeviceAllreducesFuseAndAreCorrect) {
+TEST_P(EngineDevice, ManyDeviceAllreducesInADifferentOrderOnEachRankAreCorrect) {
   const int np = 3;
   DeviceCluster cluster(np, GetParam());
   constexpr int kTensors = 24;
@@ -142,6 +142,37 @@ TEST_P(EngineDevice, ManyDeviceAllreducesFuseAndAreCorrect) {
       }
     }
     EXPECT_NE(cluster.devices(r).describe(), "none");
+  });
+}
+
+TEST_P(EngineDevice, AGroupOfDeviceTensorsRunsAsOneFusedCollective) {
+  const int np = 2;
+  DeviceCluster cluster(np, GetParam());
+  cluster.run([&](int r, engine::Engine& engine) {
+    const std::vector<size_t> sizes = {3, 1000, 17};
+    std::vector<std::string> names;
+    std::vector<const void*> inputs;
+    std::vector<void*> outputs;
+    std::vector<Shape> shapes;
+    for (size_t t = 0; t < sizes.size(); ++t) {
+      names.push_back("layer" + std::to_string(t));
+      inputs.push_back(cluster.device(tensor(r, static_cast<int>(t), sizes[t])));
+      outputs.push_back(cluster.device(std::vector<float>(sizes[t], -1)));
+      shapes.push_back({static_cast<int64_t>(sizes[t])});
+    }
+    OpOptions o;
+    o.op = ReduceOp::kSum;
+    engine.groupedAllreduce(names, inputs, outputs, shapes, DataType::kFloat32, o).wait();
+    for (size_t t = 0; t < sizes.size(); ++t) {
+      const float* out = static_cast<const float*>(outputs[t]);
+      for (size_t i = 0; i < sizes[t]; ++i) {
+        ASSERT_EQ(out[i], value(0, static_cast<int>(t), i) + value(1, static_cast<int>(t), i))
+            << "tensor " << t << " element " << i;
+      }
+    }
+    const engine::EngineStats stats = engine.stats();
+    EXPECT_EQ(stats.collectives, 1u);
+    EXPECT_EQ(stats.fusedTensors, sizes.size());
   });
 }
 

@@ -153,7 +153,7 @@ std::unique_ptr<LocalOp> Engine::makeOp(const std::string& name, OpType type, co
   }
   // The device is part of the negotiated metadata: taken from the buffers themselves, so a
   // rank with a GPU tensor and one with a CPU tensor under one name get a mismatch error.
-  if (options_.devices != nullptr && op->request.elements() > 0 && type != OpType::kBarrier) {
+  if (options_.devices != nullptr && input != nullptr && type != OpType::kBarrier) {
     const int in = options_.devices->deviceOf(input);
     const int out = output != nullptr && output != input ? options_.devices->deviceOf(output) : in;
     if (in != out) {

@@ -1,5 +1,6 @@
 #include "engine/executor.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "collectives/collectives.h"
@@ -188,6 +189,8 @@ void Executor::run(const std::vector<Response>& responses, size_t begin, size_t 
 
 void Executor::allreduceBatch(const std::vector<const Response*>& batch,
                               const std::vector<LocalOp*>& locals) {
+  ++counters_.collectives;
+  if (batch.size() > 1) counters_.fusedTensors += batch.size();
   if (batch.front()->request.device >= 0) {
     deviceAllreduceBatch(batch, locals);
   } else {
@@ -228,7 +231,6 @@ void Executor::deviceAllreduceBatch(const std::vector<const Response*>& batch,
     return;
   }
 
-  ++counters_.collectives;
   AllreduceOptions options;
   options.op = meta.reduceOp;
   if (batch.size() == 1 && locals[0] != nullptr) {
@@ -239,9 +241,16 @@ void Executor::deviceAllreduceBatch(const std::vector<const Response*>& batch,
     phaseEnd(local);
     return;
   }
-  counters_.fusedTensors += batch.size() > 1 ? batch.size() : 0;
   size_t total = 0;
-  for (size_t i = 0; i < batch.size(); ++i) total += count(i);
+  size_t largestMissing = 0;  // a joined rank contributes zeros for the ops it lacks
+  for (size_t i = 0; i < batch.size(); ++i) {
+    total += count(i);
+    if (locals[i] == nullptr) largestMissing = std::max(largestMissing, count(i) * elem);
+  }
+  // Zeros come from host memory (hvd has no device memset); one buffer serves every member and
+  // stays valid until the synchronize at the end.
+  uint8_t* zeros = largestMissing > 0 ? fusionBuffer(largestMissing) : nullptr;
+  if (zeros != nullptr) std::memset(zeros, 0, largestMissing);
   auto* buffer = static_cast<uint8_t*>(dev.scratch(device, total * elem));
   size_t offset = 0;
   for (size_t i = 0; i < batch.size(); ++i) {
@@ -251,11 +260,7 @@ void Executor::deviceAllreduceBatch(const std::vector<const Response*>& batch,
       dev.copy(device, buffer + offset, locals[i]->input, bytes);
       phaseEnd(locals[i]);
     } else {
-      // A joined rank contributes zeros (from host memory: hvd has no device memset).
-      uint8_t* zeros = fusionBuffer(bytes);
-      std::memset(zeros, 0, bytes);
       dev.copy(device, buffer + offset, zeros, bytes);
-      dev.synchronize(device);
     }
     offset += bytes;
   }
@@ -282,8 +287,6 @@ void Executor::hostAllreduceBatch(const std::vector<const Response*>& batch,
   const DataType wire = wireType(meta);
   const bool compressed = wire != type;
   const int n = context_.size();
-  ++counters_.collectives;
-  if (batch.size() > 1) counters_.fusedTensors += batch.size();
 
   // Nothing to convert on the way in: one segmented allreduce straight from the members'
   // inputs to their outputs (no fusion buffer copies; a rank that has joined reduces zeros),

@@ -19,6 +19,9 @@ namespace {
 
 std::shared_ptr<spdlog::logger> log() { return logging::get("gpu"); }
 
+// Longer than the watchdog's abort timeout (10 s), after which a hung abort ends the process.
+constexpr std::chrono::seconds kStopWait{30};
+
 // "local/3" -> 3 (the part after the slash of a communicator name).
 int indexOf(const std::string& name) {
   const auto slash = name.find('/');
@@ -249,9 +252,16 @@ void DeviceBackend::stop(const std::string& reason) {
   }
   if (watchdog == nullptr) return;
   watchdog->requestStop(reason);
-  // Returns once the communicators are aborted (the watchdog's second level ends the process
-  // if an abort hangs), so the caller's next device call fails instead of entering NCCL.
+  // Returns once the communicators are aborted, so the caller's next device call fails instead
+  // of entering NCCL. An abort that hangs ends the process (the watchdog's second level) after
+  // its abort timeout; the deadline here only keeps a stop from waiting forever if it did not.
+  const auto deadline = std::chrono::steady_clock::now() + kStopWait;
   while (watchdog->failureMessage().empty()) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      log()->warn("rank {}: the NCCL communicators were not aborted within {} s of a stop ({})",
+                  options_.rank, kStopWait.count(), reason);
+      return;
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
 }

@@ -48,52 +48,28 @@ class InFlight {
 
 NcclCollectives::NcclCollectives(CudaApi& cuda, CommCache& comms, int rank, int size,
                                  NcclCollectivesOptions options)
-    : cuda_(cuda), comms_(comms), rank_(rank), size_(size), options_(options) {}
+    : cuda_(cuda), comms_(comms), rank_(rank), size_(size), options_(options), stream_(cuda) {}
 
 NcclCollectives::~NcclCollectives() {
   if (scratch_ != nullptr) cuda_.freeDevice(scratch_);
-  if (ready_ != nullptr) cuda_.destroyEvent(ready_);
   if (done_ != nullptr) cuda_.destroyEvent(done_);
-  if (stream_ != nullptr) cuda_.destroyStream(stream_);
 }
 
 NcclCommunicator& NcclCollectives::enter(const char* op, std::initializer_list<const void*> ptrs) {
-  int device = -1;
-  for (const void* p : ptrs) {
-    const int d = cuda_.deviceOf(p);
-    if (d < 0) {
-      throw InvalidArgumentError(std::string(op) +
-                                 ": with NCCL, every buffer of a device collective must be "
-                                 "device memory (one is host memory)");
-    }
-    if (device >= 0 && d != device) {
-      throw InvalidArgumentError(std::string(op) + ": the buffers are on devices " +
-                                 std::to_string(device) + " and " + std::to_string(d) +
-                                 "; they must share one device");
-    }
-    device = d;
+  const int device = buffersDevice(cuda_, op, ptrs, true);
+  if (stream_.device() >= 0 && device != stream_.device()) {
+    throw InvalidArgumentError(std::string(op) + ": this rank used device " +
+                               std::to_string(stream_.device()) + " before and now device " +
+                               std::to_string(device) +
+                               "; a rank's NCCL communicators belong to one device");
   }
-  cuda_.setDevice(device);
-  if (device != device_) {
-    if (device_ >= 0) {
-      throw InvalidArgumentError(std::string(op) + ": this rank used device " +
-                                 std::to_string(device_) + " before and now device " +
-                                 std::to_string(device) +
-                                 "; a rank's NCCL communicators belong to one device");
-    }
-    stream_ = cuda_.createStream();
-    ready_ = cuda_.createEvent();
-    done_ = cuda_.createEvent();
-    device_ = device;
-  }
-  NcclCommunicator& comm = comms_.get("global");
-  cuda_.recordEvent(ready_, nullptr);
-  cuda_.streamWaitEvent(stream_, ready_);
-  return comm;
+  stream_.enter(device);
+  if (done_ == nullptr) done_ = cuda_.createEvent();
+  return comms_.get("global");
 }
 
 void NcclCollectives::complete(NcclCommunicator& comm, const char* op) {
-  cuda_.recordEvent(done_, stream_);
+  cuda_.recordEvent(done_, stream_.stream());
   Watchdog* watchdog = options_.watchdog;
   auto pause = std::chrono::microseconds(1);
   while (!cuda_.eventDone(done_)) {
@@ -159,7 +135,8 @@ void NcclCollectives::allreduce(const void* input, void* output, size_t count, D
     if (options_.hierarchical != nullptr && count > 0) {
       hierarchicalAllreduce(comm, input, output, count, type, options.op);
     } else if (count > 0) {
-      comm.check(comm.api().allReduce(input, output, count, type, options.op, comm.comm(), stream_),
+      comm.check(comm.api().allReduce(input, output, count, type, options.op, comm.comm(),
+                                      stream_.stream()),
                  "ncclAllReduce");
     }
   });
@@ -178,26 +155,28 @@ void NcclCollectives::hierarchicalAllreduce(NcclCommunicator& global, const void
     void* owned = at(output, plan.ownedOffset, elem);
     if (layout.localSize > 1) {
       NcclCommunicator& local = comms_.get("local/" + std::to_string(layout.node));
-      local.check(
-          local.api().reduceScatter(input, owned, plan.shard, type, op, local.comm(), stream_),
-          "ncclReduceScatter");
+      local.check(local.api().reduceScatter(input, owned, plan.shard, type, op, local.comm(),
+                                            stream_.stream()),
+                  "ncclReduceScatter");
     } else if (input != output) {
-      cuda_.copyAsync(output, input, plan.even * elem, stream_);
+      cuda_.copyAsync(output, input, plan.even * elem, stream_.stream());
     }
     if (layout.crossSize > 1) {
       NcclCommunicator& cross = comms_.get("cross/" + std::to_string(layout.localRank));
-      cross.check(cross.api().allReduce(owned, owned, plan.shard, type, op, cross.comm(), stream_),
-                  "ncclAllReduce");
+      cross.check(
+          cross.api().allReduce(owned, owned, plan.shard, type, op, cross.comm(), stream_.stream()),
+          "ncclAllReduce");
     }
     if (layout.localSize > 1) {
       NcclCommunicator& local = comms_.get("local/" + std::to_string(layout.node));
-      local.check(local.api().allGather(owned, output, plan.shard, type, local.comm(), stream_),
-                  "ncclAllGather");
+      local.check(
+          local.api().allGather(owned, output, plan.shard, type, local.comm(), stream_.stream()),
+          "ncclAllGather");
     }
   }
   if (plan.leftover > 0) {
     global.check(global.api().allReduce(at(input, plan.even, elem), at(output, plan.even, elem),
-                                        plan.leftover, type, op, global.comm(), stream_),
+                                        plan.leftover, type, op, global.comm(), stream_.stream()),
                  "ncclAllReduce");
   }
 }
@@ -210,9 +189,9 @@ void NcclCollectives::broadcast(void* buffer, size_t count, DataType type,
   }
   run("broadcast", {buffer}, [&](NcclCommunicator& comm) {
     if (count > 0) {
-      comm.check(
-          comm.api().broadcast(buffer, buffer, count, type, options.root, comm.comm(), stream_),
-          "ncclBroadcast");
+      comm.check(comm.api().broadcast(buffer, buffer, count, type, options.root, comm.comm(),
+                                      stream_.stream()),
+                 "ncclBroadcast");
     }
   });
 }
@@ -230,7 +209,7 @@ void NcclCollectives::allgather(const void* input, size_t count, void* output,
         std::all_of(counts.begin(), counts.end(), [&](size_t c) { return c == count; });
     if (even) {
       if (count > 0) {
-        comm.check(api.allGather(input, output, count, type, comm.comm(), stream_),
+        comm.check(api.allGather(input, output, count, type, comm.comm(), stream_.stream()),
                    "ncclAllGather");
       }
     } else {
@@ -240,7 +219,7 @@ void NcclCollectives::allgather(const void* input, size_t count, void* output,
         if (counts[r] == 0) continue;
         void* part = at(output, offsets[r], elem);
         comm.check(api.broadcast(r == rank_ ? input : part, part, counts[r], type, r, comm.comm(),
-                                 stream_),
+                                 stream_.stream()),
                    "ncclBroadcast");
       }
       comm.check(api.groupEnd(), "ncclGroupEnd");
@@ -258,14 +237,16 @@ void NcclCollectives::reducescatter(const void* input, void* output, size_t coun
     const bool even =
         std::all_of(counts.begin(), counts.end(), [&](size_t c) { return c == counts[0]; });
     if (even && count > 0) {
-      comm.check(api.reduceScatter(input, output, mine, type, options.op, comm.comm(), stream_),
-                 "ncclReduceScatter");
+      comm.check(
+          api.reduceScatter(input, output, mine, type, options.op, comm.comm(), stream_.stream()),
+          "ncclReduceScatter");
     } else if (count > 0) {
       void* all = scratch(count * elem);
-      comm.check(api.allReduce(input, all, count, type, options.op, comm.comm(), stream_),
+      comm.check(api.allReduce(input, all, count, type, options.op, comm.comm(), stream_.stream()),
                  "ncclAllReduce");
       const auto offsets = offsetsOf(counts);
-      if (mine > 0) cuda_.copyAsync(output, at(all, offsets[rank_], elem), mine * elem, stream_);
+      if (mine > 0)
+        cuda_.copyAsync(output, at(all, offsets[rank_], elem), mine * elem, stream_.stream());
     }
   });
 }
@@ -285,13 +266,13 @@ void NcclCollectives::alltoall(const void* input, const std::vector<size_t>& sen
     comm.check(api.groupStart(), "ncclGroupStart");
     for (int p = 0; p < size_; ++p) {
       if (sendCounts[p] > 0) {
-        comm.check(
-            api.send(at(input, sendOffsets[p], elem), sendCounts[p], type, p, comm.comm(), stream_),
-            "ncclSend");
+        comm.check(api.send(at(input, sendOffsets[p], elem), sendCounts[p], type, p, comm.comm(),
+                            stream_.stream()),
+                   "ncclSend");
       }
       if (recvCounts[p] > 0) {
         comm.check(api.recv(at(output, recvOffsets[p], elem), recvCounts[p], type, p, comm.comm(),
-                            stream_),
+                            stream_.stream()),
                    "ncclRecv");
       }
     }

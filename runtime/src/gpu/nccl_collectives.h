@@ -32,6 +32,7 @@
 #include "gpu/comm_cache.h"
 #include "gpu/cuda_api.h"
 #include "gpu/device_collectives.h"
+#include "gpu/device_stream.h"
 #include "gpu/watchdog.h"
 #include "hvd/hvd.hpp"
 
@@ -98,10 +99,8 @@ class NcclCollectives final : public DeviceCollectives {
   const int rank_;
   const int size_;
   const NcclCollectivesOptions options_;
-  int device_ = -1;
-  CudaStreamHandle stream_ = nullptr;
-  CudaEventHandle ready_ = nullptr;
-  CudaEventHandle done_ = nullptr;
+  DeviceStream stream_;
+  CudaEventHandle done_ = nullptr;  // completion of a call, on stream_
   void* scratch_ = nullptr;
   size_t scratchBytes_ = 0;
 };

@@ -9,42 +9,18 @@
 namespace hvd::gpu {
 
 StagedCollectives::StagedCollectives(CudaApi& cuda, transport::Context& context)
-    : cuda_(cuda), context_(context) {}
+    : cuda_(cuda), context_(context), stream_(cuda) {}
 
 StagedCollectives::~StagedCollectives() {
   for (Pinned& p : pinned_) {
     if (p.data != nullptr) cuda_.freePinnedHost(p.data);
   }
-  if (ready_ != nullptr) cuda_.destroyEvent(ready_);
-  if (stream_ != nullptr) cuda_.destroyStream(stream_);
 }
 
-bool StagedCollectives::enter(std::initializer_list<const void*> ptrs) {
-  int device = -1;
-  for (const void* p : ptrs) {
-    const int d = p != nullptr ? cuda_.deviceOf(p) : -1;
-    if (d < 0) continue;
-    if (device >= 0 && d != device) {
-      throw InvalidArgumentError("the buffers of one collective are on devices " +
-                                 std::to_string(device) + " and " + std::to_string(d) +
-                                 "; they must share one device");
-    }
-    device = d;
-  }
+bool StagedCollectives::enter(const char* op, std::initializer_list<const void*> ptrs) {
+  const int device = buffersDevice(cuda_, op, ptrs, false);
   if (device < 0) return false;
-  cuda_.setDevice(device);
-  if (device != device_) {
-    if (ready_ != nullptr) cuda_.destroyEvent(ready_);
-    if (stream_ != nullptr) cuda_.destroyStream(stream_);
-    ready_ = nullptr;
-    stream_ = nullptr;
-    stream_ = cuda_.createStream();
-    ready_ = cuda_.createEvent();
-    device_ = device;
-  }
-  // Inputs are read after what the caller queued on the legacy default stream.
-  cuda_.recordEvent(ready_, nullptr);
-  cuda_.streamWaitEvent(stream_, ready_);
+  stream_.enter(device);
   return true;
 }
 
@@ -63,19 +39,19 @@ void* StagedCollectives::pinned(int slot, size_t bytes) {
 void* StagedCollectives::hostView(const void* user, size_t bytes, int slot, bool copyIn) {
   if (user == nullptr || cuda_.deviceOf(user) < 0) return const_cast<void*>(user);
   void* view = pinned(slot, bytes > 0 ? bytes : 1);
-  if (copyIn && bytes > 0) cuda_.copyAsync(view, user, bytes, stream_);
+  if (copyIn && bytes > 0) cuda_.copyAsync(view, user, bytes, stream_.stream());
   return view;
 }
 
 void StagedCollectives::copyOut(void* user, const void* view, size_t bytes) {
-  if (user != view && bytes > 0) cuda_.copyAsync(user, view, bytes, stream_);
+  if (user != view && bytes > 0) cuda_.copyAsync(user, view, bytes, stream_.stream());
 }
 
-void StagedCollectives::finish() { cuda_.synchronizeStream(stream_); }
+void StagedCollectives::finish() { cuda_.synchronizeStream(stream_.stream()); }
 
 void StagedCollectives::allreduce(const void* input, void* output, size_t count, DataType type,
                                   const AllreduceOptions& options) {
-  if (!enter({input, output})) {
+  if (!enter("allreduce", {input, output})) {
     coll::allreduce(context_, input, output, count, type, options);
     return;
   }
@@ -83,7 +59,7 @@ void StagedCollectives::allreduce(const void* input, void* output, size_t count,
   void* in = hostView(input, bytes, 0, true);
   // In place on the device: reduce the staged copy in place too.
   void* out = output == input ? in : hostView(output, bytes, 1, false);
-  cuda_.synchronizeStream(stream_);
+  cuda_.synchronizeStream(stream_.stream());
   coll::allreduce(context_, in, out, count, type, options);
   copyOut(output, out, bytes);
   finish();
@@ -91,7 +67,7 @@ void StagedCollectives::allreduce(const void* input, void* output, size_t count,
 
 void StagedCollectives::allgather(const void* input, size_t count, void* output,
                                   const std::vector<size_t>& counts, DataType type) {
-  if (!enter({input, output})) {
+  if (!enter("allgather", {input, output})) {
     coll::allgather(context_, input, count, output, counts, type);
     return;
   }
@@ -99,7 +75,7 @@ void StagedCollectives::allgather(const void* input, size_t count, void* output,
   const size_t total = std::accumulate(counts.begin(), counts.end(), size_t{0});
   void* in = hostView(input, count * elem, 0, true);
   void* out = hostView(output, total * elem, 1, false);
-  cuda_.synchronizeStream(stream_);
+  cuda_.synchronizeStream(stream_.stream());
   coll::allgather(context_, in, count, out, counts, type);
   copyOut(output, out, total * elem);
   finish();
@@ -107,14 +83,14 @@ void StagedCollectives::allgather(const void* input, size_t count, void* output,
 
 void StagedCollectives::broadcast(void* buffer, size_t count, DataType type,
                                   const BroadcastOptions& options) {
-  if (!enter({buffer})) {
+  if (!enter("broadcast", {buffer})) {
     coll::broadcast(context_, buffer, count, type, options);
     return;
   }
   const size_t bytes = count * dataTypeSize(type);
   // Only the root's contents matter before the call.
   void* view = hostView(buffer, bytes, 0, context_.rank() == options.root);
-  cuda_.synchronizeStream(stream_);
+  cuda_.synchronizeStream(stream_.stream());
   coll::broadcast(context_, view, count, type, options);
   copyOut(buffer, view, bytes);
   finish();
@@ -122,7 +98,7 @@ void StagedCollectives::broadcast(void* buffer, size_t count, DataType type,
 
 void StagedCollectives::reducescatter(const void* input, void* output, size_t count, DataType type,
                                       const ReducescatterOptions& options) {
-  if (!enter({input, output})) {
+  if (!enter("reducescatter", {input, output})) {
     coll::reducescatter(context_, input, output, count, type, options);
     return;
   }
@@ -131,7 +107,7 @@ void StagedCollectives::reducescatter(const void* input, void* output, size_t co
   const size_t mine = counts[context_.rank()];
   void* in = hostView(input, count * elem, 0, true);
   void* out = hostView(output, mine * elem, 1, false);
-  cuda_.synchronizeStream(stream_);
+  cuda_.synchronizeStream(stream_.stream());
   coll::reducescatter(context_, in, out, count, type, options);
   copyOut(output, out, mine * elem);
   finish();
@@ -140,7 +116,7 @@ void StagedCollectives::reducescatter(const void* input, void* output, size_t co
 void StagedCollectives::alltoall(const void* input, const std::vector<size_t>& sendCounts,
                                  void* output, const std::vector<size_t>& recvCounts,
                                  DataType type) {
-  if (!enter({input, output})) {
+  if (!enter("alltoall", {input, output})) {
     coll::alltoall(context_, input, sendCounts, output, recvCounts, type);
     return;
   }
@@ -149,7 +125,7 @@ void StagedCollectives::alltoall(const void* input, const std::vector<size_t>& s
   const size_t received = std::accumulate(recvCounts.begin(), recvCounts.end(), size_t{0});
   void* in = hostView(input, sent * elem, 0, true);
   void* out = hostView(output, received * elem, 1, false);
-  cuda_.synchronizeStream(stream_);
+  cuda_.synchronizeStream(stream_.stream());
   coll::alltoall(context_, in, sendCounts, out, recvCounts, type);
   copyOut(output, out, received * elem);
   finish();

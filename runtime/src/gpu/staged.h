@@ -15,6 +15,7 @@
 
 #include "gpu/cuda_api.h"
 #include "gpu/device_collectives.h"
+#include "gpu/device_stream.h"
 #include "hvd/hvd.hpp"
 #include "transport/context.h"
 
@@ -50,16 +51,14 @@ class StagedCollectives final : public DeviceCollectives {
   void* hostView(const void* user, size_t bytes, int slot, bool copyIn);
   // Copies a host view back to the device buffer it stands for (no-op for host memory).
   void copyOut(void* user, const void* view, size_t bytes);
-  // Enters the device of the first device pointer among `ptrs`; returns false if none is one.
-  bool enter(std::initializer_list<const void*> ptrs);
+  // Enters the device of the device pointers among `ptrs`; returns false if none is one.
+  bool enter(const char* op, std::initializer_list<const void*> ptrs);
   void finish();
   void* pinned(int slot, size_t bytes);
 
   CudaApi& cuda_;
   transport::Context& context_;
-  int device_ = -1;  // the device whose stream and event are made
-  CudaStreamHandle stream_ = nullptr;
-  CudaEventHandle ready_ = nullptr;
+  DeviceStream stream_;
   Pinned pinned_[2];
 };
 
