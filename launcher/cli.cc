@@ -19,11 +19,15 @@ namespace hvd::launcher {
 namespace {
 
 constexpr char kDescription[] =
-    "Usage: hvdrun -np N [options] [--] PROGRAM [ARGS...]\n"
+    "Usage: hvdrun [run] -np N [options] [--] PROGRAM [ARGS...]\n"
+    "       hvdrun submit -np N [options] [--] PROGRAM [ARGS...]\n"
+    "       hvdrun ps | status JOB | logs JOB | attach JOB | cancel JOB  (see hvdrun ps --help)\n"
     "       hvdrun keygen [--key-file F]\n"
     "       hvdrun --version | --check-build\n"
     "\n"
-    "Runs PROGRAM as N ranks of one hvd job and waits for it.\n"
+    "Runs PROGRAM as N ranks of one hvd job and waits for it. `hvdrun submit` hands the job to\n"
+    "the agent instead, prints its id and exits: the job outlives the terminal, and ps,\n"
+    "status, logs, attach and cancel find it later.\n"
     "\n"
     "Without -H (or when every host is this machine: localhost, 127.0.0.1, ::1 or its\n"
     "hostname) and without --agent-port the job runs embedded: hvdrun starts the ranks\n"
@@ -43,8 +47,32 @@ constexpr char kDescription[] =
     "(128+signal when a signal killed it), with one line naming it and its last stderr\n"
     "lines; 2 for usage errors (also a missing or unsafe key file); 69 agent unreachable;\n"
     "71 launch failed (e.g. PROGRAM not found); 75 agent lost; 77 authentication failed\n"
-    "(wrong key); 130 cancelled. Ctrl-C (or SIGTERM) stops the job gracefully; a second one\n"
-    "within 2 s kills it.";
+    "(wrong key); 124 time limit reached; 130 cancelled. Ctrl-C (or SIGTERM) stops the job\n"
+    "gracefully; a second one within 2 s kills it.";
+
+constexpr char kJobsDescription[] =
+    "Usage: hvdrun ps [agent options]\n"
+    "       hvdrun status JOB [agent options]\n"
+    "       hvdrun logs JOB [--rank R|R1-R2] [-f] [--tail N] [--stderr] [agent options]\n"
+    "       hvdrun attach JOB [--tail N] [agent options]\n"
+    "       hvdrun cancel JOB [--grace S] [agent options]\n"
+    "\n"
+    "Commands about the jobs the agents lead (submitted with `hvdrun submit`, or run attached\n"
+    "through an agent). They ask the agents of the hosts given by -H or --hostfile (slots are\n"
+    "ignored), else of $HVD_AGENT_HOSTS (a -H style list), else the agent on this machine.\n"
+    "\n"
+    "ps      every job: id, state, np, hosts, submitted, runtime, exit code, command.\n"
+    "status  one job in detail: state (PENDING, RUNNING, COMPLETED, FAILED, CANCELLED,\n"
+    "        TIMEOUT, LOST), every rank's host, pid, state and exit, the root cause.\n"
+    "logs    the job's output with the rank tags of an attached run, from the start; -f\n"
+    "        follows it until the job ends. Works after the job ended.\n"
+    "attach  follows the job's output from now (after the last --tail N lines) and exits\n"
+    "        with the job's exit status; Ctrl-C detaches and the job keeps running.\n"
+    "cancel  stops the job (its stop signal, SIGKILL after the grace) and waits for its end;\n"
+    "        a job that already ended is left as it was.\n"
+    "\n"
+    "Exit status: 0; 1 no such job on those agents; 2 usage error; 69 agent unreachable;\n"
+    "77 authentication failed; attach: the job's exit status.";
 
 constexpr char kKeygenDescription[] =
     "Usage: hvdrun keygen [--key-file F]\n"
@@ -92,7 +120,8 @@ void splitArguments(int argc, char** argv, std::vector<std::string>* ours,
                                             "--cache-capacity",
                                             "--timeline-filename",
                                             "--stall-check-warning-time-seconds",
-                                            "--stall-check-shutdown-time-seconds"};
+                                            "--stall-check-shutdown-time-seconds",
+                                            "--time-limit"};
   ours->push_back(argc > 0 ? argv[0] : "hvdrun");
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -137,11 +166,105 @@ std::optional<int> parseKeygen(int argc, char** argv, Options* options) {
   return std::nullopt;
 }
 
+// The options every job command takes: which agents, and how to reach them.
+void addAgentOptions(CLI::App* app, Options* options) {
+  app->add_option("-H,--hosts", options->hostList,
+                  "the agents of these hosts (host[:slots],...; slots ignored)");
+  app->add_option("--hostfile", options->hostfile, "the agents of this hostfile's hosts");
+  app->add_option("--agent-port", options->agentPort,
+                  "port of hvdagent on every host (default " +
+                      std::to_string(agent::rpc::kDefaultAgentPort) + ")")
+      ->check(CLI::Range(1, 65535));
+  app->add_option("--key-file", options->keyFile,
+                  "cluster key (default: $HVD_KEY_FILE, else ~/.hvd/cluster.key)");
+  app->add_option("--tls-cert", options->tlsCert, "client certificate (PEM) for mutual TLS");
+  app->add_option("--tls-key", options->tlsKey, "its private key (PEM)");
+  app->add_option("--tls-ca", options->tlsCa, "CA (PEM) that signed the agents' certificates");
+  app->add_flag("--verbose", options->verbose, "debug logs on stderr");
+}
+
+// `hvdrun ps|status|logs|attach|cancel ...`: argv[1] is the command.
+std::optional<int> parseJobCommand(int argc, char** argv, Options* options) {
+  const std::string command = argv[1];
+  CLI::App app(kJobsDescription, "hvdrun " + command);
+  addAgentOptions(&app, options);
+  if (command != "ps") app.add_option("JOB", options->jobId, "the job id (hvd-...)")->required();
+  std::string ranks;
+  double grace = 0;
+  CLI::Option* graceOption = nullptr;
+  if (command == "logs") {
+    app.add_option("--rank", ranks, "only this rank (R) or these ranks (R1-R2)");
+    app.add_flag("-f,--follow", options->follow, "keep printing new lines until the job ends");
+    app.add_option("--tail", options->tailLines, "only the last N lines")
+        ->check(CLI::Range(0LL, 1LL << 40));
+    app.add_flag("--stderr", options->stderrOnly, "only the ranks' stderr");
+  } else if (command == "attach") {
+    app.add_option("--tail", options->tailLines, "first print the last N lines (default 0)")
+        ->check(CLI::Range(0LL, 1LL << 40));
+  } else if (command == "cancel") {
+    graceOption = app.add_option("--grace", grace,
+                                 "seconds between the stop signal and SIGKILL (default: the "
+                                 "job's own)")
+                      ->check(CLI::Range(0.0, 86400.0));
+  }
+  std::vector<std::string> args(argv + 2, argv + argc);
+  std::reverse(args.begin(), args.end());  // CLI11 takes a vector in reverse order
+  try {
+    app.parse(args);
+  } catch (const CLI::CallForHelp&) {
+    std::printf("%s", app.help().c_str());
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return 2;
+  }
+  if (!ranks.empty()) {
+    options->logRanks = parseRankRange(ranks);
+    if (!options->logRanks) {
+      std::fprintf(stderr, "hvdrun logs: --rank '%s': expected a rank R or a range R1-R2\n",
+                   ranks.c_str());
+      return 2;
+    }
+  }
+  if (graceOption != nullptr && graceOption->count() > 0) options->cancelGraceSeconds = grace;
+  options->agentPortGiven = app.count("--agent-port") > 0;
+  if (!options->agentPortGiven) options->agentPort = agent::rpc::kDefaultAgentPort;
+  if (app.count("--key-file") == 0) options->keyFile = agent::rpc::defaultKeyFile();
+  options->action = command == "ps"       ? Action::kPs
+                    : command == "status" ? Action::kStatus
+                    : command == "logs"   ? Action::kLogs
+                    : command == "attach" ? Action::kAttach
+                                          : Action::kCancel;
+  return std::nullopt;
+}
+
+std::optional<int> parseRunCommandLine(int argc, char** argv, Options* options);
+
 }  // namespace
 
 std::optional<int> parseCommandLine(int argc, char** argv, Options* options) {
-  if (argc > 1 && std::string(argv[1]) == "keygen") return parseKeygen(argc, argv, options);
+  const std::string first = argc > 1 ? argv[1] : "";
+  if (first == "keygen") return parseKeygen(argc, argv, options);
+  if (first == "ps" || first == "status" || first == "logs" || first == "attach" ||
+      first == "cancel") {
+    return parseJobCommand(argc, argv, options);
+  }
+  if (first == "run" || first == "submit") {
+    std::vector<char*> rest = {argv[0]};
+    rest.insert(rest.end(), argv + 2, argv + argc);
+    std::optional<int> code =
+        parseRunCommandLine(static_cast<int>(rest.size()), rest.data(), options);
+    if (!code && first == "submit" && options->action == Action::kRun) {
+      options->action = Action::kSubmit;
+    }
+    return code;
+  }
+  return parseRunCommandLine(argc, argv, options);
+}
 
+namespace {
+
+std::optional<int> parseRunCommandLine(int argc, char** argv, Options* options) {
   CLI::App app(kDescription, "hvdrun");
   // -np is checked below rather than by CLI11, so that --version and --check-build need none.
   app.add_option("-n,--np,--num-proc", options->np, "number of ranks to run (exact); also -np")
@@ -229,6 +352,10 @@ std::optional<int> parseCommandLine(int argc, char** argv, Options* options) {
                  "engine: fail the job after a stall this long (default 300; 0 never) -> "
                  "HVD_STALL_SHUTDOWN_TIME")
       ->check(CLI::Range(0.0, 1e7));
+  std::string timeLimit;
+  app.add_option("--time-limit", timeLimit,
+                 "stop the job gracefully once it has run this long; it ends in TIMEOUT (exit "
+                 "124). Seconds, or 90s, 15m, 2h, 1d, MM:SS, HH:MM:SS, D-HH:MM:SS");
   bool version = false;
   bool checkBuild = false;
   app.add_flag("--version", version, "print hvdrun's version and exit");
@@ -250,6 +377,17 @@ std::optional<int> parseCommandLine(int argc, char** argv, Options* options) {
     return 2;
   }
   options->startTimeoutGiven = app.count("--start-timeout") > 0;
+  if (!timeLimit.empty()) {
+    const std::optional<double> seconds = parseDuration(timeLimit);
+    if (!seconds) {
+      std::fprintf(stderr,
+                   "hvdrun: --time-limit '%s': expected seconds, a number with s, m, h or d, or "
+                   "[D-]HH:MM:SS\n",
+                   timeLimit.c_str());
+      return 2;
+    }
+    options->timeLimitSeconds = *seconds;
+  }
   const auto number = [](double v) {
     char text[64];
     std::snprintf(text, sizeof(text), "%.17g", v);
@@ -304,6 +442,82 @@ std::optional<int> parseCommandLine(int argc, char** argv, Options* options) {
     return 2;
   }
   return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<double> parseDuration(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  const auto number = [](const std::string& t, double* out) {
+    if (t.empty() || t.find_first_not_of("0123456789.") != std::string::npos) return false;
+    char* end = nullptr;
+    *out = std::strtod(t.c_str(), &end);
+    return end == t.c_str() + t.size();
+  };
+  double value = 0;
+  if (text.find(':') == std::string::npos) {
+    double unit = 1;
+    std::string digits = text;
+    switch (text.back()) {
+      case 's':
+        digits.pop_back();
+        break;
+      case 'm':
+        unit = 60, digits.pop_back();
+        break;
+      case 'h':
+        unit = 3600, digits.pop_back();
+        break;
+      case 'd':
+        unit = 86400, digits.pop_back();
+        break;
+      default:
+        break;
+    }
+    if (!number(digits, &value) || value <= 0) return std::nullopt;
+    return value * unit;
+  }
+  // [D-]HH:MM:SS or MM:SS
+  std::string rest = text;
+  double days = 0;
+  if (const size_t dash = rest.find('-'); dash != std::string::npos) {
+    if (!number(rest.substr(0, dash), &days)) return std::nullopt;
+    rest = rest.substr(dash + 1);
+  }
+  std::vector<double> parts;
+  size_t start = 0;
+  for (;;) {
+    const size_t colon = rest.find(':', start);
+    double part = 0;
+    if (!number(rest.substr(start, colon - start), &part)) return std::nullopt;
+    parts.push_back(part);
+    if (colon == std::string::npos) break;
+    start = colon + 1;
+  }
+  if (parts.size() > 3 || (parts.size() < 3 && days > 0)) return std::nullopt;
+  for (double p : parts) value = value * 60 + p;
+  value += days * 86400;
+  if (value <= 0) return std::nullopt;
+  return value;
+}
+
+std::optional<std::pair<int, int>> parseRankRange(const std::string& text) {
+  const auto rank = [](const std::string& t) -> std::optional<int> {
+    if (t.empty() || t.size() > 7 || t.find_first_not_of("0123456789") != std::string::npos) {
+      return std::nullopt;
+    }
+    return std::atoi(t.c_str());
+  };
+  const size_t dash = text.find('-');
+  if (dash == std::string::npos) {
+    const std::optional<int> r = rank(text);
+    if (!r) return std::nullopt;
+    return std::make_pair(*r, *r);
+  }
+  const std::optional<int> first = rank(text.substr(0, dash));
+  const std::optional<int> last = rank(text.substr(dash + 1));
+  if (!first || !last || *last < *first) return std::nullopt;
+  return std::make_pair(*first, *last);
 }
 
 std::optional<agent::node::GpuBind> parseGpuBind(const std::string& name) {

@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "agent/node/worker_env.h"
@@ -12,9 +13,21 @@
 
 namespace hvd::launcher {
 
-// What the command line asks for: run a job (the usual case) or one of the commands that run no
-// job (`--version`, `--check-build`, `hvdrun keygen`).
-enum class Action { kRun, kVersion, kCheckBuild, kKeygen };
+// What the command line asks for: run a job (the usual case, `hvdrun [run]`), submit one that
+// outlives hvdrun (`hvdrun submit`), one of the commands about submitted jobs (ps, status, logs,
+// attach, cancel), or one that touches no job (`--version`, `--check-build`, `hvdrun keygen`).
+enum class Action {
+  kRun,
+  kSubmit,
+  kPs,
+  kStatus,
+  kLogs,
+  kAttach,
+  kCancel,
+  kVersion,
+  kCheckBuild,
+  kKeygen
+};
 
 // Seconds hvdrun waits for the leader agent to answer when --start-timeout is not given.
 constexpr double kDefaultStartTimeoutSeconds = 10.0;
@@ -49,12 +62,29 @@ struct Options {
   // "NAME=VALUE" entries they set for every rank (see addEngineSettings), in the order given.
   std::vector<std::string> engineSettings;
   std::vector<std::string> command;  // PROGRAM ARGS...
+  double timeLimitSeconds = 0;       // --time-limit; 0: none
+
+  // The job commands (ps, status, logs, attach, cancel).
+  std::string jobId;
+  std::optional<std::pair<int, int>> logRanks;  // logs --rank R|R1-R2
+  bool follow = false;                          // logs -f
+  long long tailLines = 0;                      // logs/attach --tail N; 0: everything
+  bool stderrOnly = false;                      // logs --stderr
+  std::optional<double> cancelGraceSeconds;     // cancel --grace S
 };
 
 // Parses argv (`hvdrun [options] PROGRAM ...` or `hvdrun keygen [--key-file F]`). Returns nullopt
 // when options->action should be carried out; otherwise the exit code hvdrun ends with after
 // printing what there is to say: 0 for --help, 2 (usage error) for every parse error.
 std::optional<int> parseCommandLine(int argc, char** argv, Options* options);
+
+// --time-limit values: seconds ("90", "1.5"), a number with a unit ("90s", "15m", "2h", "1d"),
+// or Slurm's clock forms ("MM:SS", "HH:MM:SS", "D-HH:MM:SS"). nullopt for anything else or a
+// value that is not positive.
+std::optional<double> parseDuration(const std::string& text);
+
+// "3" -> (3, 3), "1-2" -> (1, 2); nullopt for anything else (negative, reversed, junk).
+std::optional<std::pair<int, int>> parseRankRange(const std::string& text);
 
 // "none" -> kNone, "visible" -> kVisible; nullopt for anything else.
 std::optional<agent::node::GpuBind> parseGpuBind(const std::string& name);

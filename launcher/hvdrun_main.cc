@@ -28,6 +28,7 @@
 #include "hvd/error.hpp"
 #include "launcher/build_info.h"
 #include "launcher/cli.h"
+#include "launcher/job_commands.h"
 #include "launcher/job_spec.h"
 #include "launcher/keygen.h"
 #include "launcher/output.h"
@@ -94,48 +95,49 @@ int runEmbedded(const launcher::Options& options, const std::vector<launcher::Ho
 int runRemote(const launcher::Options& options, const std::vector<launcher::HostSlots>& hosts) {
   launcher::checkAgentHosts(hosts);
   const hvd::v1::SubmitJobRequest request = launcher::buildSubmitRequest(options, hosts);
-  if (options.keyFile.empty()) {
-    throw hvd::InvalidArgumentError(
-        "no cluster key file: give --key-file or set HVD_KEY_FILE (HOME is not set)");
-  }
-  std::optional<hvd::agent::auth::ClusterKey> key;
-  try {
-    key.emplace(hvd::agent::auth::ClusterKey::load(options.keyFile));
-  } catch (const hvd::InvalidArgumentError& e) {
-    std::string message = e.what();
-    if (message.find("hvdrun keygen") == std::string::npos) {
-      message += " (create one with `hvdrun keygen --key-file " + options.keyFile +
-                 "` and copy it to every host)";
-    }
-    throw hvd::InvalidArgumentError(message);
-  }
-  const hvd::agent::rpc::TlsOptions tls{options.tlsCert, options.tlsKey, options.tlsCa};
+  const hvd::agent::auth::ClusterKey key = launcher::loadClusterKey(options);
+  const hvd::agent::rpc::TlsOptions tls = launcher::tlsOptions(options);
 
   launcher::RemoteJobConfig config;
   config.host = hosts[0].host;
   config.address = launcher::agentAddress(hosts[0].host, options.agentPort);
   config.startTimeout =
       std::chrono::milliseconds(static_cast<long long>(options.startTimeoutSeconds * 1000));
+  config.detached = options.action == launcher::Action::kSubmit;
   spdlog::debug("hvdrun: job {} np {} through the agent on {} ({}), key {}", request.job_name(),
-                options.np, config.host, config.address, key->fingerprint());
+                options.np, config.host, config.address, key.fingerprint());
 
   launcher::OutputRenderer renderer(options.np, options.tagOutput, options.outputDir,
                                     options.timestampOutput);
   const int signalPipe = launcher::installSignalPipe();
   hvd::agent::auth::SystemClock clock;
-  hvd::agent::rpc::CallSigner signer(*key, clock);
+  hvd::agent::rpc::CallSigner signer(key, clock);
   launcher::WakingClientEvents events(renderer, launcher::signalPipeWriteFd());
   launcher::RemoteJobClient client(hvd::agent::rpc::makeChannel(config.address, tls), &signer,
                                    config, &events);
   client.start(request);
   launcher::waitForJob(signalPipe, client);
-  return finish(*client.result());
+  const coord::JobResult result = *client.result();
+  if (config.detached && result.exitCode == coord::kExitSuccess) {
+    // The id alone on stdout, for JOB=$(hvdrun submit ...); how to follow it on stderr.
+    std::printf("%s\n", result.jobId.c_str());
+    std::fprintf(stderr,
+                 "hvdrun: submitted job %s to the agent on %s; follow it with `hvdrun logs -f "
+                 "%s`, stop it with `hvdrun cancel %s`\n",
+                 result.jobId.c_str(), config.host.c_str(), result.jobId.c_str(),
+                 result.jobId.c_str());
+    return 0;
+  }
+  return finish(result);
 }
 
 int runJob(const launcher::Options& options) {
   std::vector<launcher::HostSlots> hosts = launcher::resolveHosts(options);
   const std::string self = ownHostname();
-  if (launcher::usesAgents(options, hosts, self)) return runRemote(options, hosts);
+  // A submitted job lives on an agent, the one on this machine when every host is local.
+  if (options.action == launcher::Action::kSubmit || launcher::usesAgents(options, hosts, self)) {
+    return runRemote(options, hosts);
+  }
   if (hosts.size() > 1) {
     // One machine is one host: two names for it would split its ranks into two "nodes" that
     // both claim every GPU.
@@ -166,7 +168,15 @@ int main(int argc, char** argv) {
     case launcher::Action::kKeygen:
       return launcher::runKeygen(options.keyFile, stdout, stderr);
     case launcher::Action::kRun:
+    case launcher::Action::kSubmit:
       break;
+    default:
+      try {
+        return launcher::runJobCommand(options);
+      } catch (const hvd::InvalidArgumentError& e) {
+        std::fprintf(stderr, "hvdrun: %s\n", e.what());
+        return coord::kExitUsage;
+      }
   }
   try {
     return runJob(options);

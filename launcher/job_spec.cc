@@ -33,6 +33,8 @@ agent::coordinator::JobSpec buildJobSpec(const Options& options,
   spec.gpuBind = parseGpuBind(options.gpuBind).value_or(agent::node::GpuBind::kNone);
   spec.stopSignal = parseSignal(options.stopSignal).value_or(SIGTERM);
   spec.grace = std::chrono::milliseconds(static_cast<long long>(options.graceSeconds * 1000));
+  spec.timeLimit =
+      std::chrono::milliseconds(static_cast<long long>(options.timeLimitSeconds * 1000));
   return spec;
 }
 
@@ -60,6 +62,9 @@ v1::SubmitJobRequest buildSubmitRequest(const Options& options,
   for (const HostSlots& h : hosts) addresses.push_back(agentAddress(h.host, options.agentPort));
   v1::SubmitJobRequest request = agent::rpc::toProto(spec, addresses);
   request.set_connect_timeout_ms(static_cast<long long>(options.startTimeoutSeconds * 1000));
+  // The job's name in `hvdrun ps`: the program, as the user knows it.
+  request.set_job_name(std::filesystem::path(options.command.front()).filename().string());
+  request.set_detach(options.action == Action::kSubmit);
   return request;
 }
 

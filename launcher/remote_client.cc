@@ -133,6 +133,10 @@ coord::JobResult RemoteJobClient::resultWithoutEnd(const grpc::Status& status) c
                           " (is --key-file the cluster's key?)",
                       reason);
   }
+  if (config_.detached && accepted_ && status.ok()) {
+    return makeResult(coord::JobOutcome::kSucceeded, coord::kExitSuccess,
+                      "hvdrun: submitted job " + jobId_, "");
+  }
   const std::string reason = shortReason(status, config_.startTimeout);
   if (!accepted_) {
     if (status.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {

@@ -47,6 +47,9 @@ struct RemoteJobConfig {
   // for the other agents.
   std::chrono::milliseconds startTimeout{10000};
   std::chrono::milliseconds cancelTimeout{5000};  // deadline of each CancelJob call
+  // hvdrun submit: the stream ends after JobAccepted once the job runs, which is success
+  // (kSucceeded, exit 0); a JobEnd on it means the job could not start.
+  bool detached = false;
 };
 
 class RemoteJobClient {

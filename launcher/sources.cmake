@@ -12,6 +12,7 @@ add_library(hvd_launcher STATIC
   ${CMAKE_CURRENT_LIST_DIR}/build_info.cc
   ${CMAKE_CURRENT_LIST_DIR}/keygen.cc
   ${CMAKE_CURRENT_LIST_DIR}/job_spec.cc
+  ${CMAKE_CURRENT_LIST_DIR}/job_commands.cc
   ${CMAKE_CURRENT_LIST_DIR}/remote_client.cc)
 target_include_directories(hvd_launcher PUBLIC ${PROJECT_SOURCE_DIR})
 target_link_libraries(hvd_launcher

@@ -75,6 +75,7 @@ struct RemoteNodeAgent::Stream {
   std::condition_variable answered;
   bool hasAnswer = false;
   std::string error;       // the launch error (empty: every rank started)
+  std::vector<std::pair<int, int>> pids;  // (rank, pid) from LaunchResult
   bool abandoned = false;  // launch() gave up waiting: deliver nothing
 };
 
@@ -151,7 +152,10 @@ coordinator::LaunchStatus RemoteNodeAgent::launch(const coordinator::LaunchReque
     return {"the agent on " + options_.host + " (" + options_.address +
             ") did not confirm the launch within " + seconds(options_.callTimeout)};
   }
-  return {s->error};
+  coordinator::LaunchStatus status;
+  status.error = s->error;
+  status.pids = s->pids;
+  return status;
 }
 
 void RemoteNodeAgent::readStream(Stream* s) {
@@ -162,6 +166,7 @@ void RemoteNodeAgent::readStream(Stream* s) {
     std::lock_guard<std::mutex> lock(s->mutex);
     s->hasAnswer = true;
     s->error = event.launched().error();
+    for (const v1::RankPid& p : event.launched().pids()) s->pids.emplace_back(p.rank(), p.pid());
     launched = launched && !s->abandoned;
     s->answered.notify_all();
   }

@@ -42,6 +42,10 @@ JobResult JobCoordinator::baseResult(JobOutcome outcome, int exitCode, std::stri
 }
 
 bool JobCoordinator::start() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    startedAt_ = clock_->now();
+  }
   if (spec_.hosts.empty() || agents_.size() != spec_.hosts.size() ||
       std::count(agents_.begin(), agents_.end(), nullptr) > 0) {
     JobResult r = baseResult(JobOutcome::kInvalidJob, kExitUsage,
@@ -138,6 +142,8 @@ std::optional<JobResult> JobCoordinator::placeAndBuild(const std::vector<NodeDes
   std::lock_guard<std::mutex> lock(mutex_);
   placement_ = std::move(placement);
   ranks_.assign(spec_.np, RankState::kNotStarted);
+  pids_.assign(spec_.np, 0);
+  exits_.assign(spec_.np, std::nullopt);
   stderrTail_.assign(spec_.np, {});
   launched_.assign(spec_.hosts.size(), false);
   lost_.assign(spec_.hosts.size(), false);
@@ -152,7 +158,7 @@ void JobCoordinator::launchAll(const std::vector<LaunchRequest>& requests) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       // A failure or Ctrl-C while launching: do not start more ranks only to stop them.
-      if (failure_ || cancelled_) break;
+      if (failure_ || cancelled_ || timedOut_) break;
       // Running before launch() returns: an in-process agent may report exits from its own
       // thread before we get here again.
       for (const RankLaunch& r : request.ranks) ranks_[r.rank] = RankState::kRunning;
@@ -163,6 +169,9 @@ void JobCoordinator::launchAll(const std::vector<LaunchRequest>& requests) {
       std::lock_guard<std::mutex> lock(mutex_);
       if (status.ok()) {
         launched_[h] = true;
+        for (const auto& [rank, pid] : status.pids) {
+          if (rank >= 0 && rank < spec_.np) pids_[rank] = pid;
+        }
         // Stopping began while this host was launching: bring it to the same stop level.
         std::vector<StopCall> catchUp = stopLaunchedLocked(h);
         actions.stops.insert(actions.stops.end(), catchUp.begin(), catchUp.end());
@@ -202,7 +211,7 @@ void JobCoordinator::endNow(JobResult result) {
   if (client_) client_->onJobEnd(result);
 }
 
-void JobCoordinator::cancel() {
+void JobCoordinator::cancel(std::optional<std::chrono::milliseconds> grace) {
   Actions actions;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -212,7 +221,7 @@ void JobCoordinator::cancel() {
     lastCancel_ = now;
     // A failure seen before the Ctrl-C stays the root cause: the user should learn why it died.
     if (!failure_) cancelled_ = true;
-    stopAllLocked(escalate ? kStopKill : kStopGraceful, &actions);
+    stopAllLocked(escalate ? kStopKill : kStopGraceful, &actions, grace);
     maybeEndLocked(&actions);
   }
   perform(std::move(actions));
@@ -220,6 +229,18 @@ void JobCoordinator::cancel() {
 
 void JobCoordinator::tick() {
   Actions actions;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (result_) return;
+    if (spec_.timeLimit.count() > 0 && !timedOut_ && !failure_ && !cancelled_ &&
+        clock_->now() - startedAt_ >= spec_.timeLimit) {
+      // As a cancel, but the job ends as kTimedOut; the stop's consequences are not failures.
+      timedOut_ = true;
+      stopAllLocked(kStopGraceful, &actions);
+      maybeEndLocked(&actions);
+    }
+  }
+  perform(std::move(actions));
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (result_ || !launchDone_ || !stopDeadline_ || clock_->now() < *stopDeadline_) return;
@@ -252,6 +273,30 @@ Placement JobCoordinator::placement() const {
   return placement_;
 }
 
+std::vector<RankSnapshot> JobCoordinator::ranks() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<RankSnapshot> out;
+  for (size_t r = 0; r < ranks_.size() && r < placement_.ranks.size(); ++r) {
+    RankSnapshot s;
+    s.rank = static_cast<int>(r);
+    s.host = spec_.hosts[placement_.ranks[r].hostIndex].host;
+    s.pid = pids_[r];
+    s.state = ranks_[r];
+    s.exit = exits_[r];
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+bool JobCoordinator::launched() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!launchDone_ || launched_.empty()) return false;
+  for (size_t h = 0; h < launched_.size(); ++h) {
+    if (!launched_[h] && !placement_.hostRanks[h].empty()) return false;
+  }
+  return true;
+}
+
 void JobCoordinator::onOutput(int rank, process::Stream stream, std::string_view line) {
   std::string host;
   {
@@ -274,6 +319,7 @@ void JobCoordinator::onExit(int rank, const process::ExitStatus& status) {
     if (result_ || rank < 0 || static_cast<size_t>(rank) >= ranks_.size()) return;
     if (ranks_[rank] != RankState::kRunning) return;  // duplicate or after its agent was lost
     ranks_[rank] = RankState::kExited;
+    exits_[rank] = status;
     if (!status.success()) {
       const std::string& host = spec_.hosts[placement_.ranks[rank].hostIndex].host;
       JobResult r = baseResult(JobOutcome::kRankFailed, status.shellStatus(),
@@ -320,15 +366,18 @@ void JobCoordinator::onAgentLost(const std::string& host, const std::string& rea
 
 void JobCoordinator::failLocked(JobResult cause, Actions* actions) {
   // Only the first failure is the root cause; after a Ctrl-C, failures are its consequences.
-  if (failure_ || cancelled_) return;
+  if (failure_ || cancelled_ || timedOut_) return;
   failure_ = std::move(cause);
   stopAllLocked(kStopGraceful, actions);
 }
 
-void JobCoordinator::stopAllLocked(int level, Actions* actions) {
+void JobCoordinator::stopAllLocked(int level, Actions* actions,
+                                   std::optional<std::chrono::milliseconds> graceOverride) {
   if (level <= jobStopLevel_) return;
   jobStopLevel_ = level;
-  const auto grace = level == kStopKill ? std::chrono::milliseconds(0) : spec_.grace;
+  const auto grace =
+      level == kStopKill ? std::chrono::milliseconds(0) : graceOverride.value_or(spec_.grace);
+  if (level == kStopGraceful) stopGrace_ = grace;
   const auto deadline = clock_->now() + grace + kStopReportSlack;
   if (!stopDeadline_ || deadline < *stopDeadline_) stopDeadline_ = deadline;
   for (size_t h = 0; h < launched_.size(); ++h) {
@@ -341,7 +390,7 @@ std::vector<JobCoordinator::StopCall> JobCoordinator::stopLaunchedLocked(size_t 
   if (!launched_[host] || lost_[host] || stopLevel_[host] >= jobStopLevel_) return {};
   stopLevel_[host] = jobStopLevel_;
   if (jobStopLevel_ == kStopKill) return {{host, SIGKILL, std::chrono::milliseconds(0)}};
-  return {{host, spec_.stopSignal, spec_.grace}};
+  return {{host, spec_.stopSignal, stopGrace_}};
 }
 
 void JobCoordinator::maybeEndLocked(Actions* actions) {
@@ -358,6 +407,14 @@ JobResult JobCoordinator::endResultLocked() const {
   if (cancelled_) {
     return baseResult(JobOutcome::kCancelled, kExitCancelled,
                       "hvdrun: job " + spec_.jobId + " was cancelled");
+  }
+  if (timedOut_) {
+    const long long ms = spec_.timeLimit.count();
+    const std::string limit = ms % 1000 == 0 ? std::to_string(ms / 1000) + " s"
+                                              : std::to_string(ms) + " ms";
+    return baseResult(JobOutcome::kTimedOut, kExitTimeout,
+                      "hvdrun: job " + spec_.jobId + " reached its time limit of " + limit +
+                          " and was stopped");
   }
   return baseResult(JobOutcome::kSucceeded, kExitSuccess,
                     "hvdrun: all " + std::to_string(spec_.np) + " ranks exited successfully");

@@ -59,6 +59,9 @@ struct JobSpec {
   // MASTER_PORT for torch env:// on the first host. For now chosen by the caller; later the
   // first host's agent should reserve it (open question in the report).
   int masterPort = 29500;
+  // > 0: the job is stopped gracefully once this long has passed since start(), and ends as
+  // kTimedOut (hvdrun --time-limit).
+  std::chrono::milliseconds timeLimit{0};
 };
 
 // The job's rendezvous store, owned by the caller, which already registered `token` for the job
@@ -76,6 +79,18 @@ enum class JobOutcome {
   kLaunchFailed,      // an agent could not start its ranks; the others were stopped
   kInvalidJob,        // placement or environment refused the request; nothing was started
   kCancelled,         // the client cancelled (Ctrl-C) before any failure
+  kTimedOut,          // the time limit passed before any failure or cancel; the job was stopped
+};
+
+enum class RankState { kNotStarted, kRunning, kExited, kLost };
+
+// One rank as the coordinator last saw it (`hvdrun status`).
+struct RankSnapshot {
+  int rank = 0;
+  std::string host;
+  int pid = 0;  // 0: unknown or not started
+  RankState state = RankState::kNotStarted;
+  std::optional<process::ExitStatus> exit;  // kExited
 };
 
 // How the job ended. For kRankFailed and kAgentLost the root cause is the first failure seen;
@@ -123,16 +138,22 @@ class JobCoordinator : public JobEvents {
   // ended (result() then holds why, and onJobEnd was called). Call once.
   bool start();
   // Client's Ctrl-C: graceful stop of every host; a second call within kCancelEscalationWindow
-  // sends SIGKILL with no grace. A failure seen earlier stays the root cause.
-  void cancel();
+  // sends SIGKILL with no grace. A failure seen earlier stays the root cause. `grace`, when
+  // given, replaces the job's own grace for this stop (hvdrun cancel --grace).
+  void cancel(std::optional<std::chrono::milliseconds> grace = std::nullopt);
   // Ends the job if a stop was sent and the ranks' exits have not all arrived by grace +
-  // kStopReportSlack; the owner calls it periodically (every few hundred ms is plenty).
+  // kStopReportSlack, and stops it when its time limit has passed; the owner calls it
+  // periodically (every few hundred ms is plenty).
   void tick();
 
   bool finished() const;
   std::optional<JobResult> result() const;
   // The placement used (empty before start() placed the ranks); for logs and tests.
   Placement placement() const;
+  // Every rank's host, pid, state and exit (empty before the ranks were placed).
+  std::vector<RankSnapshot> ranks() const;
+  // Whether every rank was started (launch done without a launch failure).
+  bool launched() const;
 
   // JobEvents, from the agents.
   void onOutput(int rank, process::Stream stream, std::string_view line) override;
@@ -140,7 +161,6 @@ class JobCoordinator : public JobEvents {
   void onAgentLost(const std::string& host, const std::string& reason) override;
 
  private:
-  enum class RankState { kNotStarted, kRunning, kExited, kLost };
   struct StopCall {
     size_t host;
     int signal;
@@ -163,7 +183,8 @@ class JobCoordinator : public JobEvents {
   void failLocked(JobResult cause, Actions* actions);
   // level 1: graceful (stopSignal, grace); level 2: SIGKILL, no grace. Each host gets each level
   // at most once, so repeated failures do not flood the agents with stops.
-  void stopAllLocked(int level, Actions* actions);
+  void stopAllLocked(int level, Actions* actions,
+                     std::optional<std::chrono::milliseconds> grace = std::nullopt);
   std::vector<StopCall> stopLaunchedLocked(size_t host);
   void maybeEndLocked(Actions* actions);
   JobResult endResultLocked() const;
@@ -178,6 +199,8 @@ class JobCoordinator : public JobEvents {
   mutable std::mutex mutex_;
   Placement placement_;
   std::vector<RankState> ranks_;
+  std::vector<int> pids_;                               // per rank, 0 unknown
+  std::vector<std::optional<process::ExitStatus>> exits_;  // per rank
   std::vector<std::deque<std::string>> stderrTail_;  // per rank, at most kStderrTailLines
   std::vector<bool> launched_;                       // per host: launch() returned ok
   std::vector<bool> lost_;                           // per host
@@ -187,6 +210,9 @@ class JobCoordinator : public JobEvents {
   bool launchDone_ = false;
   std::optional<JobResult> failure_;  // the root cause, first failure only
   bool cancelled_ = false;
+  bool timedOut_ = false;
+  std::chrono::steady_clock::time_point startedAt_;
+  std::chrono::milliseconds stopGrace_{0};  // grace of the graceful stop sent
   std::optional<std::chrono::steady_clock::time_point> lastCancel_;
   std::optional<std::chrono::steady_clock::time_point> stopDeadline_;
   std::optional<JobResult> result_;

@@ -133,7 +133,11 @@ LaunchStatus LocalNodeAgent::launch(const LaunchRequest& request, JobEvents* eve
     pending = job.pendingStop;
   }
   if (pending) group->requestStop(pending->signal, pending->grace);
-  return {};
+  LaunchStatus status;
+  for (size_t i = 0; i < globalRanks.size(); ++i) {
+    status.pids.emplace_back(globalRanks[i], static_cast<int>(group->pid(static_cast<int>(i))));
+  }
+  return status;
 }
 
 void LocalNodeAgent::stop(const std::string& jobId, int signal, std::chrono::milliseconds grace) {

@@ -16,6 +16,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "agent/node/gpu_discovery.h"
@@ -74,7 +75,12 @@ struct LaunchRequest {
 
 // Outcome of launch(): empty `error` means every rank was started.
 struct LaunchStatus {
+  LaunchStatus() = default;
+  LaunchStatus(std::string why) : error(std::move(why)) {}  // NOLINT: a failure, implicitly
+
   std::string error;  // e.g. "rank 1: cannot execute 'train': No such file or directory"
+  // Every started rank's pid on its host (for `hvdrun status`), when the agent knows them.
+  std::vector<std::pair<int, int>> pids;  // (global rank, pid)
 
   bool ok() const { return error.empty(); }
 };

@@ -96,6 +96,8 @@ v1::JobOutcome toProto(coordinator::JobOutcome o) {
       return v1::LAUNCH_FAILED;
     case coordinator::JobOutcome::kInvalidJob:
       return v1::INVALID_JOB;
+    case coordinator::JobOutcome::kTimedOut:
+      return v1::TIMED_OUT;
     case coordinator::JobOutcome::kCancelled:
       return v1::CANCELLED;
   }
@@ -118,6 +120,8 @@ coordinator::JobOutcome fromProto(v1::JobOutcome o) {
       return coordinator::JobOutcome::kInvalidJob;
     case v1::CANCELLED:
       return coordinator::JobOutcome::kCancelled;
+    case v1::TIMED_OUT:
+      return coordinator::JobOutcome::kTimedOut;
     default:
       return coordinator::JobOutcome::kRankFailed;
   }
@@ -184,6 +188,7 @@ v1::SubmitJobRequest toProto(const coordinator::JobSpec& spec,
   r.set_grace_ms(spec.grace.count());
   r.set_job_name(spec.jobId);
   r.set_gpus_per_rank(spec.gpusPerRank);
+  r.set_time_limit_ms(spec.timeLimit.count());
   return r;
 }
 
@@ -225,7 +230,43 @@ coordinator::JobSpec fromProto(const v1::SubmitJobRequest& r) {
                                " GPUs per rank is not in 1..1024");
   }
   spec.gpusPerRank = r.gpus_per_rank() > 0 ? r.gpus_per_rank() : 1;
+  if (r.time_limit_ms() < 0) throw InvalidArgumentError("the time limit must not be negative");
+  spec.timeLimit = std::chrono::milliseconds(r.time_limit_ms());
   return spec;
+}
+
+bool isFinalState(v1::JobState state) {
+  switch (state) {
+    case v1::JOB_COMPLETED:
+    case v1::JOB_FAILED:
+    case v1::JOB_CANCELLED:
+    case v1::JOB_TIMEOUT:
+    case v1::JOB_LOST:
+      return true;
+    default:
+      return false;
+  }
+}
+
+std::string jobStateName(v1::JobState state) {
+  switch (state) {
+    case v1::JOB_PENDING:
+      return "PENDING";
+    case v1::JOB_RUNNING:
+      return "RUNNING";
+    case v1::JOB_COMPLETED:
+      return "COMPLETED";
+    case v1::JOB_FAILED:
+      return "FAILED";
+    case v1::JOB_CANCELLED:
+      return "CANCELLED";
+    case v1::JOB_TIMEOUT:
+      return "TIMEOUT";
+    case v1::JOB_LOST:
+      return "LOST";
+    default:
+      return "UNKNOWN";
+  }
 }
 
 }  // namespace hvd::agent::rpc

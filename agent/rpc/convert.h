@@ -32,4 +32,9 @@ v1::SubmitJobRequest toProto(const coordinator::JobSpec& spec,
 // slots or grace), so a malformed request is refused before anything is started.
 coordinator::JobSpec fromProto(const v1::SubmitJobRequest& request);
 
+// Where a job is: COMPLETED, FAILED, CANCELLED, TIMEOUT and LOST are final.
+bool isFinalState(v1::JobState state);
+// "RUNNING", "COMPLETED", ...: what `hvdrun ps` and `status` print.
+std::string jobStateName(v1::JobState state);
+
 }  // namespace hvd::agent::rpc

@@ -12,5 +12,8 @@ inline constexpr std::string_view kLaunchMethod = "/hvd.v1.Agent/Launch";
 inline constexpr std::string_view kStopMethod = "/hvd.v1.Agent/Stop";
 inline constexpr std::string_view kSubmitJobMethod = "/hvd.v1.Agent/SubmitJob";
 inline constexpr std::string_view kCancelJobMethod = "/hvd.v1.Agent/CancelJob";
+inline constexpr std::string_view kListJobsMethod = "/hvd.v1.Agent/ListJobs";
+inline constexpr std::string_view kGetJobMethod = "/hvd.v1.Agent/GetJob";
+inline constexpr std::string_view kJobLogsMethod = "/hvd.v1.Agent/JobLogs";
 
 }  // namespace hvd::agent::rpc

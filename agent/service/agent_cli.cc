@@ -26,7 +26,7 @@ std::optional<int> parseAgentCommandLine(int argc, char** argv, AgentCliOptions*
   app.add_option("--tls-ca", options->tls.caFile,
                  "CA (PEM) that client certificates must be signed by");
   app.add_option("--state-dir", options->stateDir,
-                 "where job records live (default: /var/lib/hvdagent as root, else "
+                 "where job records and logs live, one directory per job under jobs/ (default: /var/lib/hvdagent as root, else "
                  "$XDG_STATE_HOME/hvdagent or ~/.local/state/hvdagent)");
   app.add_flag("--allow-run-as-root", options->allowRunAsRoot,
                "run as root (also needs HVD_ALLOW_RUN_AS_ROOT_CONFIRM=1 in the environment)");
@@ -39,6 +39,13 @@ std::optional<int> parseAgentCommandLine(int argc, char** argv, AgentCliOptions*
                  "on SIGTERM/SIGINT, seconds running jobs get between their stop signal and "
                  "SIGKILL (at most their own grace; default 5)")
       ->check(CLI::Range(0.0, 3600.0));
+  app.add_option("--keep-jobs", options->keepJobs,
+                 "records and logs of finished jobs kept; the oldest go first (default 1000)")
+      ->check(CLI::Range(size_t{1}, size_t{1} << 24));
+  app.add_option("--max-log-mb", options->maxLogMb,
+                 "MiB of output logged per job; lines past it are counted, not kept (default "
+                 "1024)")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30));
   app.add_flag("--version", options->version, "print hvdagent's version and exit");
   try {
     app.parse(argc, argv);

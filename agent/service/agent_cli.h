@@ -18,6 +18,8 @@ struct AgentCliOptions {
   std::string portFile;
   std::string logLevel = "info";
   double shutdownGraceSeconds = 5;
+  size_t keepJobs = 1000;    // finished job records (and logs) kept
+  uint64_t maxLogMb = 1024;  // per job
   bool version = false;
 };
 

@@ -5,6 +5,7 @@
 
 #include <csignal>
 #include <exception>
+#include <optional>
 #include <set>
 
 #include "agent/rpc/convert.h"
@@ -84,16 +85,28 @@ grpc::Status statusFromException(std::exception_ptr error) {
 }
 
 AgentService::AgentService(AgentServiceOptions options, rpc::CallGuard* guard, LocalJobs* jobs,
-                           node::GpuDiscovery* gpus, store::TcpStoreServer* store)
-    : options_(std::move(options)), guard_(guard), jobs_(jobs), gpus_(gpus), store_(store) {}
+                           node::GpuDiscovery* gpus, store::TcpStoreServer* store,
+                           JobHistory* history)
+    : options_(std::move(options)), guard_(guard), jobs_(jobs), gpus_(gpus), history_(history) {
+  LedJobsOptions led;
+  led.listenHost = options_.listenHost;
+  led.defaultConnectTimeout = options_.defaultConnectTimeout;
+  led.maxLogBytes = options_.maxLogBytes;
+  led.remoteAgents = options_.remoteAgents;
+  led.describeLocal = [this] { return describeNode().node; };
+  led_ = std::make_unique<LedJobs>(std::move(led), jobs_, store, history_);
+}
 
 void AgentService::shutdown() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  shuttingDown_ = true;
-  // Under mutex_ so no handler destroys its coordinator meanwhile; cancel() only queues stops.
-  for (const auto& [id, coordinator] : led_) coordinator->cancel();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    shuttingDown_ = true;
+  }
+  led_->shutdown();
   jobs_->stopAll(options_.shutdownGrace);
 }
+
+void AgentService::join() { led_->join(); }
 
 bool AgentService::shuttingDown() const {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -139,6 +152,11 @@ grpc::Status AgentService::runLaunch(grpc::ServerContext* context, const v1::Lau
   {
     v1::RankEvent launched;
     launched.mutable_launched()->set_error(status.error);
+    for (const auto& [rank, pid] : status.pids) {
+      v1::RankPid* p = launched.mutable_launched()->add_pids();
+      p->set_rank(rank);
+      p->set_pid(pid);
+    }
     if (!status.ok()) {
       spdlog::warn("hvdagent: job {}: launch failed: {}", jobId, status.error);
       writer->Write(launched);
@@ -198,21 +216,111 @@ grpc::Status AgentService::Stop(grpc::ServerContext* context, const v1::StopRequ
 }
 
 grpc::Status AgentService::CancelJob(grpc::ServerContext* context,
-                                     const v1::CancelJobRequest* request, v1::CancelJobResponse*) {
+                                     const v1::CancelJobRequest* request,
+                                     v1::CancelJobResponse* response) {
   if (grpc::Status s = guard_->check(*context, rpc::kCancelJobMethod, *request); !s.ok()) {
     return s;
   }
   return guarded([&] {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = led_.find(request->job_id());
-    if (it == led_.end()) {
-      return grpc::Status(grpc::StatusCode::NOT_FOUND,
-                          "no job '" + request->job_id() + "' is running on this agent");
+    if (request->has_grace() && request->grace_ms() < 0) {
+      throw InvalidArgumentError("the grace must not be negative");
     }
-    spdlog::info("hvdagent: job {}: cancelled by {}", request->job_id(), context->peer());
-    it->second->cancel();
+    std::optional<std::chrono::milliseconds> grace;
+    if (request->has_grace()) grace = std::chrono::milliseconds(request->grace_ms());
+    const LedJobs::CancelOutcome outcome = led_->cancel(request->job_id(), grace);
+    if (!outcome.found) return notFound(request->job_id());
+    if (outcome.wasRunning) {
+      spdlog::info("hvdagent: job {}: cancelled by {}", request->job_id(), context->peer());
+    }
+    response->set_was_running(outcome.wasRunning);
+    response->set_state(outcome.state);
     return grpc::Status::OK;
   });
+}
+
+grpc::Status AgentService::notFound(const std::string& jobId) const {
+  return {grpc::StatusCode::NOT_FOUND,
+          "no job '" + jobId + "' on this agent (it keeps the records of running jobs and of "
+          "the last finished ones, --keep-jobs)"};
+}
+
+grpc::Status AgentService::ListJobs(grpc::ServerContext* context,
+                                    const v1::ListJobsRequest* request,
+                                    v1::ListJobsResponse* response) {
+  if (grpc::Status s = guard_->check(*context, rpc::kListJobsMethod, *request); !s.ok()) return s;
+  return guarded([&] {
+    for (v1::JobInfo& info : history_->list()) {
+      info.clear_ranks();
+      *response->add_jobs() = std::move(info);
+    }
+    return grpc::Status::OK;
+  });
+}
+
+grpc::Status AgentService::GetJob(grpc::ServerContext* context, const v1::GetJobRequest* request,
+                                  v1::JobInfo* response) {
+  if (grpc::Status s = guard_->check(*context, rpc::kGetJobMethod, *request); !s.ok()) return s;
+  return guarded([&] {
+    std::optional<v1::JobInfo> info = history_->get(request->job_id());
+    if (!info) return notFound(request->job_id());
+    *response = std::move(*info);
+    return grpc::Status::OK;
+  });
+}
+
+v1::JobOutput toJobOutput(const LogLine& line) {
+  v1::JobOutput out;
+  out.set_rank(line.rank);
+  out.set_host(line.host);
+  out.set_stream(rpc::toProto(line.stream));
+  out.set_line(line.text);
+  out.set_unix_ms(line.unixMs);
+  return out;
+}
+
+grpc::Status AgentService::JobLogs(grpc::ServerContext* context, const v1::JobLogsRequest* request,
+                                   grpc::ServerWriter<v1::JobLogsEvent>* writer) {
+  if (grpc::Status s = guard_->check(*context, rpc::kJobLogsMethod, *request); !s.ok()) return s;
+  return guarded([&] { return runJobLogs(context, *request, writer); });
+}
+
+grpc::Status AgentService::runJobLogs(grpc::ServerContext* context,
+                                      const v1::JobLogsRequest& request,
+                                      grpc::ServerWriter<v1::JobLogsEvent>* writer) {
+  const std::optional<std::string> path = history_->logPath(request.job_id());
+  if (!path) return notFound(request.job_id());
+  LogFilter filter;
+  filter.stderrOnly = request.stderr_only();
+  if (request.has_ranks()) {
+    if (request.first_rank() < 0 || request.last_rank() < request.first_rank()) {
+      throw InvalidArgumentError("rank range " + std::to_string(request.first_rank()) + "-" +
+                                 std::to_string(request.last_rank()) + " is empty");
+    }
+    filter.ranks = std::make_pair(request.first_rank(), request.last_rank());
+  }
+  if (request.tail_lines() < 0) throw InvalidArgumentError("--tail must not be negative");
+  const auto emitLine = [&](const LogLine& line) {
+    v1::JobLogsEvent event;
+    *event.mutable_output() = toJobOutput(line);
+    return writer->Write(event);
+  };
+  uint64_t offset = 0;
+  if (request.tail_lines() > 0 || request.from_end()) {
+    for (const LogLine& line : tailLogLines(*path, static_cast<size_t>(request.tail_lines()),
+                                            filter, &offset)) {
+      if (!emitLine(line)) return {grpc::StatusCode::CANCELLED, "the client went away"};
+    }
+  }
+  const bool ok = streamJobLog(
+      *led_, request.job_id(), filter, &offset, request.follow(),
+      [&] { return context->IsCancelled(); }, emitLine,
+      [&](const v1::JobEnd& end) {
+        v1::JobLogsEvent event;
+        *event.mutable_end() = end;
+        return writer->Write(event);
+      });
+  if (!ok) return {grpc::StatusCode::CANCELLED, "the client went away"};
+  return grpc::Status::OK;
 }
 
 }  // namespace hvd::agent::service

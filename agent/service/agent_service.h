@@ -7,10 +7,12 @@
 //              away gets its ranks stopped (its stop signal, grace, SIGKILL): no worker outlives
 //              the job's leader.
 //   Stop       LocalJobs::stop.
-//   SubmitJob  the leader's JobCoordinator over this node (LocalHostAgent) and the other hosts'
-//              agents (RemoteAgentFactory), with a per-job token on the agent's one job store.
-//              JobAccepted, output, JobEnd. A client that goes away cancels the job.
-//   CancelJob  JobCoordinator::cancel of a job this agent leads.
+//   SubmitJob  LedJobs (led_jobs.h): the job runs on the leader whoever is connected. JobAccepted,
+//              then for an attached run the job's output from its log and JobEnd (a client
+//              that goes away cancels an attached run); a detached one (hvdrun submit) ends
+//              once every rank started, or with JobEnd when the job could not start.
+//   CancelJob  a graceful stop of a job this agent leads; a finished job is left as it was.
+//   ListJobs, GetJob, JobLogs  the records and logs of JobHistory (job_history.h, job_log.h).
 //
 // Every handler first passes rpc::CallGuard::check (one place for authentication, before any
 // request field is looked at). Nothing throws across the gRPC boundary: domain errors become
@@ -31,6 +33,8 @@
 #include "agent/coordinator/node_agent.h"
 #include "agent/node/gpu_discovery.h"
 #include "agent/rpc/call_auth.h"
+#include "agent/service/job_history.h"
+#include "agent/service/led_jobs.h"
 #include "agent/service/local_jobs.h"
 #include "agent/service/node_facts.h"
 #include "hvd/v1/agent.grpc.pb.h"
@@ -41,18 +45,6 @@ class TcpStoreServer;
 
 namespace hvd::agent::service {
 
-// Another host of a submitted job, as the leader reaches it.
-struct RemoteHost {
-  std::string host;     // as the user named it
-  std::string address;  // "host:port" of its hvdagent
-  std::chrono::milliseconds callTimeout{5000};
-};
-
-// Builds the NodeAgent of another host (hvdagent: client::RemoteNodeAgent with this agent's TLS
-// options and key). Its destructor must cancel its streams and deliver no event afterwards.
-using RemoteAgentFactory =
-    std::function<std::unique_ptr<coordinator::NodeAgent>(const RemoteHost& host)>;
-
 struct AgentServiceOptions {
   // The IP the agent serves on (a wildcard: every address); MASTER_PORT is picked there.
   std::string listenHost = "127.0.0.1";
@@ -61,19 +53,22 @@ struct AgentServiceOptions {
   std::chrono::milliseconds defaultConnectTimeout{5000};
   // At agent shutdown, running jobs get their stop signal with at most this grace.
   std::chrono::milliseconds shutdownGrace{5000};
+  uint64_t maxLogBytes = uint64_t{1} << 30;  // per led job (--max-log-mb)
   // Empty: jobs with more than one host are refused.
   RemoteAgentFactory remoteAgents;
 };
 
 class AgentService final : public v1::Agent::Service {
  public:
-  // guard, jobs, gpus (may be null) and store (started) must outlive the service.
+  // guard, jobs, gpus (may be null), store (started) and history must outlive the service.
   AgentService(AgentServiceOptions options, rpc::CallGuard* guard, LocalJobs* jobs,
-               node::GpuDiscovery* gpus, store::TcpStoreServer* store);
+               node::GpuDiscovery* gpus, store::TcpStoreServer* store, JobHistory* history);
 
-  // Agent shutdown: new Launch/SubmitJob calls are refused (UNAVAILABLE), coordinated jobs are
+  // Agent shutdown: new Launch/SubmitJob calls are refused (UNAVAILABLE), led jobs are
   // cancelled and local jobs stopped (shutdownGrace). Handlers then end as their ranks exit.
   void shutdown();
+  // Waits until every led job has ended (after shutdown(): within its grace).
+  void join();
 
   grpc::Status Describe(grpc::ServerContext* context, const v1::DescribeRequest* request,
                         v1::DescribeResponse* response) override;
@@ -85,6 +80,12 @@ class AgentService final : public v1::Agent::Service {
                          grpc::ServerWriter<v1::JobEvent>* writer) override;
   grpc::Status CancelJob(grpc::ServerContext* context, const v1::CancelJobRequest* request,
                          v1::CancelJobResponse* response) override;
+  grpc::Status ListJobs(grpc::ServerContext* context, const v1::ListJobsRequest* request,
+                        v1::ListJobsResponse* response) override;
+  grpc::Status GetJob(grpc::ServerContext* context, const v1::GetJobRequest* request,
+                      v1::JobInfo* response) override;
+  grpc::Status JobLogs(grpc::ServerContext* context, const v1::JobLogsRequest* request,
+                       grpc::ServerWriter<v1::JobLogsEvent>* writer) override;
 
   // How often a streaming handler looks at its caller while waiting for events.
   static constexpr std::chrono::milliseconds kPollInterval{150};
@@ -94,6 +95,9 @@ class AgentService final : public v1::Agent::Service {
                          grpc::ServerWriter<v1::RankEvent>* writer);
   grpc::Status runSubmit(grpc::ServerContext* context, const v1::SubmitJobRequest& request,
                          grpc::ServerWriter<v1::JobEvent>* writer);
+  grpc::Status runJobLogs(grpc::ServerContext* context, const v1::JobLogsRequest& request,
+                          grpc::ServerWriter<v1::JobLogsEvent>* writer);
+  grpc::Status notFound(const std::string& jobId) const;
   NodeFacts describeNode();
   bool shuttingDown() const;
 
@@ -101,15 +105,16 @@ class AgentService final : public v1::Agent::Service {
   rpc::CallGuard* const guard_;
   LocalJobs* const jobs_;
   node::GpuDiscovery* const gpus_;
-  store::TcpStoreServer* const store_;
+  JobHistory* const history_;
 
   std::mutex describeMutex_;  // GpuDiscovery is not thread-safe
   mutable std::mutex mutex_;
   bool shuttingDown_ = false;
-  // Jobs this agent leads, for CancelJob and shutdown. A handler removes its entry (under
-  // mutex_) before its coordinator is destroyed, so a pointer found here is valid under mutex_.
-  std::map<std::string, coordinator::JobCoordinator*> led_;
+  std::unique_ptr<LedJobs> led_;  // last: its jobs use everything above
 };
+
+// JobOutput of a logged line (JobLogs and attached runs).
+v1::JobOutput toJobOutput(const LogLine& line);
 
 // Maps an exception escaping a handler to a status: INVALID_ARGUMENT (InvalidArgumentError),
 // DEADLINE_EXCEEDED (TimeoutError), UNAVAILABLE (PeerError), INTERNAL otherwise.

@@ -29,6 +29,7 @@
 #include "agent/service/agent_cli.h"
 #include "agent/service/agent_service.h"
 #include "agent/service/environment.h"
+#include "agent/service/job_history.h"
 #include "agent/service/job_records.h"
 #include "agent/service/local_jobs.h"
 #include "agent/service/node_facts.h"
@@ -82,6 +83,17 @@ int serve(const svc::AgentCliOptions& options, const hvd::agent::rpc::ListenAddr
         cleanup.killed, cleanup.skipped);
   }
 
+  svc::JobHistory history(options.stateDir, options.keepJobs);
+  const svc::HistoryLoadReport& loaded = history.loadReport();
+  if (loaded.markedLost > 0) {
+    spdlog::warn("hvdagent: {} job(s) were running when the previous agent died; marked LOST",
+                 loaded.markedLost);
+  }
+  if (loaded.unreadable > 0) {
+    spdlog::warn("hvdagent: {} job director(ies) under {}/jobs have no readable record",
+                 loaded.unreadable, options.stateDir);
+  }
+
   hvd::store::TcpStoreServerOptions storeOptions;
   storeOptions.bindAddress = listen.host;
   hvd::store::TcpStoreServer store(storeOptions);
@@ -103,6 +115,7 @@ int serve(const svc::AgentCliOptions& options, const hvd::agent::rpc::ListenAddr
   serviceOptions.shutdownGrace =
       std::chrono::milliseconds(static_cast<long long>(options.shutdownGraceSeconds * 1000));
   const hvd::agent::rpc::TlsOptions tls = options.tls;
+  serviceOptions.maxLogBytes = options.maxLogMb << 20;
   serviceOptions.remoteAgents = [tls, &signer](const svc::RemoteHost& host) {
     hvd::agent::client::RemoteAgentOptions remote;
     remote.host = host.host;
@@ -111,7 +124,7 @@ int serve(const svc::AgentCliOptions& options, const hvd::agent::rpc::ListenAddr
     remote.callTimeout = host.callTimeout;
     return std::make_unique<hvd::agent::client::RemoteNodeAgent>(remote, &signer);
   };
-  svc::AgentService service(serviceOptions, &guard, &jobs, &gpus, &store);
+  svc::AgentService service(serviceOptions, &guard, &jobs, &gpus, &store, &history);
 
   const int signalPipe = hvd::agent::process::installSignalPipe();
 
@@ -131,10 +144,10 @@ int serve(const svc::AgentCliOptions& options, const hvd::agent::rpc::ListenAddr
   if (!options.portFile.empty()) writePortFile(options.portFile, port);
   spdlog::info(
       "hvdagent {}: listening on {}, key fingerprint {}, TLS {}, store port {}, "
-      "state dir {}",
+      "state dir {} ({} job record(s))",
       svc::agentVersion(), hvd::agent::rpc::joinHostPort(listen.host, port), key.fingerprint(),
       options.tls.enabled() ? "on (client certificates required)" : "off", store.port(),
-      records.dir());
+      records.dir(), loaded.loaded);
 
   const int signo = waitForSignal(signalPipe);
   spdlog::info("hvdagent: got {}, stopping running jobs and shutting down",
@@ -143,6 +156,7 @@ int serve(const svc::AgentCliOptions& options, const hvd::agent::rpc::ListenAddr
   server->Shutdown(std::chrono::system_clock::now() + serviceOptions.shutdownGrace +
                    std::chrono::seconds(5));
   server->Wait();
+  service.join();         // led jobs end as their ranks exit (bounded by the shutdown grace)
   localAgent.shutdown();  // whatever is left: SIGKILL and reap
   store.stop();
   spdlog::info("hvdagent: stopped");

@@ -125,6 +125,13 @@ std::optional<uint64_t> processStartTime(pid_t pid) {
   return value;
 }
 
+bool processAlive(pid_t pid, uint64_t startTime) {
+  if (pid <= 0) return false;
+  const std::vector<std::string> fields = statFields(pid);
+  if (fields.size() < 20 || fields[0] == "Z" || fields[0] == "X") return false;
+  return fields[19] == std::to_string(startTime);
+}
+
 std::string defaultStateDir() {
   if (::geteuid() == 0) return "/var/lib/hvdagent";
   if (const char* state = std::getenv("XDG_STATE_HOME"); state != nullptr && *state == '/') {
@@ -216,8 +223,8 @@ CleanupReport JobRecords::cleanupLeftovers() {
       ::unlink(file.c_str());
       continue;
     }
-    const bool ownerAlive = record->agentPid != selfPid_ &&
-                            processStartTime(record->agentPid) == record->agentStartTime;
+    const bool ownerAlive =
+        record->agentPid != selfPid_ && processAlive(record->agentPid, record->agentStartTime);
     if (ownerAlive) {
       ++report.kept;
       continue;

@@ -61,6 +61,10 @@ bool environContains(pid_t pid, const std::string& entry);
 // no such process.
 std::optional<uint64_t> processStartTime(pid_t pid);
 
+// Whether `pid` is a running process (not a zombie) that started at `startTime`: how an agent
+// tells that the agent which wrote a record is still there.
+bool processAlive(pid_t pid, uint64_t startTime);
+
 // The state directory when --state-dir is not given: /var/lib/hvdagent for root, else
 // $XDG_STATE_HOME/hvdagent, else ~/.local/state/hvdagent.
 std::string defaultStateDir();

@@ -8,7 +8,10 @@ add_library(hvd_agent_service STATIC
   ${CMAKE_CURRENT_LIST_DIR}/agent_cli.cc
   ${CMAKE_CURRENT_LIST_DIR}/agent_service.cc
   ${CMAKE_CURRENT_LIST_DIR}/environment.cc
+  ${CMAKE_CURRENT_LIST_DIR}/job_history.cc
+  ${CMAKE_CURRENT_LIST_DIR}/job_log.cc
   ${CMAKE_CURRENT_LIST_DIR}/job_records.cc
+  ${CMAKE_CURRENT_LIST_DIR}/led_jobs.cc
   ${CMAKE_CURRENT_LIST_DIR}/local_jobs.cc
   ${CMAKE_CURRENT_LIST_DIR}/node_facts.cc
   ${CMAKE_CURRENT_LIST_DIR}/submit_job.cc)

@@ -1,0 +1,136 @@
+// The jobs an agent leads (issue 6: "the job's store and coordination live on the leader agent;
+// a client that disconnects changes nothing for the job"). SubmitJob hands the job here; from
+// then on it runs on a thread of its own, whoever is connected:
+//
+//   * a JobCoordinator over this node (LocalHostAgent) and the other hosts' agents
+//     (RemoteAgentFactory), paced by tick() (stop deadlines, --time-limit);
+//   * its own store namespace and token on the agent's one store server, and its own
+//     MASTER_PORT: several jobs at once share nothing but the agent;
+//   * its record (JobHistory) rewritten at each change of state, and every output line appended
+//     to its log (JobLogWriter) as it arrives;
+//   * at the end: hosts released, store namespace removed, log closed, then the final record
+//     written (so a reader that sees a final state has every line), then old jobs pruned.
+//
+// Readers (an attached run, `hvdrun logs -f`, `hvdrun attach`) follow the log file, woken by
+// changed(); they never hold up the job, and a slow one loses nothing.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "agent/coordinator/job_coordinator.h"
+#include "agent/service/job_history.h"
+#include "agent/service/job_log.h"
+#include "agent/service/local_jobs.h"
+#include "hvd/v1/agent.pb.h"
+
+namespace hvd::store {
+class TcpStoreServer;
+}
+
+namespace hvd::agent::service {
+
+// Another host of a submitted job, as the leader reaches it.
+struct RemoteHost {
+  std::string host;     // as the user named it
+  std::string address;  // "host:port" of its hvdagent
+  std::chrono::milliseconds callTimeout{5000};
+};
+
+// Builds the NodeAgent of another host (hvdagent: client::RemoteNodeAgent with this agent's TLS
+// options and key). Its destructor must cancel its streams and deliver no event afterwards.
+using RemoteAgentFactory =
+    std::function<std::unique_ptr<coordinator::NodeAgent>(const RemoteHost& host)>;
+
+struct LedJobsOptions {
+  std::string listenHost = "127.0.0.1";  // where MASTER_PORT is picked
+  std::chrono::milliseconds defaultConnectTimeout{5000};
+  uint64_t maxLogBytes = uint64_t{1} << 30;  // per job (--max-log-mb)
+  RemoteAgentFactory remoteAgents;           // empty: single-host jobs only
+  LocalHostAgent::Describer describeLocal;
+};
+
+// A counter that readers wait on: bumped by every logged line and every change of state.
+class ChangeSignal {
+ public:
+  uint64_t current() const;
+  void bump();
+  // Returns once the counter differs from `seen` or `timeout` passed.
+  void waitPast(uint64_t seen, std::chrono::milliseconds timeout) const;
+
+ private:
+  mutable std::mutex mutex_;
+  mutable std::condition_variable cv_;
+  uint64_t value_ = 0;
+};
+
+class LedJobs {
+ public:
+  // jobs, store and history must outlive this.
+  LedJobs(LedJobsOptions options, LocalJobs* jobs, store::TcpStoreServer* store,
+          JobHistory* history);
+  // shutdown(), then waits for every job's thread.
+  ~LedJobs();
+
+  // Records the job (PENDING) and starts it on its own thread; returns its id. Throws
+  // hvd::InvalidArgumentError for a job this agent cannot lead (named why), hvd::PeerError when
+  // the agent is shutting down.
+  std::string submit(coordinator::JobSpec spec, const v1::SubmitJobRequest& request,
+                     const std::string& submittedBy);
+
+  struct CancelOutcome {
+    bool found = false;
+    bool wasRunning = false;  // false: it had ended, nothing changed
+    v1::JobState state = v1::JOB_STATE_UNSPECIFIED;
+  };
+  // Graceful stop of a running job (JobCoordinator::cancel; a second within 2 s kills).
+  CancelOutcome cancel(const std::string& jobId,
+                       std::optional<std::chrono::milliseconds> grace = std::nullopt,
+                       const std::string& reason = "");
+
+  // Refuses new jobs and cancels the running ones (reason: the agent shut down).
+  void shutdown();
+  // Waits for every job's thread to end.
+  void join();
+
+  const ChangeSignal& changed() const { return changed_; }
+  JobHistory* history() const { return history_; }
+
+ private:
+  struct Job;
+  void run(Job* job);
+  void reapFinished();
+
+  const LedJobsOptions options_;
+  LocalJobs* const jobs_;
+  store::TcpStoreServer* const store_;
+  JobHistory* const history_;
+  ChangeSignal changed_;
+
+  std::mutex mutex_;
+  bool shuttingDown_ = false;
+  std::map<std::string, std::unique_ptr<Job>> running_;
+};
+
+// The job's end as the record keeps it.
+v1::JobState stateOfOutcome(coordinator::JobOutcome outcome);
+
+// Streams job `jobId`'s log lines matching `filter` from `*offset` to `emitLine`, and with
+// `follow` keeps going until the job has ended. Once the job has ended (and its log is read to
+// the end) `emitEnd` gets its JobEnd. Returns false when an emit failed or `cancelled()` became
+// true (the caller went away). Lines carry their host and time.
+bool streamJobLog(const LedJobs& led, const std::string& jobId, const LogFilter& filter,
+                  uint64_t* offset, bool follow, const std::function<bool()>& cancelled,
+                  const std::function<bool(const LogLine&)>& emitLine,
+                  const std::function<bool(const v1::JobEnd&)>& emitEnd);
+
+}  // namespace hvd::agent::service

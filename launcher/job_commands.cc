@@ -1,0 +1,466 @@
+#include "launcher/job_commands.h"
+
+#include <grpcpp/grpcpp.h>
+#include <poll.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <thread>
+
+#include "agent/auth/request_signer.h"
+#include "agent/client/remote_node_agent.h"
+#include "agent/coordinator/exit_codes.h"
+#include "agent/rpc/call_auth.h"
+#include "agent/rpc/convert.h"
+#include "agent/rpc/methods.h"
+#include "hvd/error.hpp"
+#include "launcher/output.h"
+#include "launcher/signals.h"
+
+namespace hvd::launcher {
+namespace {
+
+namespace coord = agent::coordinator;
+using agent::rpc::jobStateName;
+using std::chrono::milliseconds;
+
+constexpr int kExitNoSuchJob = 1;
+
+int64_t nowUnixMs() {
+  return std::chrono::duration_cast<milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string pad(std::string text, size_t width) {
+  if (text.size() < width) text.append(width - text.size(), ' ');
+  return text;
+}
+
+std::string joined(const google::protobuf::RepeatedPtrField<std::string>& items,
+                   const std::string& separator, size_t maxChars = 0) {
+  std::string out;
+  for (const std::string& item : items) {
+    if (!out.empty()) out += separator;
+    out += item;
+  }
+  if (maxChars > 3 && out.size() > maxChars) out = out.substr(0, maxChars - 3) + "...";
+  return out;
+}
+
+std::string exitText(const v1::JobInfo& job) {
+  if (!job.has_end()) return "-";
+  return std::to_string(job.end().exit_code());
+}
+
+int64_t runtimeMs(const v1::JobInfo& job, int64_t now) {
+  if (job.started_unix_ms() == 0) return 0;
+  const int64_t end = job.ended_unix_ms() != 0 ? job.ended_unix_ms() : now;
+  return end > job.started_unix_ms() ? end - job.started_unix_ms() : 0;
+}
+
+// One signed connection per agent asked.
+class Session {
+ public:
+  explicit Session(const Options& options)
+      : key_(loadClusterKey(options)),
+        signer_(key_, clock_),
+        tls_(tlsOptions(options)),
+        timeout_(static_cast<long long>(options.startTimeoutSeconds * 1000)) {}
+
+  v1::Agent::Stub& stub(const AgentTarget& target) {
+    auto it = stubs_.find(target.address);
+    if (it == stubs_.end()) {
+      it = stubs_
+               .emplace(target.address,
+                        v1::Agent::NewStub(agent::rpc::makeChannel(target.address, tls_)))
+               .first;
+    }
+    return *it->second;
+  }
+  template <typename Request>
+  void prepare(grpc::ClientContext* context, std::string_view method, const Request& request,
+               bool deadline = true) {
+    if (deadline) context->set_deadline(std::chrono::system_clock::now() + timeout_);
+    context->set_wait_for_ready(false);
+    signer_.sign(context, method, request);
+  }
+  milliseconds timeout() const { return timeout_; }
+
+ private:
+  agent::auth::ClusterKey key_;
+  agent::auth::SystemClock clock_;
+  agent::rpc::CallSigner signer_;
+  agent::rpc::TlsOptions tls_;
+  milliseconds timeout_;
+  std::map<std::string, std::unique_ptr<v1::Agent::Stub>> stubs_;
+};
+
+// A failed call as hvdrun says it, and the exit code that goes with it.
+int reportCallError(const AgentTarget& target, const grpc::Status& status, milliseconds timeout) {
+  const std::string reason = agent::client::describeStatus(status, timeout);
+  if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
+    std::fprintf(stderr,
+                 "hvdrun: agent on %s (%s) refused the request: %s (is --key-file the cluster's "
+                 "key?)\n",
+                 target.host.c_str(), target.address.c_str(), reason.c_str());
+    return coord::kExitAuthenticationFailed;
+  }
+  if (status.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {
+    std::fprintf(stderr, "hvdrun: %s\n", status.error_message().c_str());
+    return coord::kExitUsage;
+  }
+  std::fprintf(stderr, "hvdrun: agent on %s (%s) is unreachable: %s\n", target.host.c_str(),
+               target.address.c_str(), reason.c_str());
+  return coord::kExitAgentUnreachable;
+}
+
+// The agent that leads `jobId` and its record; else the exit code after saying why.
+struct Found {
+  const AgentTarget* target = nullptr;
+  v1::JobInfo job;
+  int exitCode = 0;
+};
+Found findJob(Session& session, const std::vector<AgentTarget>& targets,
+              const std::string& jobId) {
+  Found found;
+  int lastError = 0;
+  for (const AgentTarget& target : targets) {
+    v1::GetJobRequest request;
+    request.set_job_id(jobId);
+    grpc::ClientContext context;
+    session.prepare(&context, agent::rpc::kGetJobMethod, request);
+    const grpc::Status status = session.stub(target).GetJob(&context, request, &found.job);
+    if (status.ok()) {
+      found.target = &target;
+      return found;
+    }
+    if (status.error_code() != grpc::StatusCode::NOT_FOUND) {
+      lastError = reportCallError(target, status, session.timeout());
+    }
+  }
+  if (lastError != 0 && targets.size() == 1) {
+    found.exitCode = lastError;
+    return found;
+  }
+  std::string where;
+  for (const AgentTarget& t : targets) where += (where.empty() ? "" : ", ") + t.host;
+  std::fprintf(stderr, "hvdrun: no job '%s' on the agents of %s\n", jobId.c_str(), where.c_str());
+  found.exitCode = lastError != 0 ? lastError : kExitNoSuchJob;
+  return found;
+}
+
+int runPs(Session& session, const std::vector<AgentTarget>& targets) {
+  std::vector<v1::JobInfo> jobs;
+  int failures = 0;
+  int lastError = 0;
+  for (const AgentTarget& target : targets) {
+    v1::ListJobsRequest request;
+    v1::ListJobsResponse response;
+    grpc::ClientContext context;
+    session.prepare(&context, agent::rpc::kListJobsMethod, request);
+    const grpc::Status status = session.stub(target).ListJobs(&context, request, &response);
+    if (!status.ok()) {
+      lastError = reportCallError(target, status, session.timeout());
+      ++failures;
+      continue;
+    }
+    for (const v1::JobInfo& job : response.jobs()) jobs.push_back(job);
+  }
+  std::stable_sort(jobs.begin(), jobs.end(), [](const v1::JobInfo& a, const v1::JobInfo& b) {
+    return a.submitted_unix_ms() < b.submitted_unix_ms();
+  });
+  std::fputs(formatJobTable(jobs, nowUnixMs()).c_str(), stdout);
+  return failures == static_cast<int>(targets.size()) ? lastError : 0;
+}
+
+// Watches the signal pipe while a stream is read: the first SIGINT/SIGTERM cancels `context`.
+class InterruptWatch {
+ public:
+  explicit InterruptWatch(grpc::ClientContext* context) : pipe_(installSignalPipe()) {
+    thread_ = std::thread([this, context] {
+      while (!done_) {
+        pollfd pfd = {pipe_, POLLIN, 0};
+        if (::poll(&pfd, 1, 100) <= 0) continue;
+        unsigned char signo = 0;
+        if (::read(pipe_, &signo, 1) == 1 && signo != 0) {
+          interrupted_ = true;
+          context->TryCancel();
+        }
+      }
+    });
+  }
+  ~InterruptWatch() {
+    done_ = true;
+    thread_.join();
+  }
+  bool interrupted() const { return interrupted_; }
+
+ private:
+  int pipe_;
+  std::atomic<bool> done_{false};
+  std::atomic<bool> interrupted_{false};
+  std::thread thread_;
+};
+
+// logs and attach: the JobLogs stream rendered like an attached run's output.
+int runLogs(Session& session, const Options& options, const AgentTarget& target,
+            const v1::JobInfo& job, bool attach) {
+  v1::JobLogsRequest request;
+  request.set_job_id(options.jobId);
+  if (options.logRanks) {
+    request.set_has_ranks(true);
+    request.set_first_rank(options.logRanks->first);
+    request.set_last_rank(options.logRanks->second);
+  }
+  request.set_stderr_only(options.stderrOnly);
+  request.set_tail_lines(options.tailLines);
+  request.set_follow(attach || options.follow);
+  request.set_from_end(attach);
+  grpc::ClientContext context;
+  session.prepare(&context, agent::rpc::kJobLogsMethod, request, /*deadline=*/!request.follow());
+  OutputRenderer renderer(std::max(1, job.np()), options.tagOutput, "", false);
+  if (attach) {
+    std::fprintf(stderr, "hvdrun: attached to job %s (%s); Ctrl-C detaches, the job goes on\n",
+                 job.job_id().c_str(), jobStateName(job.state()).c_str());
+  }
+  std::optional<coord::JobResult> end;
+  grpc::Status status;
+  bool interrupted = false;
+  {
+    InterruptWatch watch(&context);
+    std::unique_ptr<grpc::ClientReader<v1::JobLogsEvent>> reader =
+        session.stub(target).JobLogs(&context, request);
+    v1::JobLogsEvent event;
+    while (reader->Read(&event)) {
+      if (event.has_output()) {
+        const v1::JobOutput& o = event.output();
+        renderer.onOutput(o.rank(), o.host(), agent::rpc::fromProto(o.stream()), o.line());
+      } else if (event.has_end()) {
+        end = agent::rpc::fromProto(event.end());
+      }
+    }
+    status = reader->Finish();
+    interrupted = watch.interrupted();
+  }
+  std::fflush(stdout);
+  if (interrupted) {
+    if (attach) {
+      std::fprintf(stderr,
+                   "hvdrun: detached from job %s; it keeps running (hvdrun cancel %s stops it)\n",
+                   options.jobId.c_str(), options.jobId.c_str());
+      return 0;
+    }
+    return coord::kExitCancelled;
+  }
+  if (!status.ok()) return reportCallError(target, status, session.timeout());
+  if (!attach) return 0;
+  if (!end) {
+    std::fprintf(stderr, "hvdrun: the agent on %s ended the stream before job %s ended\n",
+                 target.host.c_str(), options.jobId.c_str());
+    return coord::kExitAgentLost;
+  }
+  if (end->exitCode != 0) std::fputs(formatFailure(*end).c_str(), stderr);
+  return end->exitCode;
+}
+
+int runCancel(Session& session, const Options& options, const AgentTarget& target) {
+  v1::CancelJobRequest request;
+  request.set_job_id(options.jobId);
+  if (options.cancelGraceSeconds) {
+    request.set_has_grace(true);
+    request.set_grace_ms(static_cast<long long>(*options.cancelGraceSeconds * 1000));
+  }
+  v1::CancelJobResponse response;
+  {
+    grpc::ClientContext context;
+    session.prepare(&context, agent::rpc::kCancelJobMethod, request);
+    const grpc::Status status = session.stub(target).CancelJob(&context, request, &response);
+    if (!status.ok()) return reportCallError(target, status, session.timeout());
+  }
+  if (!response.was_running()) {
+    std::printf("job %s already ended (%s); nothing to cancel\n", options.jobId.c_str(),
+                jobStateName(response.state()).c_str());
+    return 0;
+  }
+  std::fprintf(stderr, "hvdrun: stopping job %s\n", options.jobId.c_str());
+  // Until it has ended: the job's grace, the agent's SIGKILL and the exit reports.
+  for (;;) {
+    std::this_thread::sleep_for(milliseconds(200));
+    v1::GetJobRequest get;
+    get.set_job_id(options.jobId);
+    v1::JobInfo job;
+    grpc::ClientContext context;
+    session.prepare(&context, agent::rpc::kGetJobMethod, get);
+    const grpc::Status status = session.stub(target).GetJob(&context, get, &job);
+    if (!status.ok()) return reportCallError(target, status, session.timeout());
+    if (agent::rpc::isFinalState(job.state())) {
+      std::printf("job %s %s\n", options.jobId.c_str(), jobStateName(job.state()).c_str());
+      return 0;
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<AgentTarget> jobCommandAgents(const Options& options, const char* agentHostsEnv) {
+  std::vector<HostSlots> hosts;
+  if (!options.hostList.empty() && !options.hostfile.empty()) {
+    throw InvalidArgumentError("give either -H or --hostfile, not both");
+  }
+  if (!options.hostList.empty()) {
+    hosts = parseHostList(options.hostList);
+  } else if (!options.hostfile.empty()) {
+    hosts = parseHostfile(options.hostfile);
+  } else if (agentHostsEnv != nullptr && *agentHostsEnv != '\0') {
+    try {
+      hosts = parseHostList(agentHostsEnv);
+    } catch (const InvalidArgumentError& e) {
+      throw InvalidArgumentError(std::string("HVD_AGENT_HOSTS: ") + e.what());
+    }
+  } else {
+    hosts = {HostSlots{"localhost", std::nullopt}};
+  }
+  std::vector<AgentTarget> targets;
+  for (const HostSlots& h : hosts) targets.push_back({h.host, agentAddress(h.host, options.agentPort)});
+  return targets;
+}
+
+agent::auth::ClusterKey loadClusterKey(const Options& options) {
+  if (options.keyFile.empty()) {
+    throw InvalidArgumentError(
+        "no cluster key file: give --key-file or set HVD_KEY_FILE (HOME is not set)");
+  }
+  try {
+    return agent::auth::ClusterKey::load(options.keyFile);
+  } catch (const InvalidArgumentError& e) {
+    std::string message = e.what();
+    if (message.find("hvdrun keygen") == std::string::npos) {
+      message += " (create one with `hvdrun keygen --key-file " + options.keyFile +
+                 "` and copy it to every host)";
+    }
+    throw InvalidArgumentError(message);
+  }
+}
+
+agent::rpc::TlsOptions tlsOptions(const Options& options) {
+  return {options.tlsCert, options.tlsKey, options.tlsCa};
+}
+
+int runJobCommand(const Options& options) {
+  const std::vector<AgentTarget> targets =
+      jobCommandAgents(options, std::getenv("HVD_AGENT_HOSTS"));
+  Session session(options);
+  if (options.action == Action::kPs) return runPs(session, targets);
+  const Found found = findJob(session, targets, options.jobId);
+  if (found.target == nullptr) return found.exitCode;
+  switch (options.action) {
+    case Action::kStatus:
+      std::fputs(formatJobStatus(found.job, nowUnixMs()).c_str(), stdout);
+      return 0;
+    case Action::kLogs:
+      return runLogs(session, options, *found.target, found.job, /*attach=*/false);
+    case Action::kAttach:
+      return runLogs(session, options, *found.target, found.job, /*attach=*/true);
+    case Action::kCancel:
+      return runCancel(session, options, *found.target);
+    default:
+      return coord::kExitUsage;
+  }
+}
+
+std::string formatRuntime(int64_t ms) {
+  int64_t s = ms / 1000;
+  const int64_t days = s / 86400;
+  s %= 86400;
+  char text[64];
+  if (days > 0) {
+    std::snprintf(text, sizeof(text), "%lld-%02lld:%02lld:%02lld", static_cast<long long>(days),
+                  static_cast<long long>(s / 3600), static_cast<long long>(s / 60 % 60),
+                  static_cast<long long>(s % 60));
+  } else {
+    std::snprintf(text, sizeof(text), "%lld:%02lld:%02lld", static_cast<long long>(s / 3600),
+                  static_cast<long long>(s / 60 % 60), static_cast<long long>(s % 60));
+  }
+  return text;
+}
+
+std::string formatLocalTime(int64_t unixMs) {
+  if (unixMs == 0) return "-";
+  const std::time_t t = static_cast<std::time_t>(unixMs / 1000);
+  std::tm tm{};
+  ::localtime_r(&t, &tm);
+  char text[32];
+  std::strftime(text, sizeof(text), "%Y-%m-%d %H:%M:%S", &tm);
+  return text;
+}
+
+std::string formatJobTable(const std::vector<v1::JobInfo>& jobs, int64_t nowUnixMs) {
+  std::string out = pad("JOB ID", 12) + pad("STATE", 11) + pad("NP", 5) + pad("HOSTS", 24) +
+                    pad("SUBMITTED", 21) + pad("RUNTIME", 11) + pad("EXIT", 6) + "COMMAND\n";
+  for (const v1::JobInfo& job : jobs) {
+    out += pad(job.job_id(), 12) + pad(jobStateName(job.state()), 11) +
+           pad(std::to_string(job.np()), 5) + pad(joined(job.hosts(), ",", 22), 24) +
+           pad(formatLocalTime(job.submitted_unix_ms()), 21) +
+           pad(formatRuntime(runtimeMs(job, nowUnixMs)), 11) + pad(exitText(job), 6) +
+           joined(job.argv(), " ", 60) + "\n";
+  }
+  return out;
+}
+
+std::string formatJobStatus(const v1::JobInfo& job, int64_t nowUnixMs) {
+  std::string out = "job " + job.job_id() + ": " + jobStateName(job.state()) + "\n";
+  const auto field = [&](const std::string& name, const std::string& value) {
+    out += "  " + pad(name, 12) + value + "\n";
+  };
+  field("command", joined(job.argv(), " "));
+  field("cwd", job.cwd());
+  field("np", std::to_string(job.np()) + " on " + joined(job.hosts(), ", "));
+  field("submitted", formatLocalTime(job.submitted_unix_ms()) +
+                         (job.detached() ? " (hvdrun submit)" : " (attached run)"));
+  field("started", formatLocalTime(job.started_unix_ms()));
+  field("ended", formatLocalTime(job.ended_unix_ms()));
+  field("runtime", formatRuntime(runtimeMs(job, nowUnixMs)));
+  if (job.time_limit_ms() > 0) field("time limit", formatRuntime(job.time_limit_ms()));
+  if (job.has_end()) {
+    field("exit code", std::to_string(job.end().exit_code()));
+    if (job.end().exit_code() != 0 || !job.end().reason().empty()) {
+      field("cause", job.end().summary().rfind("hvdrun: ", 0) == 0
+                         ? job.end().summary().substr(8)
+                         : job.end().summary());
+    }
+    if (!job.end().stderr_tail().empty()) {
+      out += "  last stderr lines of rank " + std::to_string(job.end().rank()) + ":\n";
+      for (const std::string& line : job.end().stderr_tail()) out += "    " + line + "\n";
+    }
+  }
+  if (job.log_lines_dropped() > 0) {
+    field("log", std::to_string(job.log_lines_dropped()) +
+                     " line(s) not logged (the agent's --max-log-mb)");
+  }
+  if (job.ranks_size() > 0) {
+    out += "  " + pad("RANK", 6) + pad("HOST", 24) + pad("PID", 9) + pad("STATE", 9) + "EXIT\n";
+    for (const v1::RankInfo& r : job.ranks()) {
+      std::string state = r.state() == v1::RANK_RUNNING  ? "RUNNING"
+                          : r.state() == v1::RANK_EXITED ? "EXITED"
+                          : r.state() == v1::RANK_LOST   ? "LOST"
+                                                         : "PENDING";
+      std::string exit = "-";
+      if (r.state() == v1::RANK_EXITED) {
+        exit = r.signal() != 0 ? "signal " + std::to_string(r.signal()) : std::to_string(r.exit_code());
+      }
+      out += "  " + pad(std::to_string(r.rank()), 6) + pad(r.host(), 24) +
+             pad(r.pid() > 0 ? std::to_string(r.pid()) : "-", 9) + pad(state, 9) + exit + "\n";
+    }
+  }
+  return out;
+}
+
+}  // namespace hvd::launcher

@@ -1,0 +1,48 @@
+// hvdrun's commands about jobs that live on the agents (issue 6): ps, status, logs, attach and
+// cancel, plus what `hvdrun submit` and a remote run share with them (which agents to ask, the
+// cluster key). Each command asks the agents of -H / --hostfile, else $HVD_AGENT_HOSTS, else the
+// agent on this machine; the job lives on its leader agent, so the first agent that knows the
+// job answers for it.
+//
+// Rendering is kept apart as pure functions over v1::JobInfo, so tables and details are unit
+// tested with fixed times.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "agent/auth/cluster_key.h"
+#include "agent/rpc/credentials.h"
+#include "hvd/v1/agent.pb.h"
+#include "launcher/cli.h"
+
+namespace hvd::launcher {
+
+// An agent to ask: the host as named and "host:port".
+struct AgentTarget {
+  std::string host;
+  std::string address;
+};
+
+// The agents the job commands ask (see above); `agentHostsEnv` is $HVD_AGENT_HOSTS or null.
+// Throws hvd::InvalidArgumentError for a malformed list.
+std::vector<AgentTarget> jobCommandAgents(const Options& options, const char* agentHostsEnv);
+
+// The cluster key of --key-file, or an hvd::InvalidArgumentError that says how to make one.
+agent::auth::ClusterKey loadClusterKey(const Options& options);
+agent::rpc::TlsOptions tlsOptions(const Options& options);
+
+// Runs ps, status, logs, attach or cancel (options.action); returns hvdrun's exit code.
+int runJobCommand(const Options& options);
+
+// "0:00:07", "1:02:03", "2-03:04:05".
+std::string formatRuntime(int64_t ms);
+// Local time "2026-12-01 20:15:03"; "-" for 0.
+std::string formatLocalTime(int64_t unixMs);
+// The `hvdrun ps` table; runtimes of running jobs count up to `nowUnixMs`.
+std::string formatJobTable(const std::vector<v1::JobInfo>& jobs, int64_t nowUnixMs);
+// `hvdrun status JOB`.
+std::string formatJobStatus(const v1::JobInfo& job, int64_t nowUnixMs);
+
+}  // namespace hvd::launcher
