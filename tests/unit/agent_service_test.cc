@@ -95,7 +95,9 @@ class AgentServiceTest : public ::testing::Test {
     AgentServiceOptions options;
     options.listenHost = "127.0.0.1";
     configure(&options);
-    service_ = std::make_unique<AgentService>(options, guard_.get(), jobs_.get(), &gpus_, &store_);
+    history_ = std::make_unique<JobHistory>((dir_.path() / "state").string());
+    service_ = std::make_unique<AgentService>(options, guard_.get(), jobs_.get(), &gpus_, &store_,
+                                              history_.get());
     server_ = test::startLoopbackServer(service_.get(), &port_);
     ASSERT_NE(server_, nullptr);
     ASSERT_GT(port_, 0);
@@ -106,6 +108,7 @@ class AgentServiceTest : public ::testing::Test {
   void TearDown() override {
     service_->shutdown();
     server_->Shutdown(std::chrono::system_clock::now() + 5s);
+    service_->join();
     localAgent_->shutdown();
     store_.stop();
   }
@@ -133,6 +136,7 @@ class AgentServiceTest : public ::testing::Test {
   std::unique_ptr<coordinator::LocalNodeAgent> localAgent_;
   std::unique_ptr<LocalJobs> jobs_;
   store::TcpStoreServer store_;
+  std::unique_ptr<JobHistory> history_;
   std::unique_ptr<AgentService> service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
@@ -197,6 +201,31 @@ std::map<std::string, Caller> callers() {
     v1::CancelJobResponse response;
     prepare(&context, signer, "/hvd.v1.Agent/CancelJob", request);
     return stub->CancelJob(&context, request, &response);
+  };
+  c["ListJobs"] = [](v1::Agent::Stub* stub, rpc::CallSigner* signer) {
+    grpc::ClientContext context;
+    v1::ListJobsRequest request;
+    v1::ListJobsResponse response;
+    prepare(&context, signer, "/hvd.v1.Agent/ListJobs", request);
+    return stub->ListJobs(&context, request, &response);
+  };
+  c["GetJob"] = [](v1::Agent::Stub* stub, rpc::CallSigner* signer) {
+    grpc::ClientContext context;
+    v1::GetJobRequest request;
+    request.set_job_id("never");
+    v1::JobInfo response;
+    prepare(&context, signer, "/hvd.v1.Agent/GetJob", request);
+    return stub->GetJob(&context, request, &response);
+  };
+  c["JobLogs"] = [](v1::Agent::Stub* stub, rpc::CallSigner* signer) {
+    grpc::ClientContext context;
+    v1::JobLogsRequest request;
+    request.set_job_id("never");
+    prepare(&context, signer, "/hvd.v1.Agent/JobLogs", request);
+    auto reader = stub->JobLogs(&context, request);
+    v1::JobLogsEvent event;
+    while (reader->Read(&event)) ADD_FAILURE() << "an unauthenticated JobLogs got an event";
+    return reader->Finish();
   };
   return c;
 }
@@ -401,7 +430,7 @@ TEST_F(AgentServiceTest, SubmitJobRunsRanksOnThisHost) {
   ASSERT_TRUE(reader->Read(&event));
   ASSERT_TRUE(event.has_accepted());
   job.jobId = event.accepted().job_id();
-  EXPECT_EQ(job.jobId.rfind("t-", 0), 0u) << job.jobId;
+  EXPECT_EQ(job.jobId.rfind("hvd-", 0), 0u) << job.jobId;  // short: hvd-<6 hex>
   EXPECT_EQ(job.jobId.size(), 10u) << job.jobId;
   while (reader->Read(&event)) {
     ASSERT_FALSE(job.end.has_value()) << "an event after JobEnd";
@@ -449,15 +478,11 @@ TEST_F(AgentServiceTest, MultiHostJobLedFromALoopbackNameIsInvalid) {
   auto context = signedContext("/hvd.v1.Agent/SubmitJob", request);
   auto reader = stub_->SubmitJob(context.get(), request);
   v1::JobEvent event;
-  std::optional<v1::JobEnd> end;
-  while (reader->Read(&event)) {
-    if (event.has_end()) end = event.end();
-  }
-  EXPECT_TRUE(reader->Finish().ok());
-  ASSERT_TRUE(end.has_value());
-  EXPECT_EQ(end->outcome(), v1::INVALID_JOB);
-  EXPECT_EQ(end->exit_code(), 2);
-  EXPECT_NE(end->summary().find("loopback"), std::string::npos) << end->summary();
+  EXPECT_FALSE(reader->Read(&event)) << "refused before it is accepted: no job id";
+  const grpc::Status status = reader->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("loopback"), std::string::npos) << status.error_message();
+  EXPECT_TRUE(history_->list().empty()) << "a refused job leaves no record";
 }
 
 TEST_F(AgentServiceTest, CancelJobStopsARunningJob) {
@@ -487,9 +512,14 @@ TEST_F(AgentServiceTest, CancelJobStopsARunningJob) {
   EXPECT_EQ(end->outcome(), v1::CANCELLED);
   EXPECT_EQ(end->exit_code(), 130);
 
-  cancel.set_job_id(jobId);  // over now
+  cancel.set_job_id(jobId);  // over now: said so, nothing changed
   auto again = signedContext("/hvd.v1.Agent/CancelJob", cancel);
-  EXPECT_EQ(stub_->CancelJob(again.get(), cancel, &response).error_code(),
+  ASSERT_TRUE(stub_->CancelJob(again.get(), cancel, &response).ok());
+  EXPECT_FALSE(response.was_running());
+  EXPECT_EQ(response.state(), v1::JOB_CANCELLED);
+  cancel.set_job_id("hvd-000000");
+  auto unknown = signedContext("/hvd.v1.Agent/CancelJob", cancel);
+  EXPECT_EQ(stub_->CancelJob(unknown.get(), cancel, &response).error_code(),
             grpc::StatusCode::NOT_FOUND);
 }
 
@@ -504,10 +534,12 @@ class TwoAgentsTest : public AgentServiceTest {
           records((dir / "other-state").string()),
           localAgent("other", &spawner, &gpus),
           jobs(&localAgent, &records, baseEnvironment(environ)),
-          service(AgentServiceOptions{}, &guard, &jobs, &gpus, &store) {}
+          history((dir / "other-state").string()),
+          service(AgentServiceOptions{}, &guard, &jobs, &gpus, &store, &history) {}
     ~Other() {
       service.shutdown();
       if (server) server->Shutdown(std::chrono::system_clock::now() + 5s);
+      service.join();
       localAgent.shutdown();
       store.stop();
     }
@@ -520,6 +552,7 @@ class TwoAgentsTest : public AgentServiceTest {
     coordinator::LocalNodeAgent localAgent;
     LocalJobs jobs;
     store::TcpStoreServer store;
+    JobHistory history;
     AgentService service;
     std::unique_ptr<grpc::Server> server;
     int port = 0;

@@ -404,7 +404,9 @@ TEST(HvdrunRemoteRequest, CarriesOnlyTheExportsAndEveryAgentAddress) {
   EXPECT_EQ(r.grace_ms(), 2500);
   EXPECT_EQ(r.connect_timeout_ms(), 4000);
   EXPECT_EQ(r.cwd(), std::filesystem::current_path().string());
-  EXPECT_EQ(r.job_name().rfind("hvdrun-", 0), 0u) << r.job_name();
+  EXPECT_EQ(r.job_name(), "train");  // the program: what `hvdrun ps` names the job by
+  EXPECT_FALSE(r.detach());
+  EXPECT_EQ(r.time_limit_ms(), 0);
 }
 
 TEST(HvdrunRemoteRequest, ExplicitStartTimeoutReachesTheRanksUnlessExported) {
