@@ -100,7 +100,9 @@ LaunchStatus FakeNodeAgent::launch(const LaunchRequest& request, JobEvents* even
   launches_.push_back(request);
   if (launchError_) return {*launchError_};
   events_ = events;
-  return {};
+  LaunchStatus status;
+  for (const RankLaunch& r : request.ranks) status.pids.emplace_back(r.rank, kFakePidBase + r.rank);
+  return status;
 }
 
 void FakeNodeAgent::stop(const std::string& jobId, int signal, std::chrono::milliseconds grace) {

@@ -16,6 +16,9 @@ namespace hvd::agent::coordinator {
 
 class FakeNodeAgent : public NodeAgent {
  public:
+  // launch() reports rank r's pid as kFakePidBase + r.
+  static constexpr int kFakePidBase = 1000;
+
   struct StopCall {
     std::string jobId;
     int signal = 0;

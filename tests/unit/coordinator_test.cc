@@ -376,5 +376,66 @@ TEST_F(CoordinatorTest, SilentHostsEndTheJobAfterGracePlusSlack) {
   EXPECT_EQ(r.unreportedRanks, (std::vector<int>{1}));
 }
 
+
+TEST_F(CoordinatorTest, TimeLimitStopsGracefullyAndEndsInTimeout) {
+  makeJob({{"a", 1}, {"b", 1}}, 2);
+  spec_.timeLimit = 2000ms;
+  ASSERT_TRUE(coordinator().start());
+  clock_.advance(1999ms);
+  coordinator().tick();
+  EXPECT_TRUE(agent(0).stops().empty()) << "stopped before its limit";
+  clock_.advance(1ms);
+  coordinator().tick();
+  for (size_t h = 0; h < 2; ++h) {
+    ASSERT_EQ(agent(h).stops().size(), 1u);
+    EXPECT_EQ(agent(h).stops()[0].signal, SIGTERM);
+    EXPECT_EQ(agent(h).stops()[0].grace, 5000ms);
+  }
+  coordinator().tick();  // once only
+  EXPECT_EQ(agent(0).stops().size(), 1u);
+  // The stopped ranks exit non-zero: consequences of the limit, not a root cause.
+  agent(0).emitExit(0, ExitStatus{0, SIGTERM});
+  agent(1).emitExit(1, ExitStatus{143, 0});
+  const JobResult& r = onlyEnd();
+  EXPECT_EQ(r.outcome, JobOutcome::kTimedOut);
+  EXPECT_EQ(r.exitCode, kExitTimeout);
+  EXPECT_NE(r.summary.find("time limit of 2 s"), std::string::npos) << r.summary;
+  const std::vector<RankSnapshot> ranks = coordinator().ranks();
+  ASSERT_EQ(ranks.size(), 2u);
+  EXPECT_EQ(ranks[1].host, "b");
+  EXPECT_EQ(ranks[1].state, RankState::kExited);
+  ASSERT_TRUE(ranks[1].exit.has_value());
+  EXPECT_EQ(ranks[1].exit->exitCode, 143);
+}
+
+TEST_F(CoordinatorTest, AFailureBeforeTheTimeLimitStaysTheRootCause) {
+  makeJob({{"a", 2}}, 2);
+  spec_.timeLimit = 1000ms;
+  ASSERT_TRUE(coordinator().start());
+  agent(0).emitExit(1, ExitStatus{3, 0});
+  clock_.advance(5000ms);
+  coordinator().tick();
+  agent(0).emitExit(0, ExitStatus{0, SIGTERM});
+  const JobResult& r = onlyEnd();
+  EXPECT_EQ(r.outcome, JobOutcome::kRankFailed);
+  EXPECT_EQ(r.exitCode, 3);
+  EXPECT_EQ(r.rank, 1);
+}
+
+TEST_F(CoordinatorTest, CancelWithAGraceUsesItAndRanksReportTheirPids) {
+  makeJob({{"a", 2}}, 2);
+  ASSERT_TRUE(coordinator().start());
+  for (const RankSnapshot& r : coordinator().ranks()) {
+    EXPECT_EQ(r.state, RankState::kRunning);
+    EXPECT_EQ(r.host, "a");
+    EXPECT_EQ(r.pid, FakeNodeAgent::kFakePidBase + r.rank);
+  }
+  EXPECT_TRUE(coordinator().launched());
+  coordinator().cancel(250ms);
+  ASSERT_EQ(agent(0).stops().size(), 1u);
+  EXPECT_EQ(agent(0).stops()[0].signal, SIGTERM);
+  EXPECT_EQ(agent(0).stops()[0].grace, 250ms);
+}
+
 }  // namespace
 }  // namespace hvd::agent::coordinator

@@ -1,0 +1,311 @@
+// The records and logs an agent keeps of the jobs it leads (agent/service/job_history.h,
+// job_log.h): what `hvdrun ps`, `status` and `logs` read, and what a restarted agent finds.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <google/protobuf/util/json_util.h>
+
+#include "agent/service/job_history.h"
+#include "agent/service/job_log.h"
+#include "agent/service/job_records.h"
+#include "common/test_support.h"
+
+namespace hvd::agent::service {
+namespace {
+
+namespace fs = std::filesystem;
+using process::Stream;
+using test::TempDir;
+
+std::string readAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// A pid that was a process and is no more (a reaped child), with the start time it had.
+std::pair<int, uint64_t> deadProcess() {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  const uint64_t start = processStartTime(pid).value_or(0);
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+  return {pid, start};
+}
+
+v1::JobInfo job(const std::string& id, v1::JobState state, int64_t submitted) {
+  v1::JobInfo info;
+  info.set_job_id(id);
+  info.set_state(state);
+  info.set_np(2);
+  info.add_hosts("node-a");
+  info.add_argv("./train");
+  info.set_submitted_unix_ms(submitted);
+  v1::RankInfo* rank = info.add_ranks();
+  rank->set_rank(0);
+  rank->set_host("node-a");
+  rank->set_pid(4242);
+  rank->set_state(state == v1::JOB_RUNNING ? v1::RANK_RUNNING : v1::RANK_EXITED);
+  return info;
+}
+
+// Rewrites a record on disk as if `leader` had written it.
+void setLeader(const fs::path& stateDir, const std::string& id, int pid, uint64_t start) {
+  const fs::path path = stateDir / "jobs" / id / "record.json";
+  std::string text = readAll(path.string());
+  v1::JobInfo info;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(text, &info).ok());
+  info.set_leader_pid(pid);
+  info.set_leader_start_ticks(start);
+  std::string json;
+  ASSERT_TRUE(google::protobuf::util::MessageToJsonString(info, &json).ok());
+  std::ofstream(path, std::ios::trunc) << json;
+}
+
+TEST(JobLog, LinesRoundTripWithTheirRankStreamHostAndBytes) {
+  const std::string text = std::string("spaces  and\ttabs \x01\xff", 20);
+  const std::string formatted = formatLogLine(1796155586324, 12, Stream::kStderr, "node-b", text);
+  EXPECT_EQ(formatted.rfind("1796155586324 12 E node-b ", 0), 0u) << formatted;
+  const std::optional<LogLine> line = parseLogLine(formatted);
+  ASSERT_TRUE(line.has_value());
+  EXPECT_EQ(line->unixMs, 1796155586324);
+  EXPECT_EQ(line->rank, 12);
+  EXPECT_EQ(line->stream, Stream::kStderr);
+  EXPECT_EQ(line->host, "node-b");
+  EXPECT_EQ(line->text, text);
+  EXPECT_EQ(parseLogLine("12 x O h text"), std::nullopt);
+  EXPECT_EQ(parseLogLine("12 1 Q h text"), std::nullopt);
+  EXPECT_EQ(parseLogLine("12 1 O"), std::nullopt);
+  EXPECT_EQ(parseLogLine("12 1 O h ")->text, "");  // an empty line is a line
+}
+
+TEST(JobLog, ReadersFilterByRankAndStreamAndTail) {
+  TempDir dir;
+  const std::string path = dir.file("output.log");
+  {
+    JobLogWriter log(path, 1 << 20);
+    for (int i = 0; i < 40; ++i) {
+      ASSERT_TRUE(log.append(i, i % 4, i % 5 == 0 ? Stream::kStderr : Stream::kStdout, "h",
+                             "line " + std::to_string(i)));
+    }
+  }
+  uint64_t offset = 0;
+  EXPECT_EQ(readLogLines(path, &offset, {}).size(), 40u);
+  EXPECT_EQ(offset, logSize(path));
+  EXPECT_TRUE(readLogLines(path, &offset, {}).empty()) << "nothing new";
+
+  LogFilter ranks;
+  ranks.ranks = std::make_pair(1, 2);
+  offset = 0;
+  const std::vector<LogLine> two = readLogLines(path, &offset, ranks);
+  ASSERT_EQ(two.size(), 20u);
+  for (const LogLine& l : two) EXPECT_TRUE(l.rank == 1 || l.rank == 2) << l.rank;
+
+  LogFilter errors;
+  errors.stderrOnly = true;
+  offset = 0;
+  EXPECT_EQ(readLogLines(path, &offset, errors).size(), 8u);
+
+  uint64_t end = 0;
+  const std::vector<LogLine> tail = tailLogLines(path, 3, ranks, &end);
+  ASSERT_EQ(tail.size(), 3u);
+  EXPECT_EQ(tail[0].text, "line 34");
+  EXPECT_EQ(tail[1].text, "line 37");
+  EXPECT_EQ(tail[2].text, "line 38");
+  EXPECT_EQ(end, logSize(path));
+}
+
+TEST(JobLog, AnIncompleteLastLineWaitsForItsNewline) {
+  TempDir dir;
+  const std::string path = dir.file("output.log");
+  const std::string whole = formatLogLine(1, 0, Stream::kStdout, "h", "complete") + "\n";
+  const std::string half = formatLogLine(2, 1, Stream::kStdout, "h", "half");
+  {
+    std::ofstream out(path, std::ios::binary);
+    out << whole << half.substr(0, 7);
+  }
+  uint64_t offset = 0;
+  std::vector<LogLine> lines = readLogLines(path, &offset, {});
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0].text, "complete");
+  EXPECT_EQ(offset, whole.size());
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::app);
+    out << half.substr(7) << "\n";
+  }
+  lines = readLogLines(path, &offset, {});
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0].text, "half");
+}
+
+TEST(JobLog, LinesPastTheLimitAreCountedAndNoticed) {
+  TempDir dir;
+  const std::string path = dir.file("output.log");
+  JobLogWriter log(path, 100);
+  EXPECT_TRUE(log.append(1, 0, Stream::kStdout, "h", "first"));
+  EXPECT_TRUE(log.append(1, 0, Stream::kStdout, "h", "second"));
+  EXPECT_FALSE(log.append(1, 0, Stream::kStdout, "h", std::string(200, 'x')));
+  EXPECT_FALSE(log.append(1, 1, Stream::kStdout, "h", std::string(80, 'y')));
+  EXPECT_EQ(log.dropped(), 2u);
+  log.close();
+  EXPECT_FALSE(log.append(1, 0, Stream::kStdout, "h", "after close"));
+  uint64_t offset = 0;
+  const std::vector<LogLine> lines = readLogLines(path, &offset, {});
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[1].text, "second");
+  EXPECT_NE(lines[2].text.find("2 line(s) were not logged"), std::string::npos) << lines[2].text;
+  EXPECT_EQ(lines[2].stream, Stream::kStderr);
+}
+
+TEST(JobLog, FourWritersOfManyLinesNeverCutOrMergeALine) {
+  TempDir dir;
+  const std::string path = dir.file("output.log");
+  constexpr int kRanks = 4;
+  constexpr int kLines = 25000;
+  {
+    JobLogWriter log(path, uint64_t{1} << 30);
+    std::vector<std::thread> writers;
+    for (int r = 0; r < kRanks; ++r) {
+      writers.emplace_back([&log, r] {
+        for (int i = 0; i < kLines; ++i) {
+          log.append(i, r, Stream::kStdout, "h", "rank " + std::to_string(r) + " line " +
+                                                     std::to_string(i) + std::string(i % 97, '.'));
+        }
+      });
+    }
+    for (std::thread& t : writers) t.join();
+  }
+  // Read in small chunks, as a follower would.
+  std::vector<std::set<int>> seen(kRanks);
+  uint64_t offset = 0;
+  size_t total = 0;
+  for (;;) {
+    const std::vector<LogLine> lines = readLogLines(path, &offset, {}, 4096);
+    if (lines.empty()) break;
+    for (const LogLine& l : lines) {
+      ASSERT_GE(l.rank, 0);
+      ASSERT_LT(l.rank, kRanks);
+      const std::string expect = "rank " + std::to_string(l.rank) + " line " +
+                                 std::to_string(l.unixMs) + std::string(l.unixMs % 97, '.');
+      ASSERT_EQ(l.text, expect);
+      EXPECT_TRUE(seen[l.rank].insert(static_cast<int>(l.unixMs)).second) << "a line twice";
+      ++total;
+    }
+  }
+  EXPECT_EQ(total, static_cast<size_t>(kRanks * kLines));
+  for (const std::set<int>& s : seen) EXPECT_EQ(s.size(), static_cast<size_t>(kLines));
+}
+
+TEST(JobHistoryTest, RecordsSurviveARestartAndRunningOnesOfADeadLeaderAreLost) {
+  TempDir dir;
+  const fs::path state = dir.path() / "state";
+  std::string runningId, doneId;
+  {
+    JobHistory history(state.string());
+    runningId = history.newJobId();
+    EXPECT_EQ(runningId.rfind("hvd-", 0), 0u);
+    EXPECT_EQ(runningId.size(), 10u);
+    history.create(job(runningId, v1::JOB_RUNNING, 1000));
+    doneId = history.newJobId();
+    EXPECT_NE(doneId, runningId);
+    history.create(job(doneId, v1::JOB_PENDING, 2000));
+    ASSERT_TRUE(history.update(doneId, [](v1::JobInfo* i) {
+      i->set_state(v1::JOB_COMPLETED);
+      i->mutable_end()->set_exit_code(0);
+    }));
+    EXPECT_FALSE(history.update("hvd-ffffff", [](v1::JobInfo*) {}));
+    EXPECT_EQ(history.list().size(), 2u);
+    EXPECT_EQ((fs::status(state / "jobs").permissions() & fs::perms::others_all),
+              fs::perms::none);
+  }
+  // The agent that wrote them is gone (its pid no longer runs with that start time).
+  const auto [deadPid, deadStart] = deadProcess();
+  setLeader(state, runningId, deadPid, deadStart);
+  setLeader(state, doneId, deadPid, deadStart);
+
+  JobHistory restarted(state.string());
+  EXPECT_EQ(restarted.loadReport().loaded, 2);
+  EXPECT_EQ(restarted.loadReport().markedLost, 1);
+  const std::vector<v1::JobInfo> jobs = restarted.list();
+  ASSERT_EQ(jobs.size(), 2u);
+  EXPECT_EQ(jobs[0].job_id(), runningId);  // oldest submission first
+  EXPECT_EQ(jobs[0].state(), v1::JOB_LOST);
+  EXPECT_EQ(jobs[0].end().outcome(), v1::AGENT_LOST);
+  EXPECT_EQ(jobs[0].end().exit_code(), 75);
+  EXPECT_NE(jobs[0].end().reason().find("pid " + std::to_string(deadPid)), std::string::npos)
+      << jobs[0].end().reason();
+  EXPECT_GT(jobs[0].ended_unix_ms(), 0);
+  EXPECT_EQ(jobs[0].ranks(0).state(), v1::RANK_LOST);
+  EXPECT_EQ(jobs[1].state(), v1::JOB_COMPLETED) << "a finished job stays as it ended";
+  EXPECT_EQ(jobs[0].leader_pid(), ::getpid()) << "adopted by the restarted agent";
+
+  // And once more: now they are this process's own, so nothing changes.
+  JobHistory again(state.string());
+  EXPECT_EQ(again.loadReport().markedLost, 0);
+  EXPECT_EQ(again.get(runningId)->state(), v1::JOB_LOST);
+}
+
+TEST(JobHistoryTest, RecordsOfAnotherRunningAgentAreLeftAlone) {
+  TempDir dir;
+  const fs::path state = dir.path() / "state";
+  std::string id;
+  {
+    JobHistory history(state.string());
+    id = history.newJobId();
+    history.create(job(id, v1::JOB_RUNNING, 1));
+  }
+  // The parent of this test runs, with its own start time: "another agent".
+  const pid_t other = ::getppid();
+  setLeader(state, id, other, processStartTime(other).value());
+  JobHistory mine(state.string());
+  EXPECT_EQ(mine.loadReport().otherAgents, 1);
+  EXPECT_FALSE(mine.get(id).has_value());
+  const std::string text = readAll((state / "jobs" / id / "record.json").string());
+  EXPECT_NE(text.find("JOB_RUNNING"), std::string::npos) << "left as it was";
+}
+
+TEST(JobHistoryTest, KeepJobsRemovesTheOldestFinishedJobsAndTheirLogs) {
+  TempDir dir;
+  const fs::path state = dir.path() / "state";
+  JobHistory history(state.string(), 2);
+  std::vector<std::string> ids;
+  for (int i = 0; i < 4; ++i) {
+    ids.push_back(history.newJobId());
+    history.create(job(ids.back(), i == 0 ? v1::JOB_RUNNING : v1::JOB_FAILED, 100 + i));
+    std::ofstream(*history.logPath(ids.back())) << "x\n";
+  }
+  EXPECT_EQ(history.prune(), 1);
+  EXPECT_TRUE(history.get(ids[0]).has_value()) << "running jobs are never removed";
+  EXPECT_FALSE(history.get(ids[1]).has_value());
+  EXPECT_FALSE(fs::exists(state / "jobs" / ids[1]));
+  EXPECT_TRUE(history.get(ids[2]).has_value());
+  EXPECT_TRUE(history.get(ids[3]).has_value());
+  EXPECT_EQ(history.prune(), 0);
+  EXPECT_FALSE(history.logPath("../../etc").has_value()) << "paths only for known jobs";
+}
+
+TEST(JobHistoryTest, UnreadableRecordsAreCountedAndLeftInPlace) {
+  TempDir dir;
+  const fs::path jobs = dir.path() / "state" / "jobs";
+  fs::create_directories(jobs / "hvd-123456");
+  std::ofstream(jobs / "hvd-123456" / "record.json") << "{ not json";
+  JobHistory history((dir.path() / "state").string());
+  EXPECT_EQ(history.loadReport().unreadable, 1);
+  EXPECT_TRUE(history.list().empty());
+  EXPECT_TRUE(fs::exists(jobs / "hvd-123456" / "record.json"));
+}
+
+}  // namespace
+}  // namespace hvd::agent::service
