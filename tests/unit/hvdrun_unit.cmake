@@ -12,3 +12,9 @@ target_compile_definitions(hvdrun_cli_test PRIVATE HVDRUN_PATH="$<TARGET_FILE:hv
 hvd_test(NAME local_node_agent_test LABEL unit TIMEOUT 60
          SOURCES ${CMAKE_CURRENT_LIST_DIR}/local_node_agent_test.cc)
 target_link_libraries(local_node_agent_test PRIVATE hvd_agent_coordinator)
+
+# hvdrun's job commands (issue 6): submit/ps/status/logs/attach/cancel parsing, --time-limit
+# forms, rank ranges, which agents are asked, and the ps/status renderings.
+hvd_test(NAME hvdrun_jobs_cli_test LABEL unit TIMEOUT 60
+         SOURCES ${CMAKE_CURRENT_LIST_DIR}/hvdrun_jobs_cli_test.cc)
+target_link_libraries(hvdrun_jobs_cli_test PRIVATE hvd_launcher hvd_test_support)
