@@ -10,3 +10,14 @@ if(TARGET hvdagent)
   target_compile_definitions(hvdrun_test PRIVATE HVDAGENT_PATH="$<TARGET_FILE:hvdagent>")
   add_dependencies(hvdrun_test hvdagent)
 endif()
+
+# Jobs that outlive the terminal (issue 6): hvdrun submit, ps, status, logs, attach and cancel
+# against a real hvdagent; time limits; an agent SIGKILLed and restarted; 100,000 log lines.
+if(TARGET hvdagent)
+  hvd_test(NAME hvdrun_jobs_test LABEL mp TIMEOUT 240
+           SOURCES ${CMAKE_CURRENT_LIST_DIR}/hvdrun_jobs_test.cc)
+  target_link_libraries(hvdrun_jobs_test PRIVATE hvd_auth hvd_test_support)
+  target_compile_definitions(hvdrun_jobs_test PRIVATE HVDRUN_PATH="$<TARGET_FILE:hvdrun>"
+                                                      HVDAGENT_PATH="$<TARGET_FILE:hvdagent>")
+  add_dependencies(hvdrun_jobs_test hvdrun hvdagent)
+endif()

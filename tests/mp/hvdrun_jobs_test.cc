@@ -1,0 +1,319 @@
+// Jobs that outlive the terminal (issue 6), end to end with the real executables: an hvdagent on
+// 127.0.0.1 with its own key and state directory, and hvdrun's submit, ps, status, logs, attach
+// and cancel against it. The ranks are /bin/sh one-liners; a rank that waits for a file lets a
+// test decide when the job ends.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/agent_process.h"
+#include "common/test_support.h"
+
+namespace {
+
+using namespace hvd::test::agent_process;
+using hvd::test::Process;
+using hvd::test::ProcessOptions;
+using hvd::test::ProcessResult;
+using hvd::test::TempDir;
+
+class HvdrunJobsTest : public ::testing::Test {
+ protected:
+  void SetUp() override { startAgent(); }
+
+  void startAgent() {
+    agent_.emplace(dir_.path());
+    ASSERT_GT(agent_->port, 0) << agent_->agent->output();
+  }
+
+  // hvdrun COMMAND --agent-port P --key-file K ARGS...
+  std::vector<std::string> argv(const std::string& command, std::vector<std::string> args) const {
+    std::vector<std::string> a = {HVDRUN_PATH, command, "--agent-port", std::to_string(agent_->port),
+                                  "--key-file", agent_->keyFile.string()};
+    a.insert(a.end(), args.begin(), args.end());
+    return a;
+  }
+  static ProcessOptions options() {
+    ProcessOptions o;
+    o.stdinDevNull = true;
+    return o;
+  }
+  ProcessResult hvdrun(const std::string& command, std::vector<std::string> args,
+                       std::chrono::milliseconds timeout = 30s) const {
+    return hvd::test::runProcess(argv(command, std::move(args)), timeout, options());
+  }
+
+  // `hvdrun submit` of `np` ranks of `sh -c script`; the job id.
+  std::string submit(int np, const std::string& script, std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = {"-np", std::to_string(np), "-x", "DIR=" + dir_.path().string()};
+    args.insert(args.end(), extra.begin(), extra.end());
+    args.insert(args.end(), {"--", "/bin/sh", "-c", script});
+    const ProcessResult r = hvdrun("submit", args);
+    EXPECT_EQ(r.status, 0) << r.out << r.err;
+    std::smatch m;
+    const std::regex id("^(hvd-[0-9a-f]{6})\n$");
+    EXPECT_TRUE(std::regex_match(r.out, m, id)) << "stdout holds the id alone: '" << r.out << "'";
+    return m.size() > 1 ? m[1].str() : "";
+  }
+
+  std::string status(const std::string& id) {
+    const ProcessResult r = hvdrun("status", {id});
+    EXPECT_EQ(r.status, 0) << r.err;
+    return r.out;
+  }
+  // Polls `hvdrun status` until the job is in a final state; its text.
+  std::string waitEnded(const std::string& id, std::chrono::milliseconds timeout = 30s) {
+    std::string text;
+    waitUntil(
+        [&] {
+          text = status(id);
+          for (const char* s : {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "LOST"}) {
+            if (text.find(std::string(": ") + s + "\n") != std::string::npos) return true;
+          }
+          return false;
+        },
+        timeout);
+    return text;
+  }
+  // The pids in the RANK table of a status text.
+  static std::vector<pid_t> rankPids(const std::string& statusText) {
+    std::vector<pid_t> pids;
+    const std::regex row(R"(\n  (\d+) +(\S+) +(\d+) +)");
+    for (auto it = std::sregex_iterator(statusText.begin(), statusText.end(), row);
+         it != std::sregex_iterator(); ++it) {
+      pids.push_back(std::stoi((*it)[3].str()));
+    }
+    return pids;
+  }
+  void touch(const std::string& name) { std::ofstream(dir_.path() / name) << "x"; }
+
+  TempDir dir_;
+  std::optional<RunningAgent> agent_;
+};
+
+// Waits for $DIR/go, so the test ends the job.
+constexpr const char* kWaitForGo =
+    "echo start $HVD_RANK; while [ ! -e \"$DIR/go\" ]; do sleep 0.05; done; echo done $HVD_RANK";
+
+TEST_F(HvdrunJobsTest, SubmitThenPsStatusAndLogsFollowUntilCompleted) {
+  const std::string id = submit(2, kWaitForGo);
+  ASSERT_FALSE(id.empty());
+
+  const ProcessResult ps = hvdrun("ps", {});
+  EXPECT_EQ(ps.status, 0) << ps.err;
+  EXPECT_TRUE(std::regex_search(ps.out, std::regex(id + R"( +RUNNING +2 +localhost)"))) << ps.out;
+
+  const std::string running = status(id);
+  EXPECT_NE(running.find("job " + id + ": RUNNING"), std::string::npos) << running;
+  const std::vector<pid_t> pids = rankPids(running);
+  ASSERT_EQ(pids.size(), 2u) << running;
+  for (pid_t pid : pids) EXPECT_FALSE(deadOrZombie(pid)) << "rank pid " << pid << " runs";
+
+  // logs -f follows: the start lines, then (after go) the rest, and it ends with the job.
+  Process follow(argv("logs", {id, "-f"}), options());
+  ASSERT_TRUE(follow.waitForOutput(
+      [](const std::string& out) {
+        return out.find("[0]<stdout>: start 0") != std::string::npos &&
+               out.find("[1]<stdout>: start 1") != std::string::npos;
+      },
+      20s))
+      << follow.out();
+  touch("go");
+  const ProcessResult followed = follow.finish(20s);
+  EXPECT_EQ(followed.status, 0) << followed.err;
+  EXPECT_NE(followed.out.find("[0]<stdout>: done 0"), std::string::npos) << followed.out;
+  EXPECT_NE(followed.out.find("[1]<stdout>: done 1"), std::string::npos) << followed.out;
+
+  const std::string done = waitEnded(id);
+  EXPECT_NE(done.find("job " + id + ": COMPLETED"), std::string::npos) << done;
+  EXPECT_NE(done.find("exit code   0"), std::string::npos) << done;
+  EXPECT_TRUE(std::regex_search(done, std::regex(R"(\n  1 +localhost +\d+ +EXITED +0\n)")))
+      << done;
+  for (pid_t pid : pids) EXPECT_TRUE(waitUntil([&] { return deadOrZombie(pid); }, 5s));
+
+  // After the end: the whole log, in order per rank, and --rank / --tail.
+  const ProcessResult all = hvdrun("logs", {id});
+  EXPECT_EQ(all.status, 0);
+  EXPECT_LT(all.out.find("[1]<stdout>: start 1"), all.out.find("[1]<stdout>: done 1")) << all.out;
+  const ProcessResult one = hvdrun("logs", {id, "--rank", "1", "--tail", "1"});
+  EXPECT_EQ(one.out, "[1]<stdout>: done 1\n");
+}
+
+TEST_F(HvdrunJobsTest, AFailingJobIsFailedWithItsRootCauseAndAttachExitsWithItsCode) {
+  const std::string id = submit(
+      2, "if [ $HVD_RANK = 1 ]; then echo boom on one >&2; exit 3; fi; exec sleep 30");
+  const std::string text = waitEnded(id);
+  EXPECT_NE(text.find("job " + id + ": FAILED"), std::string::npos) << text;
+  EXPECT_NE(text.find("cause       rank 1 on localhost exited with code 3"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("    boom on one"), std::string::npos) << text;
+  EXPECT_TRUE(std::regex_search(text, std::regex(R"(\n  1 +localhost +\d+ +EXITED +3\n)")))
+      << text;
+
+  const ProcessResult attach = hvdrun("attach", {id});
+  EXPECT_EQ(attach.status, 3) << attach.err;
+  EXPECT_NE(attach.err.find("rank 1 on localhost exited with code 3"), std::string::npos)
+      << attach.err;
+  const ProcessResult errors = hvdrun("logs", {id, "--stderr"});
+  EXPECT_EQ(errors.out, "") << "the ranks' stderr goes to hvdrun's stderr";
+  EXPECT_EQ(errors.err, "[1]<stderr>: boom on one\n");
+}
+
+TEST_F(HvdrunJobsTest, CancelEndsCancelledWithNoProcessLeftAndSaysSoWhenItIsOver) {
+  // Each rank starts a background child: the group must go, not only the ranks.
+  const std::string id = submit(2, "sleep 60 & echo child $!; wait");
+  std::set<pid_t> children;
+  ASSERT_TRUE(waitUntil(
+      [&] {
+        const ProcessResult logs = hvdrun("logs", {id});
+        children.clear();
+        const std::regex child(R"(child (\d+))");
+        for (auto it = std::sregex_iterator(logs.out.begin(), logs.out.end(), child);
+             it != std::sregex_iterator(); ++it) {
+          children.insert(std::stoi((*it)[1].str()));
+        }
+        return children.size() == 2;
+      },
+      20s));
+  const std::vector<pid_t> ranks = rankPids(status(id));
+  ASSERT_EQ(ranks.size(), 2u);
+
+  const ProcessResult cancel = hvdrun("cancel", {id, "--grace", "1"});
+  EXPECT_EQ(cancel.status, 0) << cancel.err;
+  EXPECT_EQ(cancel.out, "job " + id + " CANCELLED\n");
+  const std::string text = status(id);
+  EXPECT_NE(text.find("job " + id + ": CANCELLED"), std::string::npos) << text;
+  EXPECT_NE(text.find("exit code   130"), std::string::npos) << text;
+  for (pid_t pid : ranks) EXPECT_TRUE(waitUntil([&] { return deadOrZombie(pid); }, 5s)) << pid;
+  for (pid_t pid : children) EXPECT_TRUE(waitUntil([&] { return deadOrZombie(pid); }, 5s)) << pid;
+
+  const ProcessResult again = hvdrun("cancel", {id});
+  EXPECT_EQ(again.status, 0);
+  EXPECT_EQ(again.out, "job " + id + " already ended (CANCELLED); nothing to cancel\n");
+  EXPECT_NE(status(id).find(": CANCELLED"), std::string::npos) << "nothing changed";
+
+  const ProcessResult unknown = hvdrun("cancel", {"hvd-000000"});
+  EXPECT_EQ(unknown.status, 1);
+  EXPECT_NE(unknown.err.find("no job 'hvd-000000'"), std::string::npos) << unknown.err;
+}
+
+TEST_F(HvdrunJobsTest, TimeLimitEndsInTimeout) {
+  const auto start = Clock::now();
+  const std::string id = submit(2, "exec sleep 30", {"--time-limit", "2", "--grace", "1"});
+  const std::string text = waitEnded(id, 20s);
+  const auto took = Clock::now() - start;
+  EXPECT_NE(text.find("job " + id + ": TIMEOUT"), std::string::npos) << text;
+  EXPECT_NE(text.find("exit code   124"), std::string::npos) << text;
+  EXPECT_NE(text.find("time limit of 2 s"), std::string::npos) << text;
+  EXPECT_GE(took, 2s);
+  EXPECT_LT(took, 15s);
+}
+
+TEST_F(HvdrunJobsTest, AgentKilledDuringAJobLeavesItLostAndFinishedJobsKeptAfterRestart) {
+  const std::string finished = submit(1, "echo hello from the first job");
+  EXPECT_NE(waitEnded(finished).find(": COMPLETED"), std::string::npos);
+  const std::string running = submit(2, "sleep 60 & echo child $!; wait");
+  std::vector<pid_t> children;
+  ASSERT_TRUE(waitUntil(
+      [&] {
+        const ProcessResult logs = hvdrun("logs", {running});
+        children.clear();
+        const std::regex child(R"(child (\d+))");
+        for (auto it = std::sregex_iterator(logs.out.begin(), logs.out.end(), child);
+             it != std::sregex_iterator(); ++it) {
+          children.push_back(std::stoi((*it)[1].str()));
+        }
+        return children.size() == 2;
+      },
+      20s));
+
+  ::kill(agent_->agent->pid(), SIGKILL);
+  EXPECT_EQ(agent_->agent->waitExit(10s), 128 + SIGKILL);
+  startAgent();  // same key, same state directory
+
+  const std::string lost = status(running);
+  EXPECT_NE(lost.find("job " + running + ": LOST"), std::string::npos) << lost;
+  EXPECT_NE(lost.find("exit code   75"), std::string::npos) << lost;
+  EXPECT_NE(lost.find("leader agent (pid"), std::string::npos) << lost;
+  for (pid_t pid : children) {
+    EXPECT_TRUE(waitUntil([&] { return deadOrZombie(pid); }, 5s)) << "orphan " << pid;
+  }
+  EXPECT_NE(status(finished).find(": COMPLETED"), std::string::npos);
+  const ProcessResult logs = hvdrun("logs", {finished});
+  EXPECT_EQ(logs.out, "[0]<stdout>: hello from the first job\n");
+  const ProcessResult ps = hvdrun("ps", {});
+  EXPECT_NE(ps.out.find(finished), std::string::npos) << ps.out;
+  EXPECT_NE(ps.out.find(running), std::string::npos) << ps.out;
+}
+
+TEST_F(HvdrunJobsTest, AHundredThousandLinesFromFourRanksAreEachLoggedExactlyOnce) {
+  constexpr int kLines = 25000;
+  const std::string id = submit(
+      4, "seq 1 " + std::to_string(kLines) + " | sed \"s/^/rank $HVD_RANK line /\"");
+  EXPECT_NE(waitEnded(id, 60s).find(": COMPLETED"), std::string::npos);
+  const ProcessResult logs = hvdrun("logs", {id}, 60s);
+  ASSERT_EQ(logs.status, 0) << logs.err;
+  std::vector<std::vector<int>> seen(4, std::vector<int>(kLines + 1, 0));
+  size_t lines = 0, bad = 0;
+  const std::regex row(R"(\[(\d)\]<stdout>: rank (\d) line (\d+))");
+  size_t pos = 0;
+  while (pos < logs.out.size()) {
+    const size_t nl = logs.out.find('\n', pos);
+    ASSERT_NE(nl, std::string::npos) << "the last line has no newline";
+    const std::string line = logs.out.substr(pos, nl - pos);
+    pos = nl + 1;
+    ++lines;
+    std::smatch m;
+    if (!std::regex_match(line, m, row) || m[1] != m[2]) {
+      if (++bad < 5) ADD_FAILURE() << "cut or merged: '" << line << "'";
+      continue;
+    }
+    const int n = std::stoi(m[3].str());
+    if (n >= 1 && n <= kLines) ++seen[std::stoi(m[1].str())][n];
+  }
+  EXPECT_EQ(lines, 4u * kLines);
+  EXPECT_EQ(bad, 0u);
+  for (int r = 0; r < 4; ++r) {
+    for (int n = 1; n <= kLines; ++n) {
+      if (seen[r][n] != 1) {
+        ADD_FAILURE() << "rank " << r << " line " << n << " seen " << seen[r][n] << " times";
+        return;
+      }
+    }
+  }
+}
+
+TEST_F(HvdrunJobsTest, AttachFollowsFromNowAndCtrlCDetachesWithoutStoppingTheJob) {
+  const std::string id = submit(1, kWaitForGo);
+  ASSERT_TRUE(waitUntil([&] { return hvdrun("logs", {id}).out.find("start 0") != std::string::npos; },
+                        20s));
+  Process attach(argv("attach", {id}), options());
+  // Attached once it says so on stderr (output is separate: ProcessOptions::kSeparate).
+  ASSERT_TRUE(waitUntil([&] {
+    attach.waitForOutput([](const std::string&) { return false; }, 100ms);
+    return attach.err().find("attached to job") != std::string::npos;
+  }, 10s)) << attach.err();
+  attach.kill(SIGINT);
+  const ProcessResult detached = attach.finish(10s);
+  EXPECT_EQ(detached.status, 0) << detached.err;
+  EXPECT_NE(detached.err.find("detached from job " + id), std::string::npos) << detached.err;
+  EXPECT_EQ(detached.out.find("start 0"), std::string::npos) << "attach starts from now";
+  EXPECT_NE(status(id).find(": RUNNING"), std::string::npos) << "detaching stops nothing";
+
+  Process again(argv("attach", {id}), options());
+  std::this_thread::sleep_for(500ms);
+  touch("go");
+  const ProcessResult followed = again.finish(20s);
+  EXPECT_EQ(followed.status, 0) << followed.err;
+  EXPECT_EQ(followed.out, "[0]<stdout>: done 0\n");
+}
+
+}  // namespace
