@@ -128,8 +128,7 @@ struct Found {
   v1::JobInfo job;
   int exitCode = 0;
 };
-Found findJob(Session& session, const std::vector<AgentTarget>& targets,
-              const std::string& jobId) {
+Found findJob(Session& session, const std::vector<AgentTarget>& targets, const std::string& jobId) {
   Found found;
   int lastError = 0;
   for (const AgentTarget& target : targets) {
@@ -329,7 +328,8 @@ std::vector<AgentTarget> jobCommandAgents(const Options& options, const char* ag
     hosts = {HostSlots{"localhost", std::nullopt}};
   }
   std::vector<AgentTarget> targets;
-  for (const HostSlots& h : hosts) targets.push_back({h.host, agentAddress(h.host, options.agentPort)});
+  for (const HostSlots& h : hosts)
+    targets.push_back({h.host, agentAddress(h.host, options.agentPort)});
   return targets;
 }
 
@@ -432,9 +432,8 @@ std::string formatJobStatus(const v1::JobInfo& job, int64_t nowUnixMs) {
   if (job.has_end()) {
     field("exit code", std::to_string(job.end().exit_code()));
     if (job.end().exit_code() != 0 || !job.end().reason().empty()) {
-      field("cause", job.end().summary().rfind("hvdrun: ", 0) == 0
-                         ? job.end().summary().substr(8)
-                         : job.end().summary());
+      field("cause", job.end().summary().rfind("hvdrun: ", 0) == 0 ? job.end().summary().substr(8)
+                                                                   : job.end().summary());
     }
     if (!job.end().stderr_tail().empty()) {
       out += "  last stderr lines of rank " + std::to_string(job.end().rank()) + ":\n";
@@ -454,7 +453,8 @@ std::string formatJobStatus(const v1::JobInfo& job, int64_t nowUnixMs) {
                                                          : "PENDING";
       std::string exit = "-";
       if (r.state() == v1::RANK_EXITED) {
-        exit = r.signal() != 0 ? "signal " + std::to_string(r.signal()) : std::to_string(r.exit_code());
+        exit = r.signal() != 0 ? "signal " + std::to_string(r.signal())
+                               : std::to_string(r.exit_code());
       }
       out += "  " + pad(std::to_string(r.rank()), 6) + pad(r.host(), 24) +
              pad(r.pid() > 0 ? std::to_string(r.pid()) : "-", 9) + pad(state, 9) + exit + "\n";

@@ -74,9 +74,9 @@ struct RemoteNodeAgent::Stream {
   std::mutex mutex;
   std::condition_variable answered;
   bool hasAnswer = false;
-  std::string error;       // the launch error (empty: every rank started)
+  std::string error;                      // the launch error (empty: every rank started)
   std::vector<std::pair<int, int>> pids;  // (rank, pid) from LaunchResult
-  bool abandoned = false;  // launch() gave up waiting: deliver nothing
+  bool abandoned = false;                 // launch() gave up waiting: deliver nothing
 };
 
 RemoteNodeAgent::RemoteNodeAgent(RemoteAgentOptions options, rpc::CallSigner* signer)

@@ -410,11 +410,11 @@ JobResult JobCoordinator::endResultLocked() const {
   }
   if (timedOut_) {
     const long long ms = spec_.timeLimit.count();
-    const std::string limit = ms % 1000 == 0 ? std::to_string(ms / 1000) + " s"
-                                              : std::to_string(ms) + " ms";
-    return baseResult(JobOutcome::kTimedOut, kExitTimeout,
-                      "hvdrun: job " + spec_.jobId + " reached its time limit of " + limit +
-                          " and was stopped");
+    const std::string limit =
+        ms % 1000 == 0 ? std::to_string(ms / 1000) + " s" : std::to_string(ms) + " ms";
+    return baseResult(
+        JobOutcome::kTimedOut, kExitTimeout,
+        "hvdrun: job " + spec_.jobId + " reached its time limit of " + limit + " and was stopped");
   }
   return baseResult(JobOutcome::kSucceeded, kExitSuccess,
                     "hvdrun: all " + std::to_string(spec_.np) + " ranks exited successfully");

@@ -26,7 +26,8 @@ std::optional<int> parseAgentCommandLine(int argc, char** argv, AgentCliOptions*
   app.add_option("--tls-ca", options->tls.caFile,
                  "CA (PEM) that client certificates must be signed by");
   app.add_option("--state-dir", options->stateDir,
-                 "where job records and logs live, one directory per job under jobs/ (default: /var/lib/hvdagent as root, else "
+                 "where job records and logs live, one directory per job under jobs/ (default: "
+                 "/var/lib/hvdagent as root, else "
                  "$XDG_STATE_HOME/hvdagent or ~/.local/state/hvdagent)");
   app.add_flag("--allow-run-as-root", options->allowRunAsRoot,
                "run as root (also needs HVD_ALLOW_RUN_AS_ROOT_CONFIRM=1 in the environment)");

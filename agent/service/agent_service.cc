@@ -240,8 +240,9 @@ grpc::Status AgentService::CancelJob(grpc::ServerContext* context,
 
 grpc::Status AgentService::notFound(const std::string& jobId) const {
   return {grpc::StatusCode::NOT_FOUND,
-          "no job '" + jobId + "' on this agent (it keeps the records of running jobs and of "
-          "the last finished ones, --keep-jobs)"};
+          "no job '" + jobId +
+              "' on this agent (it keeps the records of running jobs and of "
+              "the last finished ones, --keep-jobs)"};
 }
 
 grpc::Status AgentService::ListJobs(grpc::ServerContext* context,
@@ -306,8 +307,8 @@ grpc::Status AgentService::runJobLogs(grpc::ServerContext* context,
   };
   uint64_t offset = 0;
   if (request.tail_lines() > 0 || request.from_end()) {
-    for (const LogLine& line : tailLogLines(*path, static_cast<size_t>(request.tail_lines()),
-                                            filter, &offset)) {
+    for (const LogLine& line :
+         tailLogLines(*path, static_cast<size_t>(request.tail_lines()), filter, &offset)) {
       if (!emitLine(line)) return {grpc::StatusCode::CANCELLED, "the client went away"};
     }
   }

@@ -8,8 +8,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -109,8 +109,7 @@ void JobHistory::load() {
       continue;
     }
     const bool mine = info->leader_pid() == selfPid_ && info->leader_start_ticks() == selfStart_;
-    const bool leaderAlive =
-        !mine && processAlive(info->leader_pid(), info->leader_start_ticks());
+    const bool leaderAlive = !mine && processAlive(info->leader_pid(), info->leader_start_ticks());
     if (leaderAlive) {
       ++loadReport_.otherAgents;
       continue;
@@ -178,8 +177,7 @@ void JobHistory::create(v1::JobInfo info) {
   jobs_[info.job_id()] = std::move(info);
 }
 
-bool JobHistory::update(const std::string& jobId,
-                        const std::function<void(v1::JobInfo*)>& change) {
+bool JobHistory::update(const std::string& jobId, const std::function<void(v1::JobInfo*)>& change) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = jobs_.find(jobId);
   if (it == jobs_.end()) return false;

@@ -270,7 +270,7 @@ void LedJobs::run(Job* job) {
       info->mutable_end()->set_reason(cancelReason);
       info->mutable_end()->set_summary(result.summary + " (" + cancelReason + ")");
     }
-      info->set_log_lines_dropped(job->log->dropped());
+    info->set_log_lines_dropped(job->log->dropped());
   });
   spdlog::info("hvdagent: job {}: ended, exit code {}: {}", id, result.exitCode, result.summary);
   history_->prune();

@@ -68,8 +68,7 @@ grpc::Status AgentService::runSubmit(grpc::ServerContext* context,
 
   uint64_t offset = 0;
   const bool delivered = streamJobLog(
-      *led_, jobId, LogFilter{}, &offset, /*follow=*/true,
-      [&] { return context->IsCancelled(); },
+      *led_, jobId, LogFilter{}, &offset, /*follow=*/true, [&] { return context->IsCancelled(); },
       [&](const LogLine& line) {
         v1::JobEvent event;
         *event.mutable_output() = toJobOutput(line);
@@ -83,8 +82,7 @@ grpc::Status AgentService::runSubmit(grpc::ServerContext* context,
       });
   if (!delivered) {
     // An attached hvdrun that is killed leaves nothing running (hvdrun submit is for that).
-    spdlog::warn("hvdagent: job {}: client {} went away; stopping the job", jobId,
-                 context->peer());
+    spdlog::warn("hvdagent: job {}: client {} went away; stopping the job", jobId, context->peer());
     led_->cancel(jobId, std::nullopt, "the attached client went away");
     return {grpc::StatusCode::CANCELLED, "the client went away"};
   }

@@ -58,7 +58,6 @@ inline bool deadOrZombie(pid_t pid) {
   return close != std::string::npos && stat.size() > close + 2 && stat[close + 2] == 'Z';
 }
 
-
 // hvdagent as a child process with output in files.
 class Agent : public hvd::test::Process {
  public:
@@ -111,7 +110,8 @@ class Agent : public hvd::test::Process {
 };
 
 // A key file with `mode` holding 32 random bytes (or `size` of them).
-inline fs::path writeKey(const fs::path& dir, const std::string& name, mode_t mode, size_t size = 32) {
+inline fs::path writeKey(const fs::path& dir, const std::string& name, mode_t mode,
+                         size_t size = 32) {
   const fs::path path = dir / name;
   std::vector<unsigned char> bytes(size);
   hvd::agent::auth::fillFromKernelRandom(bytes.data(), bytes.size());
@@ -154,6 +154,5 @@ struct RunningAgent {
   std::optional<Agent> agent;
   int port = 0;
 };
-
 
 }  // namespace hvd::test::agent_process

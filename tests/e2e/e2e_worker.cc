@@ -2,6 +2,12 @@
 //   hvd-e2e-worker allreduce   init, print who this rank is, allreduce (int64 and float32) and
 //                              check every element; exits 1 on a wrong value
 //   hvd-e2e-worker sleep       init and barrier, print "ready", then sleep until killed
+//   hvd-e2e-worker allreduce-until FILE
+//                              the allreduce checks, repeated until FILE exists (at least once)
+//   hvd-e2e-worker probe-store JOB
+//                              the allreduce checks, then presents this job's store token for
+//                              job JOB on the same store server: prints "foreign store refused"
+//                              (exit 0) or "foreign store OPEN" (exit 1)
 // Each rank prints one line
 //   e2e rank=R size=S local_rank=L local_size=LS cross_rank=C cross_size=CS netns=INODE
 //       env_rank=.. env_local_rank=.. env_cross_rank=.. transport=T pid=P
@@ -17,7 +23,9 @@
 #include <string>
 #include <vector>
 
+#include "hvd/error.hpp"
 #include "hvd/hvd.hpp"
+#include "store/tcp_store_client.h"
 
 namespace {
 
@@ -45,9 +53,56 @@ void printIdentity() {
 
 // Sum over ranks of (rank + 1), and element-wise sums of small integers in float32 (exact), over
 // a buffer large enough to take the ring's pipelined path between the hosts.
+int checkAllreduce(bool print);
+
 int runAllreduce() {
   hvd::init();
   printIdentity();
+  const int status = checkAllreduce(true);
+  hvd::shutdown();
+  return status;
+}
+
+int runAllreduceUntil(const std::string& file) {
+  hvd::init();
+  printIdentity();
+  int rounds = 0;
+  for (;;) {
+    if (const int status = checkAllreduce(false); status != 0) return status;
+    ++rounds;
+    // Every rank must agree on the last round: rank 0 decides.
+    int64_t stop = hvd::rank() == 0 && ::access(file.c_str(), F_OK) == 0 ? 1 : 0;
+    hvd::broadcast(&stop, 1, hvd::DataType::kInt64);  // from rank 0
+    if (stop != 0) break;
+  }
+  std::printf("e2e rank=%d allreduce ok rounds=%d\n", hvd::rank(), rounds);
+  std::fflush(stdout);
+  hvd::shutdown();
+  return 0;
+}
+
+// Another job's namespace with this job's token: the store server must refuse it.
+int runProbeStore(const std::string& otherJob) {
+  hvd::init();
+  printIdentity();
+  if (const int status = checkAllreduce(true); status != 0) return status;
+  const std::string address = envOr("HVD_STORE_ADDR", "");
+  const std::string token = envOr("HVD_STORE_TOKEN", "");
+  try {
+    hvd::store::TcpStore foreign(address, otherJob, token, std::chrono::seconds(10));
+    foreign.set("e2e/intruder", {1, 2, 3});
+    std::printf("e2e rank=%d foreign store OPEN\n", hvd::rank());
+    std::fflush(stdout);
+    return 1;
+  } catch (const hvd::Error& e) {
+    std::printf("e2e rank=%d foreign store refused: %s\n", hvd::rank(), e.what());
+    std::fflush(stdout);
+  }
+  hvd::shutdown();
+  return 0;
+}
+
+int checkAllreduce(bool print) {
   const int rank = hvd::rank();
   const int size = hvd::size();
 
@@ -73,9 +128,10 @@ int runAllreduce() {
       return 1;
     }
   }
-  std::printf("e2e rank=%d allreduce ok sum=%lld\n", rank, static_cast<long long>(value));
-  std::fflush(stdout);
-  hvd::shutdown();
+  if (print) {
+    std::printf("e2e rank=%d allreduce ok sum=%lld\n", rank, static_cast<long long>(value));
+    std::fflush(stdout);
+  }
   return 0;
 }
 
@@ -95,10 +151,14 @@ int main(int argc, char** argv) {
   try {
     if (mode == "allreduce") return runAllreduce();
     if (mode == "sleep") return runSleep();
+    if (mode == "allreduce-until" && argc > 2) return runAllreduceUntil(argv[2]);
+    if (mode == "probe-store" && argc > 2) return runProbeStore(argv[2]);
   } catch (const hvd::Error& e) {
     std::fprintf(stderr, "hvd-e2e-worker: %s\n", e.what());
     return 12;
   }
-  std::fprintf(stderr, "usage: hvd-e2e-worker allreduce|sleep\n");
+  std::fprintf(stderr,
+               "usage: hvd-e2e-worker allreduce | sleep | allreduce-until FILE | probe-store "
+               "JOB\n");
   return 2;
 }

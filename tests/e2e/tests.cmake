@@ -11,7 +11,7 @@ if(NOT (TARGET hvdagent AND TARGET hvdrun AND TARGET hvd_agent_rpc))
 endif()
 
 add_executable(hvd-e2e-worker ${CMAKE_CURRENT_LIST_DIR}/e2e_worker.cc)
-target_link_libraries(hvd-e2e-worker PRIVATE hvd hvd_warnings)
+target_link_libraries(hvd-e2e-worker PRIVATE hvd hvd_internal hvd_warnings)
 
 # A cluster name and state root of this build tree, so build trees can run e2e side by side.
 string(MD5 _e2e_hash "${PROJECT_BINARY_DIR}")
@@ -21,6 +21,7 @@ set(HVD_E2E_STATE_ROOT "${PROJECT_BINARY_DIR}/e2e-netns")
 set(HVD_E2E_SCRIPT "${PROJECT_SOURCE_DIR}/scripts/netns-cluster.sh")
 
 add_executable(e2e_test ${CMAKE_CURRENT_LIST_DIR}/e2e_jobs_test.cc
+                        ${CMAKE_CURRENT_LIST_DIR}/e2e_submit_test.cc
                         ${CMAKE_CURRENT_LIST_DIR}/e2e_security_test.cc
                         ${CMAKE_CURRENT_LIST_DIR}/e2e_support.cc ${CMAKE_CURRENT_LIST_DIR}/e2e_cluster.cc
                         ${CMAKE_CURRENT_LIST_DIR}/e2e_process.cc)

@@ -36,8 +36,9 @@ class HvdrunJobsTest : public ::testing::Test {
 
   // hvdrun COMMAND --agent-port P --key-file K ARGS...
   std::vector<std::string> argv(const std::string& command, std::vector<std::string> args) const {
-    std::vector<std::string> a = {HVDRUN_PATH, command, "--agent-port", std::to_string(agent_->port),
-                                  "--key-file", agent_->keyFile.string()};
+    std::vector<std::string> a = {HVDRUN_PATH,    command,
+                                  "--agent-port", std::to_string(agent_->port),
+                                  "--key-file",   agent_->keyFile.string()};
     a.insert(a.end(), args.begin(), args.end());
     return a;
   }
@@ -53,7 +54,8 @@ class HvdrunJobsTest : public ::testing::Test {
 
   // `hvdrun submit` of `np` ranks of `sh -c script`; the job id.
   std::string submit(int np, const std::string& script, std::vector<std::string> extra = {}) {
-    std::vector<std::string> args = {"-np", std::to_string(np), "-x", "DIR=" + dir_.path().string()};
+    std::vector<std::string> args = {"-np", std::to_string(np), "-x",
+                                     "DIR=" + dir_.path().string()};
     args.insert(args.end(), extra.begin(), extra.end());
     args.insert(args.end(), {"--", "/bin/sh", "-c", script});
     const ProcessResult r = hvdrun("submit", args);
@@ -135,8 +137,7 @@ TEST_F(HvdrunJobsTest, SubmitThenPsStatusAndLogsFollowUntilCompleted) {
   const std::string done = waitEnded(id);
   EXPECT_NE(done.find("job " + id + ": COMPLETED"), std::string::npos) << done;
   EXPECT_NE(done.find("exit code   0"), std::string::npos) << done;
-  EXPECT_TRUE(std::regex_search(done, std::regex(R"(\n  1 +localhost +\d+ +EXITED +0\n)")))
-      << done;
+  EXPECT_TRUE(std::regex_search(done, std::regex(R"(\n  1 +localhost +\d+ +EXITED +0\n)"))) << done;
   for (pid_t pid : pids) EXPECT_TRUE(waitUntil([&] { return deadOrZombie(pid); }, 5s));
 
   // After the end: the whole log, in order per rank, and --rank / --tail.
@@ -148,15 +149,14 @@ TEST_F(HvdrunJobsTest, SubmitThenPsStatusAndLogsFollowUntilCompleted) {
 }
 
 TEST_F(HvdrunJobsTest, AFailingJobIsFailedWithItsRootCauseAndAttachExitsWithItsCode) {
-  const std::string id = submit(
-      2, "if [ $HVD_RANK = 1 ]; then echo boom on one >&2; exit 3; fi; exec sleep 30");
+  const std::string id =
+      submit(2, "if [ $HVD_RANK = 1 ]; then echo boom on one >&2; exit 3; fi; exec sleep 30");
   const std::string text = waitEnded(id);
   EXPECT_NE(text.find("job " + id + ": FAILED"), std::string::npos) << text;
   EXPECT_NE(text.find("cause       rank 1 on localhost exited with code 3"), std::string::npos)
       << text;
   EXPECT_NE(text.find("    boom on one"), std::string::npos) << text;
-  EXPECT_TRUE(std::regex_search(text, std::regex(R"(\n  1 +localhost +\d+ +EXITED +3\n)")))
-      << text;
+  EXPECT_TRUE(std::regex_search(text, std::regex(R"(\n  1 +localhost +\d+ +EXITED +3\n)"))) << text;
 
   const ProcessResult attach = hvdrun("attach", {id});
   EXPECT_EQ(attach.status, 3) << attach.err;
@@ -256,8 +256,8 @@ TEST_F(HvdrunJobsTest, AgentKilledDuringAJobLeavesItLostAndFinishedJobsKeptAfter
 
 TEST_F(HvdrunJobsTest, AHundredThousandLinesFromFourRanksAreEachLoggedExactlyOnce) {
   constexpr int kLines = 25000;
-  const std::string id = submit(
-      4, "seq 1 " + std::to_string(kLines) + " | sed \"s/^/rank $HVD_RANK line /\"");
+  const std::string id =
+      submit(4, "seq 1 " + std::to_string(kLines) + " | sed \"s/^/rank $HVD_RANK line /\"");
   EXPECT_NE(waitEnded(id, 60s).find(": COMPLETED"), std::string::npos);
   const ProcessResult logs = hvdrun("logs", {id}, 60s);
   ASSERT_EQ(logs.status, 0) << logs.err;
@@ -293,14 +293,17 @@ TEST_F(HvdrunJobsTest, AHundredThousandLinesFromFourRanksAreEachLoggedExactlyOnc
 
 TEST_F(HvdrunJobsTest, AttachFollowsFromNowAndCtrlCDetachesWithoutStoppingTheJob) {
   const std::string id = submit(1, kWaitForGo);
-  ASSERT_TRUE(waitUntil([&] { return hvdrun("logs", {id}).out.find("start 0") != std::string::npos; },
-                        20s));
+  ASSERT_TRUE(waitUntil(
+      [&] { return hvdrun("logs", {id}).out.find("start 0") != std::string::npos; }, 20s));
   Process attach(argv("attach", {id}), options());
   // Attached once it says so on stderr (output is separate: ProcessOptions::kSeparate).
-  ASSERT_TRUE(waitUntil([&] {
-    attach.waitForOutput([](const std::string&) { return false; }, 100ms);
-    return attach.err().find("attached to job") != std::string::npos;
-  }, 10s)) << attach.err();
+  ASSERT_TRUE(waitUntil(
+      [&] {
+        attach.waitForOutput([](const std::string&) { return false; }, 100ms);
+        return attach.err().find("attached to job") != std::string::npos;
+      },
+      10s))
+      << attach.err();
   attach.kill(SIGINT);
   const ProcessResult detached = attach.finish(10s);
   EXPECT_EQ(detached.status, 0) << detached.err;

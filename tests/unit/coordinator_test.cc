@@ -376,7 +376,6 @@ TEST_F(CoordinatorTest, SilentHostsEndTheJobAfterGracePlusSlack) {
   EXPECT_EQ(r.unreportedRanks, (std::vector<int>{1}));
 }
 
-
 TEST_F(CoordinatorTest, TimeLimitStopsGracefullyAndEndsInTimeout) {
   makeJob({{"a", 1}, {"b", 1}}, 2);
   spec_.timeLimit = 2000ms;

@@ -1,6 +1,9 @@
 // The records and logs an agent keeps of the jobs it leads (agent/service/job_history.h,
 // job_log.h): what `hvdrun ps`, `status` and `logs` read, and what a restarted agent finds.
+#include "agent/service/job_history.h"
+
 #include <fcntl.h>
+#include <google/protobuf/util/json_util.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -13,9 +16,6 @@
 #include <thread>
 #include <vector>
 
-#include <google/protobuf/util/json_util.h>
-
-#include "agent/service/job_history.h"
 #include "agent/service/job_log.h"
 #include "agent/service/job_records.h"
 #include "common/test_support.h"
@@ -180,8 +180,9 @@ TEST(JobLog, FourWritersOfManyLinesNeverCutOrMergeALine) {
     for (int r = 0; r < kRanks; ++r) {
       writers.emplace_back([&log, r] {
         for (int i = 0; i < kLines; ++i) {
-          log.append(i, r, Stream::kStdout, "h", "rank " + std::to_string(r) + " line " +
-                                                     std::to_string(i) + std::string(i % 97, '.'));
+          log.append(i, r, Stream::kStdout, "h",
+                     "rank " + std::to_string(r) + " line " + std::to_string(i) +
+                         std::string(i % 97, '.'));
         }
       });
     }
@@ -227,8 +228,7 @@ TEST(JobHistoryTest, RecordsSurviveARestartAndRunningOnesOfADeadLeaderAreLost) {
     }));
     EXPECT_FALSE(history.update("hvd-ffffff", [](v1::JobInfo*) {}));
     EXPECT_EQ(history.list().size(), 2u);
-    EXPECT_EQ((fs::status(state / "jobs").permissions() & fs::perms::others_all),
-              fs::perms::none);
+    EXPECT_EQ((fs::status(state / "jobs").permissions() & fs::perms::others_all), fs::perms::none);
   }
   // The agent that wrote them is gone (its pid no longer runs with that start time).
   const auto [deadPid, deadStart] = deadProcess();
