@@ -242,6 +242,10 @@ int runLogs(Session& session, const Options& options, const AgentTarget& target,
       if (event.has_output()) {
         const v1::JobOutput& o = event.output();
         renderer.onOutput(o.rank(), o.host(), agent::rpc::fromProto(o.stream()), o.line());
+      } else if (event.has_batch()) {
+        for (const v1::JobOutput& o : event.batch().lines()) {
+          renderer.onOutput(o.rank(), o.host(), agent::rpc::fromProto(o.stream()), o.line());
+        }
       } else if (event.has_end()) {
         end = agent::rpc::fromProto(event.end());
       }

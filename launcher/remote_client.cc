@@ -82,6 +82,11 @@ void RemoteJobClient::readStream() {
         events_->onOutput(o.rank(), o.host(), agent::rpc::fromProto(o.stream()), o.line());
         break;
       }
+      case v1::JobEvent::kBatch:
+        for (const v1::JobOutput& o : event.batch().lines()) {
+          events_->onOutput(o.rank(), o.host(), agent::rpc::fromProto(o.stream()), o.line());
+        }
+        break;
       case v1::JobEvent::kEnd:
         end(agent::rpc::fromProto(event.end()));
         break;

@@ -269,14 +269,24 @@ grpc::Status AgentService::GetJob(grpc::ServerContext* context, const v1::GetJob
   });
 }
 
-v1::JobOutput toJobOutput(const LogLine& line) {
-  v1::JobOutput out;
-  out.set_rank(line.rank);
-  out.set_host(line.host);
-  out.set_stream(rpc::toProto(line.stream));
-  out.set_line(line.text);
-  out.set_unix_ms(line.unixMs);
-  return out;
+std::vector<v1::JobOutputBatch> toBatches(const std::vector<LogLine>& lines, bool live) {
+  std::vector<v1::JobOutputBatch> batches;
+  size_t bytes = 0;
+  for (const LogLine& line : lines) {
+    if (batches.empty() || bytes + line.text.size() > kBytesPerBatch ||
+        batches.back().lines_size() >= static_cast<int>(kLinesPerBatch)) {
+      batches.emplace_back();
+      bytes = 0;
+    }
+    v1::JobOutput* out = batches.back().add_lines();
+    out->set_rank(line.rank);
+    out->set_host(line.host);
+    out->set_stream(rpc::toProto(line.stream));
+    out->set_line(line.text);
+    out->set_unix_ms(live ? 0 : line.unixMs);
+    bytes += line.text.size() + line.host.size() + 16;
+  }
+  return batches;
 }
 
 grpc::Status AgentService::JobLogs(grpc::ServerContext* context, const v1::JobLogsRequest* request,
@@ -300,21 +310,23 @@ grpc::Status AgentService::runJobLogs(grpc::ServerContext* context,
     filter.ranks = std::make_pair(request.first_rank(), request.last_rank());
   }
   if (request.tail_lines() < 0) throw InvalidArgumentError("--tail must not be negative");
-  const auto emitLine = [&](const LogLine& line) {
-    v1::JobLogsEvent event;
-    *event.mutable_output() = toJobOutput(line);
-    return writer->Write(event);
+  const auto emitLines = [&](const std::vector<LogLine>& lines) {
+    for (v1::JobOutputBatch& batch : toBatches(lines, /*live=*/false)) {
+      v1::JobLogsEvent event;
+      event.mutable_batch()->Swap(&batch);
+      if (!writer->Write(event)) return false;
+    }
+    return true;
   };
   uint64_t offset = 0;
   if (request.tail_lines() > 0 || request.from_end()) {
-    for (const LogLine& line :
-         tailLogLines(*path, static_cast<size_t>(request.tail_lines()), filter, &offset)) {
-      if (!emitLine(line)) return {grpc::StatusCode::CANCELLED, "the client went away"};
-    }
+    const std::vector<LogLine> tail =
+        tailLogLines(*path, static_cast<size_t>(request.tail_lines()), filter, &offset);
+    if (!emitLines(tail)) return {grpc::StatusCode::CANCELLED, "the client went away"};
   }
   const bool ok = streamJobLog(
       *led_, request.job_id(), filter, &offset, request.follow(),
-      [&] { return context->IsCancelled(); }, emitLine,
+      [&] { return context->IsCancelled(); }, emitLines,
       [&](const v1::JobEnd& end) {
         v1::JobLogsEvent event;
         *event.mutable_end() = end;

@@ -113,8 +113,13 @@ class AgentService final : public v1::Agent::Service {
   std::unique_ptr<LedJobs> led_;  // last: its jobs use everything above
 };
 
-// JobOutput of a logged line (JobLogs and attached runs).
-v1::JobOutput toJobOutput(const LogLine& line);
+// Logged lines as the messages that carry them (JobLogs and attached runs): batches of at most
+// kLinesPerBatch lines or about kBytesPerBatch bytes, so a chatty job costs a few messages per
+// read rather than one per line. `live`: lines of an attached run, whose client stamps its own
+// time (unix_ms 0).
+inline constexpr size_t kLinesPerBatch = 1024;
+inline constexpr size_t kBytesPerBatch = size_t{1} << 20;
+std::vector<v1::JobOutputBatch> toBatches(const std::vector<LogLine>& lines, bool live);
 
 // Maps an exception escaping a handler to a status: INVALID_ARGUMENT (InvalidArgumentError),
 // DEADLINE_EXCEEDED (TimeoutError), UNAVAILABLE (PeerError), INTERNAL otherwise.

@@ -337,7 +337,7 @@ void LedJobs::join() {
 
 bool streamJobLog(const LedJobs& led, const std::string& jobId, const LogFilter& filter,
                   uint64_t* offset, bool follow, const std::function<bool()>& cancelled,
-                  const std::function<bool(const LogLine&)>& emitLine,
+                  const std::function<bool(const std::vector<LogLine>&)>& emitLines,
                   const std::function<bool(const v1::JobEnd&)>& emitEnd) {
   const std::optional<std::string> path = led.history()->logPath(jobId);
   if (!path) return true;
@@ -348,9 +348,8 @@ bool streamJobLog(const LedJobs& led, const std::string& jobId, const LogFilter&
     const bool ended = !info || isFinalState(info->state());
     for (;;) {
       const uint64_t before = *offset;
-      for (const LogLine& line : readLogLines(*path, offset, filter)) {
-        if (!emitLine(line)) return false;
-      }
+      const std::vector<LogLine> lines = readLogLines(*path, offset, filter);
+      if (!lines.empty() && !emitLines(lines)) return false;
       if (*offset == before) break;
     }
     if (ended) return info && info->has_end() ? emitEnd(info->end()) : true;

@@ -124,13 +124,14 @@ class LedJobs {
 // The job's end as the record keeps it.
 v1::JobState stateOfOutcome(coordinator::JobOutcome outcome);
 
-// Streams job `jobId`'s log lines matching `filter` from `*offset` to `emitLine`, and with
+// Streams job `jobId`'s log lines matching `filter` from `*offset` to `emitLines`, and with
 // `follow` keeps going until the job has ended. Once the job has ended (and its log is read to
 // the end) `emitEnd` gets its JobEnd. Returns false when an emit failed or `cancelled()` became
-// true (the caller went away). Lines carry their host and time.
+// true (the caller went away). Lines come in the batches they were read in, with their host and
+// time.
 bool streamJobLog(const LedJobs& led, const std::string& jobId, const LogFilter& filter,
                   uint64_t* offset, bool follow, const std::function<bool()>& cancelled,
-                  const std::function<bool(const LogLine&)>& emitLine,
+                  const std::function<bool(const std::vector<LogLine>&)>& emitLines,
                   const std::function<bool(const v1::JobEnd&)>& emitEnd);
 
 }  // namespace hvd::agent::service

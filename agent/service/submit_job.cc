@@ -69,11 +69,13 @@ grpc::Status AgentService::runSubmit(grpc::ServerContext* context,
   uint64_t offset = 0;
   const bool delivered = streamJobLog(
       *led_, jobId, LogFilter{}, &offset, /*follow=*/true, [&] { return context->IsCancelled(); },
-      [&](const LogLine& line) {
-        v1::JobEvent event;
-        *event.mutable_output() = toJobOutput(line);
-        event.mutable_output()->set_unix_ms(0);  // a live line: the client stamps its own time
-        return writer->Write(event);
+      [&](const std::vector<LogLine>& lines) {
+        for (v1::JobOutputBatch& batch : toBatches(lines, /*live=*/true)) {
+          v1::JobEvent event;
+          event.mutable_batch()->Swap(&batch);
+          if (!writer->Write(event)) return false;
+        }
+        return true;
       },
       [&](const v1::JobEnd& end) {
         v1::JobEvent event;

@@ -434,7 +434,8 @@ TEST_F(AgentServiceTest, SubmitJobRunsRanksOnThisHost) {
   EXPECT_EQ(job.jobId.size(), 10u) << job.jobId;
   while (reader->Read(&event)) {
     ASSERT_FALSE(job.end.has_value()) << "an event after JobEnd";
-    if (event.has_output()) job.lines.push_back(event.output().line());
+    ASSERT_FALSE(event.has_output()) << "output of a submitted job comes in batches";
+    for (const v1::JobOutput& o : event.batch().lines()) job.lines.push_back(o.line());
     if (event.has_end()) job.end = event.end();
   }
   job.status = reader->Finish();
@@ -494,7 +495,7 @@ TEST_F(AgentServiceTest, CancelJobStopsARunningJob) {
   ASSERT_TRUE(event.has_accepted());
   const std::string jobId = event.accepted().job_id();
   ASSERT_TRUE(reader->Read(&event));  // the rank runs
-  ASSERT_TRUE(event.has_output());
+  ASSERT_TRUE(event.has_batch());
 
   v1::CancelJobRequest cancel;
   cancel.set_job_id(jobId);
@@ -603,7 +604,7 @@ TEST_F(TwoAgentsTest, SubmitJobRunsRanksOnBothAgents) {
   std::vector<std::string> lines;
   std::optional<v1::JobEnd> end;
   while (reader->Read(&event)) {
-    if (event.has_output()) lines.push_back(event.output().host() + " " + event.output().line());
+    for (const v1::JobOutput& o : event.batch().lines()) lines.push_back(o.host() + " " + o.line());
     if (event.has_end()) end = event.end();
   }
   EXPECT_TRUE(reader->Finish().ok());
@@ -645,8 +646,8 @@ TEST_F(TwoAgentsTest, LosingTheOtherAgentFailsTheJobAndStopsTheLocalRanks) {
   v1::JobEvent event;
   std::map<std::string, pid_t> pids;  // by host
   while (pids.size() < 2 && reader->Read(&event)) {
-    if (event.has_output()) {
-      pids[event.output().host()] = std::atoi(event.output().line().substr(3).c_str());
+    for (const v1::JobOutput& o : event.batch().lines()) {
+      pids[o.host()] = std::atoi(o.line().substr(3).c_str());
     }
   }
   ASSERT_EQ(pids.size(), 2u);
