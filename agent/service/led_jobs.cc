@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "agent/auth/cluster_key.h"
+#include "agent/coordinator/exit_codes.h"
 #include "agent/rpc/convert.h"
 #include "agent/rpc/net.h"
 #include "hvd/error.hpp"
@@ -190,8 +191,23 @@ std::string LedJobs::submit(coord::JobSpec spec, const v1::SubmitJobRequest& req
   info.set_time_limit_ms(spec.timeLimit.count());
   info.set_detached(request.detach());
   history_->create(info);
-  const std::string logPath = history_->logPath(job->id).value();
-  job->log = std::make_unique<JobLogWriter>(logPath, options_.maxLogBytes);
+  try {
+    job->log = std::make_unique<JobLogWriter>(history_->logPath(job->id).value(),
+                                              options_.maxLogBytes);
+  } catch (const InvalidArgumentError& e) {
+    // Nothing started: the record says why rather than staying PENDING forever.
+    history_->update(job->id, [&](v1::JobInfo* i) {
+      i->set_state(v1::JOB_FAILED);
+      i->set_ended_unix_ms(nowUnixMs());
+      i->mutable_end()->set_job_id(job->id);
+      i->mutable_end()->set_outcome(v1::LAUNCH_FAILED);
+      i->mutable_end()->set_exit_code(coord::kExitLaunchFailed);
+      i->mutable_end()->set_summary(std::string("hvdrun: ") + e.what());
+      i->mutable_end()->set_reason(e.what());
+      i->mutable_end()->set_rank(-1);
+    });
+    throw;
+  }
   job->sink = std::make_unique<JobSink>(job->log.get(), &changed_);
 
   job->local = std::make_unique<LocalHostAgent>(spec.hosts[0].host, jobs_, options_.describeLocal);

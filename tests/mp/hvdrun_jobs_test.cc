@@ -320,3 +320,20 @@ TEST_F(HvdrunJobsTest, AttachFollowsFromNowAndCtrlCDetachesWithoutStoppingTheJob
 }
 
 }  // namespace
+
+namespace {
+
+// --time-limit needs no agent: an embedded run ends the same way.
+TEST(HvdrunTimeLimit, AnEmbeddedRunPastItsLimitIsStoppedWithExit124) {
+  const auto start = Clock::now();
+  const ProcessResult r = hvd::test::runProcess(
+      {HVDRUN_PATH, "-np", "2", "--time-limit", "1", "--grace", "1", "--", "/bin/sleep", "30"},
+      20s);
+  EXPECT_EQ(r.status, 124) << r.out << r.err;
+  EXPECT_NE(r.err.find("reached its time limit of 1 s and was stopped"), std::string::npos)
+      << r.err;
+  EXPECT_GE(Clock::now() - start, 1s);
+  EXPECT_LT(Clock::now() - start, 10s);
+}
+
+}  // namespace
