@@ -101,36 +101,10 @@ agent_hosts() {
   if [[ $n == 1 ]]; then echo "$A0:1"; else echo "$A0:$(((n + 1) / 2)),$A1:$((n / 2))"; fi
 }
 
-FAILURES=0
-# time_ms NAME CMD...: runs CMD and sets MS to its wall time in ms (microsecond resolution); on
-# failure prints its output to stderr, counts it and sets MS empty. (Not run in a subshell, so
-# that FAILURES counts.)
-MS=""
-time_ms() {
-  local name="$1" start end rc=0
-  shift
-  start="${EPOCHREALTIME/[.,]/}"
-  timeout "$RUN_TIMEOUT" "$@" > "$LOG" 2>&1 || rc=$?
-  end="${EPOCHREALTIME/[.,]/}"
-  if [[ $rc != 0 ]]; then
-    {
-      echo "launch.sh: FAILED ($name, exit $rc): $*"
-      tail -n 20 "$LOG"
-    } >&2
-    FAILURES=$((FAILURES + 1))
-    MS=""
-    return 0
-  fi
-  MS="$(awk -v us="$((end - start))" 'BEGIN { printf "%.3f", us / 1000 }')"
-}
-
-# stats V...: prints "median min" of the values (ms).
-stats() {
-  [[ $# -gt 0 ]] || { echo "nan nan"; return; }
-  printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 }
-    END { m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
-          printf "%.1f %.1f\n", m, v[1] }'
-}
+# time_ms and stats (FAILURES, MS): shared with the other timing scripts.
+BENCH_NAME=launch.sh
+# shellcheck source=bench/timing.sh
+source "$(dirname "${BASH_SOURCE[0]}")/timing.sh"
 
 echo "launch.sh: $REPEATS repeats each, np: $NPS (hvdrun embedded vs mpirun, init+barrier+exit)"
 if [[ -n "$WHY_NO_AGENTS" ]]; then
