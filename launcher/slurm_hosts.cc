@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 
+#include "core/scheduler_env.h"
 #include "hvd/error.hpp"
 
 namespace hvd::launcher {
@@ -84,7 +85,8 @@ void expandToken(const std::string& token, const std::string& whole, const std::
   const std::string rest = token.substr(close + 1);
   for (const std::string& n : expandRanges(token.substr(open + 1, close - open - 1), token, what)) {
     expandToken(prefix + n + rest, whole, what, out);
-    if (out->size() > kMaxHosts) fail(what, whole, "more than " + std::to_string(kMaxHosts) + " hosts");
+    if (out->size() > kMaxHosts)
+      fail(what, whole, "more than " + std::to_string(kMaxHosts) + " hosts");
   }
 }
 
@@ -102,34 +104,6 @@ std::vector<std::string> expandHostlist(const std::string& hostlist) {
   return hosts;
 }
 
-std::vector<int> expandTasksPerNode(const std::string& tasks) {
-  const std::string what = "SLURM_TASKS_PER_NODE '" + tasks + "'";
-  std::vector<int> counts;
-  size_t start = 0;
-  for (;;) {
-    const size_t comma = tasks.find(',', start);
-    const std::string entry = tasks.substr(start, comma - start);
-    std::string count = entry;
-    std::string repeat = "1";
-    if (const size_t paren = entry.find("(x"); paren != std::string::npos) {
-      if (entry.back() != ')') fail(what, entry, "expected N or N(xR)");
-      count = entry.substr(0, paren);
-      repeat = entry.substr(paren + 2, entry.size() - paren - 3);
-    }
-    if (!allDigits(count) || !allDigits(repeat) || count.size() > 7 || repeat.size() > 7) {
-      fail(what, entry, "expected N or N(xR) with whole numbers");
-    }
-    const int n = std::atoi(count.c_str());
-    const int r = std::atoi(repeat.c_str());
-    if (n < 1 || r < 1) fail(what, entry, "counts and repeats start at 1");
-    if (counts.size() + static_cast<size_t>(r) > kMaxHosts) fail(what, entry, "too many nodes");
-    counts.insert(counts.end(), static_cast<size_t>(r), n);
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  return counts;
-}
-
 std::optional<std::vector<HostSlots>> slurmAllocationHosts(EnvLookup getenv) {
   const char* job = getenv("SLURM_JOB_ID");
   if (job == nullptr || *job == '\0') return std::nullopt;
@@ -142,7 +116,7 @@ std::optional<std::vector<HostSlots>> slurmAllocationHosts(EnvLookup getenv) {
   const std::vector<std::string> names = expandHostlist(nodelist);
   std::vector<int> slots;
   if (const char* tasks = getenv("SLURM_TASKS_PER_NODE"); tasks != nullptr && *tasks != '\0') {
-    slots = expandTasksPerNode(tasks);
+    slots = core::expandTasksPerNode(tasks);
     if (slots.size() != names.size()) slots.clear();  // a step's view: leave slots to the GPUs
   }
   std::vector<HostSlots> hosts;

@@ -23,8 +23,8 @@ namespace hvd::launcher {
 // Expands a Slurm hostlist expression into host names, in order.
 std::vector<std::string> expandHostlist(const std::string& hostlist);
 
-// Expands SLURM_TASKS_PER_NODE ("N" or "N(xR)" entries, comma separated).
-std::vector<int> expandTasksPerNode(const std::string& tasks);
+// SLURM_TASKS_PER_NODE is expanded by the runtime's core::expandTasksPerNode
+// (runtime/src/core/scheduler_env.h), which srun's workers use too.
 
 // The hosts of the allocation hvdrun runs in: SLURM_JOB_NODELIST with the slots of
 // SLURM_TASKS_PER_NODE (when it lists one count per node; otherwise, or when unset, slots are

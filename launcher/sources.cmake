@@ -3,7 +3,7 @@
 add_library(hvd_launcher_core STATIC ${CMAKE_CURRENT_LIST_DIR}/host_spec.cc
                                      ${CMAKE_CURRENT_LIST_DIR}/slurm_hosts.cc)
 target_include_directories(hvd_launcher_core PUBLIC ${PROJECT_SOURCE_DIR})
-target_link_libraries(hvd_launcher_core PUBLIC hvd PRIVATE hvd_warnings)
+target_link_libraries(hvd_launcher_core PUBLIC hvd PRIVATE hvd_internal hvd_warnings)
 
 # Everything of hvdrun but main(): CLI, output rendering, job building, keygen, build facts, the
 # signal loop and the SubmitJob client. A library so the unit tests link exactly what ships.

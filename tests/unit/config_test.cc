@@ -178,5 +178,119 @@ TEST(Config, MalformedEngineKnobsNameTheVariable) {
       std::string::npos);
 }
 
+// --- srun and mpirun (core/scheduler_env.h) --------------------------------------------------
+
+// An environment with none of the HVD_* placement, as srun or mpirun leave it.
+FakeEnv schedulerEnv(std::map<std::string, std::string> vars) {
+  FakeEnv env;
+  for (const char* name :
+       {"HVD_RANK", "HVD_SIZE", "HVD_LOCAL_RANK", "HVD_LOCAL_SIZE", "HVD_CROSS_RANK",
+        "HVD_CROSS_SIZE", "HVD_JOB_ID", "HVD_STORE_ADDR", "HVD_STORE_TOKEN"}) {
+    env.unset(name);
+  }
+  for (const auto& [k, v] : vars) env.set(k, v);
+  return env;
+}
+
+TEST(Config, SrunPlacementComesFromSlurmWithExactCrossRanks) {
+  // 3 nodes with 2, 2 and 1 tasks; this is the second task of node 1 (global rank 3).
+  const FakeEnv env = schedulerEnv({{"SLURM_PROCID", "3"},
+                                    {"SLURM_NTASKS", "5"},
+                                    {"SLURM_LOCALID", "1"},
+                                    {"SLURM_NODEID", "1"},
+                                    {"SLURM_STEP_TASKS_PER_NODE", "2(x2),1"},
+                                    {"SLURM_TASKS_PER_NODE", "8"},  // the allocation's: ignored
+                                    {"SLURM_JOB_ID", "77"},
+                                    {"SLURM_STEP_ID", "2"},
+                                    {"HVD_STORE_FILE", "/shared/hvd"}});
+  const Config c = parseConfig(env.reader());
+  EXPECT_EQ(c.placementSource, "srun");
+  EXPECT_EQ(c.rank, 3);
+  EXPECT_EQ(c.size, 5);
+  EXPECT_EQ(c.localRank, 1);
+  EXPECT_EQ(c.localSize, 2);
+  EXPECT_EQ(c.crossRank, 1);  // local rank 1 exists on nodes 0 and 1 only
+  EXPECT_EQ(c.crossSize, 2);
+  EXPECT_FALSE(c.crossFromRendezvous);
+  EXPECT_EQ(c.jobId, "slurm-77.2");
+  EXPECT_EQ(c.storeFile, "/shared/hvd");
+  EXPECT_TRUE(c.storeAddress.empty());
+  EXPECT_NE(c.summary().find("from srun"), std::string::npos) << c.summary();
+
+  // The node with one task: cross rank 2 of 3 for local rank 0.
+  const Config last = parseConfig(schedulerEnv({{"SLURM_PROCID", "4"},
+                                                {"SLURM_NTASKS", "5"},
+                                                {"SLURM_LOCALID", "0"},
+                                                {"SLURM_NODEID", "2"},
+                                                {"SLURM_TASKS_PER_NODE", "2(x2),1"},
+                                                {"HVD_STORE_FILE", "/shared/hvd"}})
+                                      .reader());
+  EXPECT_EQ(last.localSize, 1);
+  EXPECT_EQ(last.crossRank, 2);
+  EXPECT_EQ(last.crossSize, 3);
+}
+
+TEST(Config, MpirunPlacementLeavesTheCrossRankToTheRendezvous) {
+  const FakeEnv env = schedulerEnv({{"OMPI_COMM_WORLD_RANK", "2"},
+                                    {"OMPI_COMM_WORLD_SIZE", "3"},
+                                    {"OMPI_COMM_WORLD_LOCAL_RANK", "2"},
+                                    {"OMPI_COMM_WORLD_LOCAL_SIZE", "3"},
+                                    {"OMPI_MCA_ess_base_jobid", "1259536385"},
+                                    {"SLURM_PROCID", "0"},  // mpirun inside an allocation
+                                    {"HVD_STORE_ADDR", "10.0.0.1:4000"},
+                                    {"HVD_STORE_TOKEN", "t"}});
+  const Config c = parseConfig(env.reader());
+  EXPECT_EQ(c.placementSource, "mpirun");
+  EXPECT_EQ(c.rank, 2);
+  EXPECT_EQ(c.localRank, 2);
+  EXPECT_EQ(c.localSize, 3);
+  EXPECT_TRUE(c.crossFromRendezvous);
+  EXPECT_EQ(c.jobId, "ompi-1259536385");
+  EXPECT_EQ(c.storeAddress, "10.0.0.1:4000");
+}
+
+TEST(Config, HvdVariablesWinOverTheScheduler) {
+  FakeEnv env;
+  env.set("SLURM_PROCID", "0").set("OMPI_COMM_WORLD_RANK", "1");
+  const Config c = parseConfig(env.reader());
+  EXPECT_EQ(c.placementSource, "hvd");
+  EXPECT_EQ(c.rank, 2);
+}
+
+TEST(Config, SchedulerPlacementErrorsNameTheVariable) {
+  EXPECT_NE(errorOf(schedulerEnv({{"SLURM_PROCID", "0"},
+                                  {"SLURM_NTASKS", "2"},
+                                  {"SLURM_LOCALID", "0"},
+                                  {"SLURM_NODEID", "0"},
+                                  {"SLURM_TASKS_PER_NODE", "2"}}))
+                .find("no rendezvous store: set HVD_STORE_ADDR"),
+            std::string::npos);
+  EXPECT_NE(errorOf(schedulerEnv({{"SLURM_PROCID", "0"},
+                                  {"SLURM_NTASKS", "3"},
+                                  {"SLURM_LOCALID", "0"},
+                                  {"SLURM_NODEID", "0"},
+                                  {"SLURM_TASKS_PER_NODE", "2"},
+                                  {"HVD_STORE_FILE", "/s"}}))
+                .find("does not match SLURM_NTASKS=3"),
+            std::string::npos);
+  EXPECT_NE(errorOf(schedulerEnv({{"SLURM_PROCID", "0"},
+                                  {"SLURM_NTASKS", "2"},
+                                  {"SLURM_LOCALID", "0"},
+                                  {"SLURM_NODEID", "0"},
+                                  {"SLURM_TASKS_PER_NODE", "2(x"},
+                                  {"HVD_STORE_FILE", "/s"}}))
+                .find("SLURM_TASKS_PER_NODE '2(x'"),
+            std::string::npos);
+  EXPECT_NE(errorOf(schedulerEnv({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}}))
+                .find("SLURM_LOCALID is not set"),
+            std::string::npos);
+  EXPECT_NE(errorOf(schedulerEnv({{"OMPI_COMM_WORLD_RANK", "5"},
+                                  {"OMPI_COMM_WORLD_SIZE", "3"},
+                                  {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
+                                  {"OMPI_COMM_WORLD_LOCAL_SIZE", "1"}}))
+                .find("OMPI_COMM_WORLD_RANK='5'"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace hvd::core

@@ -1,18 +1,21 @@
 // Slurm's hostlist and tasks-per-node forms (launcher/slurm_hosts.h): every form hvdrun meets in
 // an allocation, and clear errors for malformed ones.
+#include "launcher/slurm_hosts.h"
+
 #include <gtest/gtest.h>
 
 #include <map>
 #include <string>
 #include <vector>
 
+#include "core/scheduler_env.h"
 #include "hvd/error.hpp"
-#include "launcher/slurm_hosts.h"
 
 namespace hvd::launcher {
 namespace {
 
 using Names = std::vector<std::string>;
+using core::expandTasksPerNode;
 
 std::string errorOf(const std::function<void()>& f) {
   try {

@@ -4,8 +4,10 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <optional>
 #include <sstream>
 
+#include "core/scheduler_env.h"
 #include "hvd/error.hpp"
 
 namespace hvd::core {
@@ -14,7 +16,8 @@ namespace {
 constexpr const char* kLauncherHint =
     " (hvd::init() expects the worker environment that hvdrun or hvdagent sets: HVD_RANK, "
     "HVD_SIZE, HVD_LOCAL_RANK, HVD_LOCAL_SIZE, HVD_CROSS_RANK, HVD_CROSS_SIZE, HVD_JOB_ID, "
-    "HVD_STORE_ADDR, HVD_STORE_TOKEN)";
+    "HVD_STORE_ADDR, HVD_STORE_TOKEN; or srun's SLURM_PROCID/SLURM_NTASKS/... or mpirun's "
+    "OMPI_COMM_WORLD_* with HVD_STORE_ADDR or HVD_STORE_FILE)";
 
 std::string required(const EnvReader& getenv, const char* name) {
   const char* value = getenv(name);
@@ -129,14 +132,42 @@ void parseEngineKnobs(const EnvReader& getenv, Config& c) {
 
 Config parseConfig(const EnvReader& getenv) {
   Config c;
-  c.size = requiredInt(getenv, "HVD_SIZE", 1, 1 << 20);
-  c.rank = requiredInt(getenv, "HVD_RANK", 0, c.size - 1);
-  c.localSize = requiredInt(getenv, "HVD_LOCAL_SIZE", 1, c.size);
-  c.localRank = requiredInt(getenv, "HVD_LOCAL_RANK", 0, c.localSize - 1);
-  c.crossSize = requiredInt(getenv, "HVD_CROSS_SIZE", 1, c.size);
-  c.crossRank = requiredInt(getenv, "HVD_CROSS_RANK", 0, c.crossSize - 1);
-  c.jobId = required(getenv, "HVD_JOB_ID");
-  if (c.size > 1) {
+  const char* hvdRank = getenv("HVD_RANK");
+  std::optional<SchedulerPlacement> scheduler;
+  if (hvdRank == nullptr || *hvdRank == '\0') scheduler = placementFromScheduler(getenv);
+  if (scheduler) {
+    c.placementSource = scheduler->source;
+    c.size = scheduler->size;
+    c.rank = scheduler->rank;
+    c.localSize = scheduler->localSize;
+    c.localRank = scheduler->localRank;
+    c.crossFromRendezvous = !scheduler->crossRank.has_value();
+    c.crossRank = scheduler->crossRank.value_or(0);
+    c.crossSize = scheduler->crossSize.value_or(1);
+    const char* job = getenv("HVD_JOB_ID");
+    c.jobId = job != nullptr && *job != '\0' ? job : scheduler->jobId;
+  } else {
+    c.size = requiredInt(getenv, "HVD_SIZE", 1, 1 << 20);
+    c.rank = requiredInt(getenv, "HVD_RANK", 0, c.size - 1);
+    c.localSize = requiredInt(getenv, "HVD_LOCAL_SIZE", 1, c.size);
+    c.localRank = requiredInt(getenv, "HVD_LOCAL_RANK", 0, c.localSize - 1);
+    c.crossSize = requiredInt(getenv, "HVD_CROSS_SIZE", 1, c.size);
+    c.crossRank = requiredInt(getenv, "HVD_CROSS_RANK", 0, c.crossSize - 1);
+    c.jobId = required(getenv, "HVD_JOB_ID");
+  }
+  if (const char* file = getenv("HVD_STORE_FILE"); file != nullptr && *file != '\0') {
+    c.storeFile = file;
+  }
+  const char* storeAddr = getenv("HVD_STORE_ADDR");
+  const bool haveAddr = storeAddr != nullptr && *storeAddr != '\0';
+  if (c.size > 1 && !haveAddr && !c.storeFile.empty()) {
+    // The file store: no server, no token (the directory's permissions guard it).
+  } else if (c.size > 1 && !haveAddr && scheduler) {
+    throw InvalidArgumentError(
+        "started by " + scheduler->source + " with " + std::to_string(c.size) +
+        " ranks but no rendezvous store: set HVD_STORE_ADDR (and HVD_STORE_TOKEN) to a running "
+        "store, or HVD_STORE_FILE to a directory every rank shares");
+  } else if (c.size > 1) {
     c.storeAddress = required(getenv, "HVD_STORE_ADDR");
     c.storeToken = required(getenv, "HVD_STORE_TOKEN");
   } else {
@@ -209,9 +240,13 @@ Config configFromEnvironment() {
 std::string Config::summary() const {
   std::ostringstream out;
   out << "rank " << rank << "/" << size << " local " << localRank << "/" << localSize << " cross "
-      << crossRank << "/" << crossSize << " job " << jobId << " store "
-      << (storeAddress.empty() ? "-" : storeAddress) << " token "
-      << (storeToken.empty() ? "<unset>" : "<set>") << " timeout " << timeout.count() << "ms"
+      << crossRank << "/" << crossSize << (crossFromRendezvous ? " (from rendezvous)" : "")
+      << " from " << placementSource << " job " << jobId << " store "
+      << (!storeAddress.empty() ? storeAddress
+          : !storeFile.empty()  ? "file " + storeFile
+                                : std::string("-"))
+      << " token " << (storeToken.empty() ? "<unset>" : "<set>") << " timeout " << timeout.count()
+      << "ms"
       << " transport " << (transport == TransportChoice::kTcp ? "tcp" : "auto") << " shm-ring "
       << shmRingBytes << "B small-message " << smallMessageBytes << "B (tcp "
       << smallMessageBytesTcp << "B) piece " << pieceBytes << "B (tcp " << pieceBytesTcp

@@ -20,8 +20,16 @@ struct Config {
   int crossRank = 0;
   int crossSize = 1;
   std::string jobId;
-  std::string storeAddress;                            // host:port of the job's TCP store
-  std::string storeToken;                              // never logged
+  std::string storeAddress;  // host:port of the job's TCP store
+  std::string storeToken;    // never logged
+  // HVD_STORE_FILE: a directory on a filesystem every rank shares, used as the rendezvous store
+  // (file store) when no HVD_STORE_ADDR is given; the job's keys go under <dir>/<job id>.
+  std::string storeFile;
+  // "hvd" (the HVD_* contract), "srun" or "mpirun" (core/scheduler_env.h).
+  std::string placementSource = "hvd";
+  // mpirun names no node index: the cross rank and size are derived from every rank's host at
+  // rendezvous (Runtime) instead of read here.
+  bool crossFromRendezvous = false;
   std::chrono::milliseconds timeout{60000};            // HVD_TIMEOUT (seconds)
   std::chrono::milliseconds startTimeout{60000};       // HVD_START_TIMEOUT (seconds)
   TransportChoice transport = TransportChoice::kAuto;  // HVD_TRANSPORT

@@ -1,12 +1,22 @@
 #include "core/runtime.h"
 
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
 #include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <string>
+#include <vector>
 
 #include "common/host.h"
 #include "common/logging.h"
+#include "core/scheduler_env.h"
+#include "hvd/error.hpp"
+#include "store/file_store.h"
 #include "store/tcp_store_client.h"
 #include "transport/mesh.h"
 
@@ -95,6 +105,71 @@ std::string hostOf(const std::string& address) {
   return colon == std::string::npos ? address : address.substr(0, colon);
 }
 
+// <HVD_STORE_FILE>/<job id>, created if missing (every rank may race to create it).
+std::string fileStoreDirectory(const Config& config) {
+  const std::string dir = config.storeFile + "/" + config.jobId;
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (!std::filesystem::is_directory(dir)) {
+    throw InvalidArgumentError("HVD_STORE_FILE: cannot create the job's store directory " + dir +
+                               (ec ? ": " + ec.message() : std::string()));
+  }
+  return dir;
+}
+
+// Without a store address to route toward (file store), the data plane listens on this host's
+// first non-loopback IPv4 address (what other hosts can reach), else loopback.
+std::string firstInterfaceAddress() {
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) return "127.0.0.1";
+  std::string found = "127.0.0.1";
+  for (ifaddrs* a = list; a != nullptr; a = a->ifa_next) {
+    if (a->ifa_addr == nullptr || a->ifa_addr->sa_family != AF_INET) continue;
+    if ((a->ifa_flags & IFF_UP) == 0 || (a->ifa_flags & IFF_LOOPBACK) != 0) continue;
+    char text[INET_ADDRSTRLEN] = {};
+    const auto* in = reinterpret_cast<const sockaddr_in*>(a->ifa_addr);
+    if (::inet_ntop(AF_INET, &in->sin_addr, text, sizeof(text)) != nullptr) {
+      found = text;
+      break;
+    }
+  }
+  ::freeifaddrs(list);
+  return found;
+}
+
+// mpirun names no node: every rank publishes its host and local rank, and the cross rank and
+// size follow (nodes in the order of their lowest rank, as hvdrun numbers hosts).
+void deriveCrossPlacement(store::Store& store, const std::string& hostKey,
+                          std::chrono::milliseconds timeout, Config* config) {
+  store.set("place/" + std::to_string(config->rank),
+            hostKey + "\n" + std::to_string(config->localRank));
+  std::vector<std::string> keys;
+  for (int r = 0; r < config->size; ++r) keys.push_back("place/" + std::to_string(r));
+  store.wait(keys, timeout);
+  std::vector<std::string> nodes;  // host keys in order of their lowest rank
+  std::vector<int> tasksPerNode;
+  for (int r = 0; r < config->size; ++r) {
+    const std::string value = store.get(keys[r], timeout);
+    const std::string host = value.substr(0, value.rfind('\n'));
+    auto it = std::find(nodes.begin(), nodes.end(), host);
+    if (it == nodes.end()) {
+      nodes.push_back(host);
+      tasksPerNode.push_back(0);
+      it = nodes.end() - 1;
+    }
+    ++tasksPerNode[it - nodes.begin()];
+  }
+  const int node = static_cast<int>(std::find(nodes.begin(), nodes.end(), hostKey) - nodes.begin());
+  if (tasksPerNode[node] != config->localSize) {
+    throw InvalidArgumentError("this host runs " + std::to_string(tasksPerNode[node]) +
+                               " ranks of the job but its local size says " +
+                               std::to_string(config->localSize));
+  }
+  const auto [crossRank, crossSize] = crossPlacement(tasksPerNode, node, config->localRank);
+  config->crossRank = crossRank;
+  config->crossSize = crossSize;
+}
+
 }  // namespace
 
 Runtime::Runtime(const Config& config, int generation) : config_(config) {
@@ -124,19 +199,29 @@ Runtime::Runtime(const Config& config, int generation) : config_(config) {
     devices_ = std::make_unique<gpu::DeviceBackend>(deviceOptions(config_), *context_, nullptr);
     return;
   }
-  store_ = std::make_unique<store::TcpStore>(config_.storeAddress, config_.jobId,
-                                             config_.storeToken, config_.startTimeout);
+  if (!config_.storeAddress.empty()) {
+    store_ = std::make_unique<store::TcpStore>(config_.storeAddress, config_.jobId,
+                                               config_.storeToken, config_.startTimeout);
+  } else {
+    store_ = std::make_unique<store::FileStore>(fileStoreDirectory(config_));
+  }
   scoped_ = std::make_unique<PrefixedStore>(*store_, "g" + std::to_string(generation) + "/");
   auto& scoped = *scoped_;
+  if (config_.crossFromRendezvous) {
+    deriveCrossPlacement(scoped, transport::localHostKey(), config_.startTimeout, &config_);
+    logging::get("init")->info("cross rank {}/{} (from every rank's host)", config_.crossRank,
+                               config_.crossSize);
+  }
 
   transport::MeshConfig& mesh = mesh_;
   mesh.rank = config_.rank;
   mesh.size = config_.size;
   mesh.hostKey = transport::localHostKey();
   mesh.hostName = localHostName();
-  mesh.bindAddress = config_.dataAddress.empty()
+  mesh.bindAddress = !config_.dataAddress.empty() ? config_.dataAddress
+                     : !config_.storeAddress.empty()
                          ? transport::localAddressToward(hostOf(config_.storeAddress))
-                         : config_.dataAddress;
+                         : firstInterfaceAddress();
   mesh.allowShm = config_.transport != TransportChoice::kTcp;
   mesh.shmRingBytes = config_.shmRingBytes;
   mesh.setupTimeout = config_.startTimeout;

@@ -1,0 +1,144 @@
+#include "core/scheduler_env.h"
+
+#include <cerrno>
+#include <cstdlib>
+
+#include "hvd/error.hpp"
+
+namespace hvd::core {
+namespace {
+
+constexpr size_t kMaxHosts = 1 << 20;
+
+bool allDigits(const std::string& s) {
+  return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
+}
+
+[[noreturn]] void fail(const std::string& what, const std::string& token,
+                       const std::string& expected) {
+  throw InvalidArgumentError(what + ": '" + token + "': " + expected);
+}
+
+// A required non-negative integer variable of `source`, at most `max`.
+int integer(const std::function<const char*(const char*)>& getenv, const char* name,
+            const std::string& source, long long max) {
+  const char* value = getenv(name);
+  if (value == nullptr || *value == '\0') {
+    throw InvalidArgumentError(std::string(name) + " is not set, but " + source +
+                               " variables are: cannot tell this worker's place");
+  }
+  const std::string text = value;
+  if (!allDigits(text) || text.size() > 9 || std::atoll(text.c_str()) > max) {
+    throw InvalidArgumentError(std::string(name) + "='" + text + "' is not an integer in 0.." +
+                               std::to_string(max));
+  }
+  return std::atoi(text.c_str());
+}
+
+std::string text(const std::function<const char*(const char*)>& getenv, const char* name) {
+  const char* value = getenv(name);
+  return value != nullptr ? value : "";
+}
+
+SchedulerPlacement fromOpenMpi(const std::function<const char*(const char*)>& getenv) {
+  SchedulerPlacement p;
+  p.source = "mpirun";
+  p.size = integer(getenv, "OMPI_COMM_WORLD_SIZE", p.source, 1 << 20);
+  if (p.size < 1) throw InvalidArgumentError("OMPI_COMM_WORLD_SIZE=0");
+  p.rank = integer(getenv, "OMPI_COMM_WORLD_RANK", p.source, p.size - 1);
+  p.localSize = integer(getenv, "OMPI_COMM_WORLD_LOCAL_SIZE", p.source, p.size);
+  if (p.localSize < 1) throw InvalidArgumentError("OMPI_COMM_WORLD_LOCAL_SIZE=0");
+  p.localRank = integer(getenv, "OMPI_COMM_WORLD_LOCAL_RANK", p.source, p.localSize - 1);
+  std::string job = text(getenv, "OMPI_MCA_ess_base_jobid");
+  if (job.empty()) job = text(getenv, "PMIX_NAMESPACE");
+  p.jobId = "ompi-" + (job.empty() ? std::string("job") : job);
+  return p;
+}
+
+SchedulerPlacement fromSlurm(const std::function<const char*(const char*)>& getenv) {
+  SchedulerPlacement p;
+  p.source = "srun";
+  const char* ntasks = getenv("SLURM_NTASKS") != nullptr ? "SLURM_NTASKS" : "SLURM_NPROCS";
+  p.size = integer(getenv, ntasks, p.source, 1 << 20);
+  if (p.size < 1) throw InvalidArgumentError(std::string(ntasks) + "=0");
+  p.rank = integer(getenv, "SLURM_PROCID", p.source, p.size - 1);
+  p.localRank = integer(getenv, "SLURM_LOCALID", p.source, p.size - 1);
+  const char* countsName = getenv("SLURM_STEP_TASKS_PER_NODE") != nullptr
+                               ? "SLURM_STEP_TASKS_PER_NODE"
+                               : "SLURM_TASKS_PER_NODE";
+  const std::string countsText = text(getenv, countsName);
+  if (countsText.empty()) {
+    throw InvalidArgumentError(
+        "SLURM_PROCID is set but neither SLURM_STEP_TASKS_PER_NODE nor SLURM_TASKS_PER_NODE is: "
+        "cannot tell how many tasks share this node");
+  }
+  const std::vector<int> counts = expandTasksPerNode(countsText, countsName);
+  const int node =
+      integer(getenv, "SLURM_NODEID", p.source, static_cast<long long>(counts.size()) - 1);
+  p.localSize = counts[node];
+  long long total = 0;
+  for (int c : counts) total += c;
+  if (total != p.size || p.localRank >= p.localSize) {
+    throw InvalidArgumentError(std::string(countsName) + "='" + countsText + "' does not match " +
+                               ntasks + "=" + std::to_string(p.size) +
+                               " and SLURM_LOCALID=" + std::to_string(p.localRank));
+  }
+  const auto [crossRank, crossSize] = crossPlacement(counts, node, p.localRank);
+  p.crossRank = crossRank;
+  p.crossSize = crossSize;
+  const std::string job = text(getenv, "SLURM_JOB_ID");
+  const std::string step = text(getenv, "SLURM_STEP_ID");
+  p.jobId = "slurm-" + (job.empty() ? std::string("job") : job) + "." + (step.empty() ? "0" : step);
+  return p;
+}
+
+}  // namespace
+
+std::vector<int> expandTasksPerNode(const std::string& tasks, const std::string& name) {
+  const std::string what = name + " '" + tasks + "'";
+  std::vector<int> counts;
+  size_t start = 0;
+  for (;;) {
+    const size_t comma = tasks.find(',', start);
+    const std::string entry = tasks.substr(start, comma - start);
+    std::string count = entry;
+    std::string repeat = "1";
+    if (const size_t paren = entry.find("(x"); paren != std::string::npos) {
+      if (entry.back() != ')') fail(what, entry, "expected N or N(xR)");
+      count = entry.substr(0, paren);
+      repeat = entry.substr(paren + 2, entry.size() - paren - 3);
+    }
+    if (!allDigits(count) || !allDigits(repeat) || count.size() > 7 || repeat.size() > 7) {
+      fail(what, entry, "expected N or N(xR) with whole numbers");
+    }
+    const int n = std::atoi(count.c_str());
+    const int r = std::atoi(repeat.c_str());
+    if (n < 1 || r < 1) fail(what, entry, "counts and repeats start at 1");
+    if (counts.size() + static_cast<size_t>(r) > kMaxHosts) fail(what, entry, "too many nodes");
+    counts.insert(counts.end(), static_cast<size_t>(r), n);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return counts;
+}
+
+std::pair<int, int> crossPlacement(const std::vector<int>& tasksPerNode, int node, int localRank) {
+  int crossRank = 0;
+  int crossSize = 0;
+  for (size_t n = 0; n < tasksPerNode.size(); ++n) {
+    if (tasksPerNode[n] <= localRank) continue;
+    if (static_cast<int>(n) < node) ++crossRank;
+    ++crossSize;
+  }
+  return {crossRank, crossSize};
+}
+
+std::optional<SchedulerPlacement> placementFromScheduler(
+    const std::function<const char*(const char*)>& getenv) {
+  // mpirun first: an mpirun inside a Slurm allocation leaves SLURM_* of the allocation around.
+  if (getenv("OMPI_COMM_WORLD_RANK") != nullptr) return fromOpenMpi(getenv);
+  if (getenv("SLURM_PROCID") != nullptr) return fromSlurm(getenv);
+  return std::nullopt;
+}
+
+}  // namespace hvd::core

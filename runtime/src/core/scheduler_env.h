@@ -1,0 +1,49 @@
+// Where a worker learns its place when no hvd launcher started it (issue 7, "Under srun
+// directly", "Under mpirun"): the variables Slurm's srun and Open MPI's mpirun set for every
+// task. Used by parseConfig only when HVD_RANK is not set; hvdrun and hvdagent always set the
+// HVD_* contract, which wins.
+//
+//   srun     SLURM_PROCID (rank), SLURM_NTASKS (size), SLURM_LOCALID (local rank),
+//            SLURM_NODEID (node index) and SLURM_STEP_TASKS_PER_NODE (else
+//            SLURM_TASKS_PER_NODE; "2(x3),1": tasks on each node of the step). Local size and
+//            the cross rank and size follow exactly from those counts. Job id
+//            "slurm-<SLURM_JOB_ID>.<SLURM_STEP_ID>".
+//   mpirun   OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK, _LOCAL_SIZE. Open MPI names no node
+//            index, so the cross rank and size are left to the runtime, which derives them from
+//            every rank's host at rendezvous. Job id "ompi-<OMPI_MCA_ess_base_jobid>".
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace hvd::core {
+
+struct SchedulerPlacement {
+  std::string source;  // "srun" or "mpirun", for messages
+  int rank = 0;
+  int size = 1;
+  int localRank = 0;
+  int localSize = 1;
+  std::optional<int> crossRank;  // nullopt: derive at rendezvous
+  std::optional<int> crossSize;
+  std::string jobId;
+};
+
+// The placement srun or mpirun gave this process, or nullopt when neither did. Throws
+// hvd::InvalidArgumentError naming the variable when one is set but malformed or inconsistent.
+std::optional<SchedulerPlacement> placementFromScheduler(
+    const std::function<const char*(const char*)>& getenv);
+
+// Expands Slurm's tasks-per-node form ("N" or "N(xR)" entries, comma separated) into one count
+// per node. `name` is the variable it came from, for the error message, which quotes the text,
+// the entry and what was expected.
+std::vector<int> expandTasksPerNode(const std::string& tasks,
+                                    const std::string& name = "SLURM_TASKS_PER_NODE");
+
+// The cross rank and size of `(localRank, node)` given every node's task count (the node of a
+// rank with local rank L is counted when it has more than L tasks).
+std::pair<int, int> crossPlacement(const std::vector<int>& tasksPerNode, int node, int localRank);
+
+}  // namespace hvd::core
