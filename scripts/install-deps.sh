@@ -12,6 +12,8 @@ PACKAGES=(
   openmpi-bin libopenmpi-dev
   libssl-dev
   iproute2 procps psmisc
+  # torch.distributed under hvdrun (tests/e2e/e2e_torch_test.cc) and the peer of bench/fusion.sh
+  python3-torch
 )
 
 missing=()

@@ -22,6 +22,7 @@ set(HVD_E2E_SCRIPT "${PROJECT_SOURCE_DIR}/scripts/netns-cluster.sh")
 
 add_executable(e2e_test ${CMAKE_CURRENT_LIST_DIR}/e2e_jobs_test.cc
                         ${CMAKE_CURRENT_LIST_DIR}/e2e_submit_test.cc
+                        ${CMAKE_CURRENT_LIST_DIR}/e2e_torch_test.cc
                         ${CMAKE_CURRENT_LIST_DIR}/e2e_security_test.cc
                         ${CMAKE_CURRENT_LIST_DIR}/e2e_support.cc ${CMAKE_CURRENT_LIST_DIR}/e2e_cluster.cc
                         ${CMAKE_CURRENT_LIST_DIR}/e2e_process.cc)
@@ -31,6 +32,7 @@ target_compile_definitions(e2e_test PRIVATE
   HVDRUN_PATH="$<TARGET_FILE:hvdrun>"
   HVDAGENT_PATH="$<TARGET_FILE:hvdagent>"
   HVD_E2E_WORKER_PATH="$<TARGET_FILE:hvd-e2e-worker>"
+  HVD_TORCH_DDP_SCRIPT="${PROJECT_SOURCE_DIR}/examples/torch_ddp.py"
   HVD_E2E_BIN_DIR="$<TARGET_FILE_DIR:hvdagent>"
   HVD_E2E_SCRIPT="${HVD_E2E_SCRIPT}"
   HVD_E2E_STATE_ROOT="${HVD_E2E_STATE_ROOT}")
