@@ -2,7 +2,7 @@
 # Launch benchmark: wall time of starting a job that does init + barrier + exit, hvdrun beside
 # Open MPI's mpirun, in one run on this machine.
 #
-# usage: bench/launch.sh [BUILD_DIR] [--repeats R (default 7)] [--np "1 2 4 8"] [--no-agents]
+# usage: bench/launch.sh [BUILD_DIR] [--repeats R (default 7)] [--np "1 2 4 8"] [--no-agents] [--no-torch]
 #
 # For each N it times, R times each and interleaved (hvd, agents, mpi, hvd, agents, mpi, ...)
 # because the shared machines this runs on drift in speed over tens of seconds:
@@ -12,6 +12,12 @@
 #               N=1: h0:1; odd N: h0 gets the extra rank); hvdrun runs here, the ranks there
 #   mpi     mpirun --allow-run-as-root --oversubscribe -np N --bind-to none --mca btl self,vader
 #               mpi-init-barrier                                   (MPI_Init+Barrier+Finalize)
+# and, in a third table, a torch.distributed job (bench/torch_init_barrier.py: gloo env:// init,
+# barrier, exit; Debian's python3-torch under /usr/bin/python3) started two ways:
+#   torch-hvd  BUILD/bin/hvdrun -np N -- python3 bench/torch_init_barrier.py
+#   torchrun   torchrun --standalone --nproc_per_node N --redirects 2 --tee 2 ...
+#              (Debian 12's torch 1.13 under Python 3.11 cannot parse the default "0" of
+#              --redirects/--tee: Std("0") is no member of the Flag there; 2 = stderr, tee'd back)
 # and prints one row per N: median and min wall time of each, in ms, and the ratio to mpirun of
 # the medians and of the mins; the agents' figures in a second table. The target (issue 3) is
 # hvdrun at most 0.5x mpirun's time at every N. Absolute figures drift on a shared machine; read
@@ -28,9 +34,11 @@ REPEATS=7
 NPS="1 2 4 8"
 BUILD=build
 AGENTS=1
+TORCH=1
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --no-agents) AGENTS=0 ;;
+    --no-torch) TORCH=0 ;;
     --np) NPS="${2:?--np needs a list}"; shift ;;
     --repeats) REPEATS="${2:?--repeats needs a number}"; shift ;;
     -h | --help) usage; exit 0 ;;
@@ -112,7 +120,17 @@ if [[ -n "$WHY_NO_AGENTS" ]]; then
 else
   echo "launch.sh: and through two netns agents at $A0 and $A1 (cluster $CLUSTER)"
 fi
-ROWS=() AGENT_ROWS=()
+PYTHON=/usr/bin/python3
+TORCH_SCRIPT="$(dirname "${BASH_SOURCE[0]}")/torch_init_barrier.py"
+WHY_NO_TORCH=""
+if [[ $TORCH != 1 ]]; then
+  WHY_NO_TORCH="--no-torch"
+elif ! "$PYTHON" -c 'import torch.distributed as d; assert d.is_gloo_available()' 2> /dev/null; then
+  WHY_NO_TORCH="no torch.distributed with gloo for $PYTHON (apt-get install python3-torch)"
+elif ! command -v torchrun > /dev/null; then
+  WHY_NO_TORCH="no torchrun"
+fi
+ROWS=() AGENT_ROWS=() TORCH_ROWS=()
 for n in $NPS; do
   hvd=() agt=() mpi=()
   for ((r = 0; r < REPEATS; r++)); do
@@ -137,15 +155,36 @@ for n in $NPS; do
     echo "  np $n: ${#hvd[@]} hvdrun, ${#mpi[@]} mpirun runs ok"
   fi
 done
+if [[ -z "$WHY_NO_TORCH" ]]; then
+  for n in $NPS; do
+    th=() tr=()
+    for ((r = 0; r < REPEATS; r++)); do
+      time_ms "hvdrun np $n torch" "$BIN/hvdrun" -np "$n" -- "$PYTHON" "$TORCH_SCRIPT"
+      [[ -z "$MS" ]] || th+=("$MS")
+      time_ms "torchrun np $n" torchrun --standalone --nproc_per_node "$n" --redirects 2 --tee 2 \
+        "$TORCH_SCRIPT"
+      [[ -z "$MS" ]] || tr+=("$MS")
+    done
+    read -r hmed hmin <<< "$(stats ${th[@]+"${th[@]}"})"
+    read -r tmed tmin <<< "$(stats ${tr[@]+"${tr[@]}"})"
+    TORCH_ROWS+=("$n $hmed $tmed $hmin $tmin")
+    echo "  np $n: ${#th[@]} hvdrun torch, ${#tr[@]} torchrun runs ok"
+  done
+fi
 
-# table TITLE LABEL ROWS...: one line per "np med mpi_med min mpi_min" row, with the ratios.
+# table TITLE LABEL [PEER] ROWS...: one line per "np med peer_med min peer_min" row, with the
+# ratios; PEER (default mpirun) is given as "peer=NAME".
 table() {
-  local title="$1" label="$2" row
+  local title="$1" label="$2" peer=mpirun row
   shift 2
+  if [[ "${1:-}" == peer=* ]]; then
+    peer="${1#peer=}"
+    shift
+  fi
   echo
   echo "$title"
-  printf '%4s  %12s  %12s  %7s  %10s  %10s  %7s\n' np "$label med" "mpirun med" ratio \
-    "$label min" "mpirun min" ratio
+  printf '%4s  %12s  %12s  %7s  %10s  %10s  %7s\n' np "$label med" "$peer med" ratio \
+    "$label min" "$peer min" ratio
   printf '%4s  %12s  %12s  %7s  %10s  %10s  %7s\n' "" "(ms)" "(ms)" "" "(ms)" "(ms)" ""
   for row in "$@"; do
     awk -v np="${row%% *}" 'function ratio(a, b) { return (b > 0 && a == a + 0) ? sprintf("%.2f", a / b) : "nan" }
@@ -159,6 +198,12 @@ if [[ -z "$WHY_NO_AGENTS" ]]; then
     agents "${AGENT_ROWS[@]}"
 fi
 echo "(target: hvdrun at most 0.50x mpirun at every np)"
+if [[ -z "$WHY_NO_TORCH" ]]; then
+  table "a torch.distributed script (gloo env:// init + barrier): hvdrun vs torchrun --standalone" \
+    hvdrun peer=torchrun "${TORCH_ROWS[@]}"
+else
+  echo "launch.sh: torch part skipped: $WHY_NO_TORCH"
+fi
 
 if [[ $FAILURES != 0 ]]; then
   echo "launch.sh: $FAILURES run(s) failed" >&2
