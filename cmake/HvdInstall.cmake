@@ -19,7 +19,7 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/hvdConfigVersion.cmake
 install(FILES ${PROJECT_BINARY_DIR}/hvdConfig.cmake ${PROJECT_BINARY_DIR}/hvdConfigVersion.cmake
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/hvd)
 
-# The launcher and the node agent (scripts/hvdagent.service expects them in ${prefix}/bin).
+# The launcher and the node agent (scripts/systemd/hvdagent.service expects them in ${prefix}/bin).
 # They find libhvd relative to themselves, in the build tree (bin/../lib) and installed
 # (bin/../${CMAKE_INSTALL_LIBDIR}), so installing rewrites no RPATH.
 foreach(tool hvdrun hvdagent)
