@@ -117,7 +117,16 @@ int runRemote(const launcher::Options& options, const std::vector<launcher::Host
                                    config, &events);
   client.start(request);
   launcher::waitForJob(signalPipe, client);
-  const coord::JobResult result = *client.result();
+  coord::JobResult result = *client.result();
+  if (config.detached && result.outcome == coord::JobOutcome::kAgentUnreachable &&
+      result.exitCode == coord::kExitAgentUnreachable && options.hostList.empty() &&
+      options.hostfile.empty()) {
+    // No -H: the job was meant for this machine's agent, which is not running.
+    result.summary +=
+        " (hvdrun submit hands the job to an hvdagent; start one on this machine, "
+        "e.g. `hvdagent` (it listens on 127.0.0.1:7475) or "
+        "scripts/systemd/hvdagent-user.service)";
+  }
   if (config.detached && result.exitCode == coord::kExitSuccess) {
     // The id alone on stdout, for JOB=$(hvdrun submit ...); how to follow it on stderr.
     std::printf("%s\n", result.jobId.c_str());

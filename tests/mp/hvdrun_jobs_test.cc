@@ -337,3 +337,20 @@ TEST(HvdrunTimeLimit, AnEmbeddedRunPastItsLimitIsStoppedWithExit124) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(HvdrunSubmit, WithNoAgentOnThisMachineItSaysHowToStartOne) {
+  TempDir dir;
+  const fs::path key = writeKey(dir.path(), "key", 0600);
+  const ProcessResult r = hvd::test::runProcess(
+      {HVDRUN_PATH, "submit", "--agent-port", std::to_string(hvd::test::closedLoopbackPort()),
+       "--key-file", key.string(), "-np", "1", "--", "/bin/true"},
+      30s);
+  EXPECT_EQ(r.status, 69) << r.err;
+  EXPECT_EQ(r.out, "") << "no job id without a job";
+  EXPECT_NE(r.err.find("is unreachable: connection refused"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("start one on this machine"), std::string::npos) << r.err;
+}
+
+}  // namespace
