@@ -192,8 +192,8 @@ std::string LedJobs::submit(coord::JobSpec spec, const v1::SubmitJobRequest& req
   info.set_detached(request.detach());
   history_->create(info);
   try {
-    job->log = std::make_unique<JobLogWriter>(history_->logPath(job->id).value(),
-                                              options_.maxLogBytes);
+    job->log =
+        std::make_unique<JobLogWriter>(history_->logPath(job->id).value(), options_.maxLogBytes);
   } catch (const InvalidArgumentError& e) {
     // Nothing started: the record says why rather than staying PENDING forever.
     history_->update(job->id, [&](v1::JobInfo* i) {

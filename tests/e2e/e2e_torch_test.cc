@@ -45,16 +45,17 @@ TEST_F(E2e, TorchDdpScriptRunsUnchangedAcrossTwoHostsAndMatchesOneProcess) {
 
   // gloo picks its address from an interface: the namespace's own (eth0), not the hostname,
   // which every namespace shares with this machine.
-  const RunResult ddp = run(hvdrunArgs(cluster(), 4, cluster().hostList(2),
-                                       {"-x", "GLOO_SOCKET_IFNAME=eth0", "--", kPython,
-                                        HVD_TORCH_DDP_SCRIPT}),
-                            180s);
+  const RunResult ddp =
+      run(hvdrunArgs(cluster(), 4, cluster().hostList(2),
+                     {"-x", "GLOO_SOCKET_IFNAME=eth0", "--", kPython, HVD_TORCH_DDP_SCRIPT}),
+          180s);
   ASSERT_EQ(ddp.status, 0) << describe(ddp);
   for (int rank = 0; rank < 4; ++rank) {
     const int local = rank % 2;
-    const std::string expect = "torch rank=" + std::to_string(rank) + " world=4 local_rank=" +
-                               std::to_string(local) + " local_world=2 group_rank=" +
-                               std::to_string(rank / 2) + " master=" + cluster().address(0) + ":";
+    const std::string expect = "torch rank=" + std::to_string(rank) +
+                               " world=4 local_rank=" + std::to_string(local) +
+                               " local_world=2 group_rank=" + std::to_string(rank / 2) +
+                               " master=" + cluster().address(0) + ":";
     EXPECT_EQ(countOf(ddp.output, expect), 1u) << describe(ddp);
   }
   const std::map<std::string, double> got = params(ddp.output);
