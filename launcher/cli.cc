@@ -72,7 +72,8 @@ constexpr char kJobsDescription[] =
     "        a job that already ended is left as it was.\n"
     "\n"
     "Exit status: 0; 1 no such job on those agents; 2 usage error; 69 agent unreachable;\n"
-    "77 authentication failed; attach: the job's exit status.";
+    "77 authentication failed; 124 cancel: the job did not end in its grace plus a margin;\n"
+    "attach: the job's exit status.";
 
 constexpr char kKeygenDescription[] =
     "Usage: hvdrun keygen [--key-file F]\n"
@@ -141,23 +142,30 @@ void splitArguments(int argc, char** argv, std::vector<std::string>* ours,
   }
 }
 
-// `hvdrun keygen [--key-file F]`: argv[1] is "keygen".
-std::optional<int> parseKeygen(int argc, char** argv, Options* options) {
-  CLI::App app(kKeygenDescription, "hvdrun keygen");
-  options->keyFile = agent::rpc::defaultKeyFile();
-  app.add_option("--key-file", options->keyFile,
-                 "where to write the key (default: $HVD_KEY_FILE, else ~/.hvd/cluster.key)");
+// `hvdrun COMMAND ARGS...`: parses ARGS with `app`. nullopt to go on; else the exit code after
+// the help (0) or the parse error (2) was printed.
+std::optional<int> parseAfterCommand(CLI::App& app, int argc, char** argv) {
   std::vector<std::string> args(argv + 2, argv + argc);
   std::reverse(args.begin(), args.end());  // CLI11 takes a vector in reverse order
   try {
     app.parse(args);
-  } catch (const CLI::CallForHelp& e) {
+  } catch (const CLI::CallForHelp&) {
     std::printf("%s", app.help().c_str());
     return 0;
   } catch (const CLI::ParseError& e) {
     app.exit(e);
     return 2;
   }
+  return std::nullopt;
+}
+
+// `hvdrun keygen [--key-file F]`: argv[1] is "keygen".
+std::optional<int> parseKeygen(int argc, char** argv, Options* options) {
+  CLI::App app(kKeygenDescription, "hvdrun keygen");
+  options->keyFile = agent::rpc::defaultKeyFile();
+  app.add_option("--key-file", options->keyFile,
+                 "where to write the key (default: $HVD_KEY_FILE, else ~/.hvd/cluster.key)");
+  if (std::optional<int> code = parseAfterCommand(app, argc, argv)) return code;
   if (options->keyFile.empty()) {
     std::fprintf(stderr, "hvdrun keygen: no key file: give --key-file (HOME is not set)\n");
     return 2;
@@ -207,17 +215,7 @@ std::optional<int> parseJobCommand(int argc, char** argv, Options* options) {
                                  "job's own)")
                       ->check(CLI::Range(0.0, 86400.0));
   }
-  std::vector<std::string> args(argv + 2, argv + argc);
-  std::reverse(args.begin(), args.end());  // CLI11 takes a vector in reverse order
-  try {
-    app.parse(args);
-  } catch (const CLI::CallForHelp&) {
-    std::printf("%s", app.help().c_str());
-    return 0;
-  } catch (const CLI::ParseError& e) {
-    app.exit(e);
-    return 2;
-  }
+  if (std::optional<int> code = parseAfterCommand(app, argc, argv)) return code;
   if (!ranks.empty()) {
     options->logRanks = parseRankRange(ranks);
     if (!options->logRanks) {

@@ -151,7 +151,10 @@ Found findJob(Session& session, const std::vector<AgentTarget>& targets, const s
   }
   std::string where;
   for (const AgentTarget& t : targets) where += (where.empty() ? "" : ", ") + t.host;
-  std::fprintf(stderr, "hvdrun: no job '%s' on the agents of %s\n", jobId.c_str(), where.c_str());
+  std::fprintf(stderr,
+               "hvdrun: no job '%s' on the agents of %s (a job lives on the agent of its first "
+               "host: name that host with -H; `hvdrun ps -H HOST` lists an agent's jobs)\n",
+               jobId.c_str(), where.c_str());
   found.exitCode = lastError != 0 ? lastError : kExitNoSuchJob;
   return found;
 }
@@ -274,7 +277,8 @@ int runLogs(Session& session, const Options& options, const AgentTarget& target,
   return end->exitCode;
 }
 
-int runCancel(Session& session, const Options& options, const AgentTarget& target) {
+int runCancel(Session& session, const Options& options, const AgentTarget& target,
+              const v1::JobInfo& job) {
   v1::CancelJobRequest request;
   request.set_job_id(options.jobId);
   if (options.cancelGraceSeconds) {
@@ -294,21 +298,35 @@ int runCancel(Session& session, const Options& options, const AgentTarget& targe
     return 0;
   }
   std::fprintf(stderr, "hvdrun: stopping job %s\n", options.jobId.c_str());
-  // Until it has ended: the job's grace, the agent's SIGKILL and the exit reports.
-  for (;;) {
+  // Until it has ended: the grace, the agents' SIGKILL and the exit reports, which the leader
+  // gives up waiting for after its own slack; past that something is wrong, and hvdrun says so.
+  const milliseconds grace =
+      options.cancelGraceSeconds
+          ? milliseconds(static_cast<long long>(*options.cancelGraceSeconds * 1000))
+          : milliseconds(job.grace_ms());
+  const milliseconds patience =
+      grace + coord::JobCoordinator::kStopReportSlack + std::chrono::seconds(20);
+  const auto deadline = std::chrono::steady_clock::now() + patience;
+  while (std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(milliseconds(200));
     v1::GetJobRequest get;
     get.set_job_id(options.jobId);
-    v1::JobInfo job;
+    v1::JobInfo current;
     grpc::ClientContext context;
     session.prepare(&context, agent::rpc::kGetJobMethod, get);
-    const grpc::Status status = session.stub(target).GetJob(&context, get, &job);
+    const grpc::Status status = session.stub(target).GetJob(&context, get, &current);
     if (!status.ok()) return reportCallError(target, status, session.timeout());
-    if (agent::rpc::isFinalState(job.state())) {
-      std::printf("job %s %s\n", options.jobId.c_str(), jobStateName(job.state()).c_str());
+    if (agent::rpc::isFinalState(current.state())) {
+      std::printf("job %s %s\n", options.jobId.c_str(), jobStateName(current.state()).c_str());
       return 0;
     }
   }
+  std::fprintf(stderr,
+               "hvdrun: job %s has not ended %lld s after the cancel (its grace is %lld s); "
+               "`hvdrun status %s` shows which ranks are left\n",
+               options.jobId.c_str(), static_cast<long long>(patience.count() / 1000),
+               static_cast<long long>(grace.count() / 1000), options.jobId.c_str());
+  return coord::kExitTimeout;
 }
 
 }  // namespace
@@ -374,7 +392,7 @@ int runJobCommand(const Options& options) {
     case Action::kAttach:
       return runLogs(session, options, *found.target, found.job, /*attach=*/true);
     case Action::kCancel:
-      return runCancel(session, options, *found.target);
+      return runCancel(session, options, *found.target, found.job);
     default:
       return coord::kExitUsage;
   }

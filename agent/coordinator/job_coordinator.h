@@ -91,6 +91,10 @@ struct RankSnapshot {
   int pid = 0;  // 0: unknown or not started
   RankState state = RankState::kNotStarted;
   std::optional<process::ExitStatus> exit;  // kExited
+
+  bool operator==(const RankSnapshot& o) const {
+    return rank == o.rank && host == o.host && pid == o.pid && state == o.state && exit == o.exit;
+  }
 };
 
 // How the job ended. For kRankFailed and kAgentLost the root cause is the first failure seen;

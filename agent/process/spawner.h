@@ -39,6 +39,9 @@ struct ExitStatus {
   bool success() const { return signal == 0 && exitCode == 0; }
   // What a shell reports in $?: the exit code, or 128+signal for a signal. hvdrun exits with it.
   int shellStatus() const { return signal != 0 ? 128 + signal : exitCode; }
+  bool operator==(const ExitStatus& o) const {
+    return exitCode == o.exitCode && signal == o.signal;
+  }
   // "exit code 3" or "signal 9 (Killed)", for the one line that names the root cause.
   std::string describe() const;
 };

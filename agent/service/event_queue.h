@@ -86,12 +86,6 @@ class OutputBudget {
     return take(rank);
   }
 
-  // Every rank's unreported count (rank -> lines), resetting them all: for the job's end.
-  std::map<int, size_t> takeAllDropped() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return std::exchange(dropped_, {});
-  }
-
   // The notice queued in place of dropped lines.
   static std::string notice(size_t lines) {
     return "[hvd] " + std::to_string(lines) +

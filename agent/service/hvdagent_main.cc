@@ -28,6 +28,7 @@
 #include "agent/rpc/net.h"
 #include "agent/service/agent_cli.h"
 #include "agent/service/agent_service.h"
+#include "agent/service/atomic_file.h"
 #include "agent/service/environment.h"
 #include "agent/service/job_history.h"
 #include "agent/service/job_records.h"
@@ -52,14 +53,9 @@ int waitForSignal(int pipeRead) {
   }
 }
 
-// Atomically (temporary file + rename), so a test polling for the file never reads half of it.
+// Atomically, so a test polling for the file never reads half of it.
 void writePortFile(const std::string& path, int port) {
-  const std::string tmp = path + ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "w");
-  if (f == nullptr) throw hvd::InvalidArgumentError("cannot write --port-file " + path);
-  std::fprintf(f, "%d\n", port);
-  const bool ok = std::fclose(f) == 0;
-  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+  if (!svc::writeFileAtomically(path, std::to_string(port) + "\n", 0644)) {
     throw hvd::InvalidArgumentError("cannot write --port-file " + path);
   }
 }

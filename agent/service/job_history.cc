@@ -16,6 +16,7 @@
 
 #include "agent/auth/cluster_key.h"
 #include "agent/coordinator/exit_codes.h"
+#include "agent/service/atomic_file.h"
 #include "agent/service/job_records.h"
 #include "hvd/error.hpp"
 
@@ -136,18 +137,7 @@ bool JobHistory::writeRecord(const v1::JobInfo& info) const {
   options.add_whitespace = true;
   options.preserve_proto_field_names = true;
   if (!google::protobuf::util::MessageToJsonString(info, &json, options).ok()) return false;
-  const std::string path = jobDir(info.job_id()) + "/" + kRecordFile;
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return false;
-  const bool ok = ::write(fd, json.data(), json.size()) == static_cast<ssize_t>(json.size()) &&
-                  ::fsync(fd) == 0;
-  ::close(fd);
-  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
-    ::unlink(tmp.c_str());
-    return false;
-  }
-  return true;
+  return writeFileAtomically(jobDir(info.job_id()) + "/" + kRecordFile, json);
 }
 
 std::string JobHistory::newJobId() const {

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "agent/auth/cluster_key.h"
+#include "agent/service/atomic_file.h"
 #include "hvd/error.hpp"
 
 namespace hvd::agent::service {
@@ -176,20 +177,8 @@ bool JobRecords::write(const JobRecord& record) {
   text << kHeader << "\njob " << printable(record.jobId) << "\npgid " << record.pgid
        << "\nleader_start " << record.leaderStartTime << "\nagent_pid " << record.agentPid
        << "\nagent_start " << record.agentStartTime << "\ntag " << printable(record.tag) << "\n";
-  const std::string data = text.str();
-  const std::string path = pathFor(record.jobId, record.agentPid);
-  const std::string tmp = path + ".tmp";
   std::lock_guard<std::mutex> lock(mutex_);
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return false;
-  const bool ok = ::write(fd, data.data(), data.size()) == static_cast<ssize_t>(data.size()) &&
-                  ::fsync(fd) == 0;
-  ::close(fd);
-  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
-    ::unlink(tmp.c_str());
-    return false;
-  }
-  return true;
+  return writeFileAtomically(pathFor(record.jobId, record.agentPid), text.str());
 }
 
 void JobRecords::remove(const std::string& jobId) {

@@ -4,7 +4,6 @@
 
 #include <atomic>
 #include <thread>
-#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -53,16 +52,6 @@ void setRanks(const std::vector<coord::RankSnapshot>& ranks, v1::JobInfo* info) 
       out->set_signal(r.exit->signal);
     }
   }
-}
-
-// What changes in a rank's row: enough to tell when the record needs rewriting.
-std::vector<std::tuple<int, int, int, int>> signature(const std::vector<coord::RankSnapshot>& v) {
-  std::vector<std::tuple<int, int, int, int>> out;
-  for (const coord::RankSnapshot& r : v) {
-    out.emplace_back(r.pid, static_cast<int>(r.state), r.exit ? r.exit->exitCode : -1,
-                     r.exit ? r.exit->signal : -1);
-  }
-  return out;
 }
 
 }  // namespace
@@ -138,6 +127,7 @@ struct LedJobs::Job {
   std::unique_ptr<JobSink> sink;
   coord::SteadyClock clock;
   std::unique_ptr<coord::JobCoordinator> coordinator;
+  std::shared_ptr<ChangeSignal> changed = std::make_shared<ChangeSignal>();
   std::string cancelReason;  // set under LedJobs::mutex_
   std::thread thread;
   std::atomic<bool> done{false};
@@ -189,6 +179,7 @@ std::string LedJobs::submit(coord::JobSpec spec, const v1::SubmitJobRequest& req
   info.set_cwd(spec.cwd);
   info.set_submitted_unix_ms(nowUnixMs());
   info.set_time_limit_ms(spec.timeLimit.count());
+  info.set_grace_ms(spec.grace.count());
   info.set_detached(request.detach());
   history_->create(info);
   try {
@@ -208,7 +199,7 @@ std::string LedJobs::submit(coord::JobSpec spec, const v1::SubmitJobRequest& req
     });
     throw;
   }
-  job->sink = std::make_unique<JobSink>(job->log.get(), &changed_);
+  job->sink = std::make_unique<JobSink>(job->log.get(), job->changed.get());
 
   job->local = std::make_unique<LocalHostAgent>(spec.hosts[0].host, jobs_, options_.describeLocal);
   std::vector<coord::NodeAgent*> agents = {job->local.get()};
@@ -254,16 +245,16 @@ void LedJobs::run(Job* job) {
       info->set_started_unix_ms(nowUnixMs());
       setRanks(job->coordinator->ranks(), info);
     });
-    changed_.bump();
+    job->changed->bump();
   }
-  auto seen = signature(job->coordinator->ranks());
+  std::vector<coord::RankSnapshot> recorded = job->coordinator->ranks();
   while (!job->coordinator->finished()) {
     job->sink->waitEnded(std::chrono::milliseconds(150));
     job->coordinator->tick();
-    const std::vector<coord::RankSnapshot> ranks = job->coordinator->ranks();
-    if (auto now = signature(ranks); now != seen) {
-      seen = std::move(now);
+    std::vector<coord::RankSnapshot> ranks = job->coordinator->ranks();
+    if (ranks != recorded) {  // an exit, or pids after the launch: rewrite the record
       history_->update(id, [&](v1::JobInfo* info) { setRanks(ranks, info); });
+      recorded = std::move(ranks);
     }
   }
   const coord::JobResult result = *job->coordinator->result();
@@ -291,7 +282,14 @@ void LedJobs::run(Job* job) {
   spdlog::info("hvdagent: job {}: ended, exit code {}: {}", id, result.exitCode, result.summary);
   history_->prune();
   job->done = true;
-  changed_.bump();
+  job->changed->bump();
+}
+
+std::shared_ptr<const ChangeSignal> LedJobs::changedOf(const std::string& jobId) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = running_.find(jobId);
+  if (it != running_.end()) return it->second->changed;
+  return std::make_shared<const ChangeSignal>();
 }
 
 void LedJobs::reapFinished() {
@@ -357,8 +355,9 @@ bool streamJobLog(const LedJobs& led, const std::string& jobId, const LogFilter&
                   const std::function<bool(const v1::JobEnd&)>& emitEnd) {
   const std::optional<std::string> path = led.history()->logPath(jobId);
   if (!path) return true;
+  const std::shared_ptr<const ChangeSignal> changed = led.changedOf(jobId);
   for (;;) {
-    const uint64_t seen = led.changed().current();
+    const uint64_t seen = changed->current();
     // The state first, then the lines: the log is complete once the record is final.
     const std::optional<v1::JobInfo> info = led.history()->get(jobId);
     const bool ended = !info || isFinalState(info->state());
@@ -371,7 +370,7 @@ bool streamJobLog(const LedJobs& led, const std::string& jobId, const LogFilter&
     if (ended) return info && info->has_end() ? emitEnd(info->end()) : true;
     if (!follow) return true;
     if (cancelled()) return false;
-    led.changed().waitPast(seen, std::chrono::milliseconds(150));
+    changed->waitPast(seen, std::chrono::milliseconds(150));
   }
 }
 

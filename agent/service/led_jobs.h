@@ -12,7 +12,7 @@
 //     written (so a reader that sees a final state has every line), then old jobs pruned.
 //
 // Readers (an attached run, `hvdrun logs -f`, `hvdrun attach`) follow the log file, woken by
-// changed(); they never hold up the job, and a slow one loses nothing.
+// the job's own changedOf(); they never hold up the job, and a slow one loses nothing.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -102,7 +102,9 @@ class LedJobs {
   // Waits for every job's thread to end.
   void join();
 
-  const ChangeSignal& changed() const { return changed_; }
+  // What a reader of job `jobId` waits on: bumped by each of its logged lines and changes of
+  // state. A job no longer running gets a signal nobody bumps (its record is final already).
+  std::shared_ptr<const ChangeSignal> changedOf(const std::string& jobId) const;
   JobHistory* history() const { return history_; }
 
  private:
@@ -114,9 +116,8 @@ class LedJobs {
   LocalJobs* const jobs_;
   store::TcpStoreServer* const store_;
   JobHistory* const history_;
-  ChangeSignal changed_;
 
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   bool shuttingDown_ = false;
   std::map<std::string, std::unique_ptr<Job>> running_;
 };

@@ -13,13 +13,11 @@
 #include "agent/coordinator/node_agent.h"
 #include "agent/node/gpu_discovery.h"
 #include "hvd/v1/agent.pb.h"
+#include "transport/interfaces.h"
 
 namespace hvd::agent::service {
 
-struct InterfaceAddresses {
-  std::string name;                    // "eth0"
-  std::vector<std::string> addresses;  // "10.0.0.2", "fe80::1%eth0" (scope for link-local)
-};
+using transport::InterfaceAddresses;
 
 struct NodeFacts {
   coordinator::NodeDescription node;  // node.addresses: every address of `interfaces`, in order
@@ -34,10 +32,8 @@ std::string agentVersion();
 // when the agent serves with mutual TLS (`tlsEnabled`).
 std::vector<std::string> buildFeatures(bool tlsEnabled);
 
-// Non-loopback interface addresses from getifaddrs(), grouped by interface name in the order the
-// kernel lists them; interfaces that are down are skipped. Never throws: a failing getifaddrs
-// yields an empty list.
-std::vector<InterfaceAddresses> interfaceAddresses();
+// Non-loopback interface addresses, grouped by interface (transport/interfaces.h).
+using transport::interfaceAddresses;
 
 // The CPUs this process may run on (sched_getaffinity: taskset, cgroup cpusets), at least 1.
 int availableCpus();

@@ -7,6 +7,7 @@ find_package(CLI11 CONFIG REQUIRED)
 add_library(hvd_agent_service STATIC
   ${CMAKE_CURRENT_LIST_DIR}/agent_cli.cc
   ${CMAKE_CURRENT_LIST_DIR}/agent_service.cc
+  ${CMAKE_CURRENT_LIST_DIR}/atomic_file.cc
   ${CMAKE_CURRENT_LIST_DIR}/environment.cc
   ${CMAKE_CURRENT_LIST_DIR}/job_history.cc
   ${CMAKE_CURRENT_LIST_DIR}/job_log.cc

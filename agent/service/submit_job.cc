@@ -18,11 +18,12 @@ namespace coord = coordinator;
 // Waits while the job is PENDING (hosts described, ranks being started); its record after.
 std::optional<v1::JobInfo> waitPastPending(const LedJobs& led, const std::string& jobId,
                                            grpc::ServerContext* context) {
+  const std::shared_ptr<const ChangeSignal> changed = led.changedOf(jobId);
   for (;;) {
-    const uint64_t seen = led.changed().current();
+    const uint64_t seen = changed->current();
     std::optional<v1::JobInfo> info = led.history()->get(jobId);
     if (!info || info->state() != v1::JOB_PENDING || context->IsCancelled()) return info;
-    led.changed().waitPast(seen, std::chrono::milliseconds(150));
+    changed->waitPast(seen, std::chrono::milliseconds(150));
   }
 }
 

@@ -95,11 +95,32 @@ class HvdrunJobsTest : public ::testing::Test {
     }
     return pids;
   }
+  // The pids the ranks of `kStartsAChild` print ("child PID"), once `count` of them are logged
+  // (within 20 s; fewer if they never are).
+  std::vector<pid_t> childPids(const std::string& id, size_t count) {
+    std::vector<pid_t> pids;
+    waitUntil(
+        [&] {
+          const ProcessResult logs = hvdrun("logs", {id});
+          pids.clear();
+          const std::regex child(R"(child (\d+))");
+          for (auto it = std::sregex_iterator(logs.out.begin(), logs.out.end(), child);
+               it != std::sregex_iterator(); ++it) {
+            pids.push_back(std::stoi((*it)[1].str()));
+          }
+          return pids.size() >= count;
+        },
+        20s);
+    return pids;
+  }
   void touch(const std::string& name) { std::ofstream(dir_.path() / name) << "x"; }
 
   TempDir dir_;
   std::optional<RunningAgent> agent_;
 };
+
+// Each rank starts a background child and prints its pid: the group must go, not only the ranks.
+constexpr const char* kStartsAChild = "sleep 60 & echo child $!; wait";
 
 // Waits for $DIR/go, so the test ends the job.
 constexpr const char* kWaitForGo =
@@ -168,21 +189,9 @@ TEST_F(HvdrunJobsTest, AFailingJobIsFailedWithItsRootCauseAndAttachExitsWithItsC
 }
 
 TEST_F(HvdrunJobsTest, CancelEndsCancelledWithNoProcessLeftAndSaysSoWhenItIsOver) {
-  // Each rank starts a background child: the group must go, not only the ranks.
-  const std::string id = submit(2, "sleep 60 & echo child $!; wait");
-  std::set<pid_t> children;
-  ASSERT_TRUE(waitUntil(
-      [&] {
-        const ProcessResult logs = hvdrun("logs", {id});
-        children.clear();
-        const std::regex child(R"(child (\d+))");
-        for (auto it = std::sregex_iterator(logs.out.begin(), logs.out.end(), child);
-             it != std::sregex_iterator(); ++it) {
-          children.insert(std::stoi((*it)[1].str()));
-        }
-        return children.size() == 2;
-      },
-      20s));
+  const std::string id = submit(2, kStartsAChild);
+  const std::vector<pid_t> children = childPids(id, 2);
+  ASSERT_EQ(children.size(), 2u);
   const std::vector<pid_t> ranks = rankPids(status(id));
   ASSERT_EQ(ranks.size(), 2u);
 
@@ -220,20 +229,9 @@ TEST_F(HvdrunJobsTest, TimeLimitEndsInTimeout) {
 TEST_F(HvdrunJobsTest, AgentKilledDuringAJobLeavesItLostAndFinishedJobsKeptAfterRestart) {
   const std::string finished = submit(1, "echo hello from the first job");
   EXPECT_NE(waitEnded(finished).find(": COMPLETED"), std::string::npos);
-  const std::string running = submit(2, "sleep 60 & echo child $!; wait");
-  std::vector<pid_t> children;
-  ASSERT_TRUE(waitUntil(
-      [&] {
-        const ProcessResult logs = hvdrun("logs", {running});
-        children.clear();
-        const std::regex child(R"(child (\d+))");
-        for (auto it = std::sregex_iterator(logs.out.begin(), logs.out.end(), child);
-             it != std::sregex_iterator(); ++it) {
-          children.push_back(std::stoi((*it)[1].str()));
-        }
-        return children.size() == 2;
-      },
-      20s));
+  const std::string running = submit(2, kStartsAChild);
+  const std::vector<pid_t> children = childPids(running, 2);
+  ASSERT_EQ(children.size(), 2u);
 
   ::kill(agent_->agent->pid(), SIGKILL);
   EXPECT_EQ(agent_->agent->waitExit(10s), 128 + SIGKILL);

@@ -4,7 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <string>
+#include <vector>
 
+#include "core/scheduler_env.h"
 #include "hvd/error.hpp"
 
 namespace hvd::core {
@@ -290,6 +293,24 @@ TEST(Config, SchedulerPlacementErrorsNameTheVariable) {
                                   {"OMPI_COMM_WORLD_LOCAL_SIZE", "1"}}))
                 .find("OMPI_COMM_WORLD_RANK='5'"),
             std::string::npos);
+}
+
+TEST(Config, CrossRanksFromHostKeysNumberNodesByTheirLowestRank) {
+  // Ranks 0, 2, 4 on host a (local 0..2), ranks 1, 3 on host b (local 0..1): mpirun --map-by node.
+  const std::vector<std::string> keys = {"a", "b", "a", "b", "a"};
+  EXPECT_EQ(crossFromHostKeys(keys, 0, 0, 3), std::make_pair(0, 2));
+  EXPECT_EQ(crossFromHostKeys(keys, 1, 0, 2), std::make_pair(1, 2));
+  EXPECT_EQ(crossFromHostKeys(keys, 3, 1, 2), std::make_pair(1, 2));
+  EXPECT_EQ(crossFromHostKeys(keys, 4, 2, 3), std::make_pair(0, 1));  // only a has local rank 2
+  try {
+    crossFromHostKeys(keys, 1, 0, 3);
+    ADD_FAILURE() << "a local size the hosts contradict was accepted";
+  } catch (const InvalidArgumentError& e) {
+    EXPECT_NE(std::string(e.what()).find("this host runs 2 ranks of the job but the launcher's "
+                                         "local size is 3"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

@@ -23,6 +23,7 @@
 #include "agent/auth/cluster_key.h"
 #include "common/test_support.h"
 #include "hvd/error.hpp"
+#include "hvdrun_parse.h"
 #include "launcher/build_info.h"
 #include "launcher/cli.h"
 #include "launcher/job_spec.h"
@@ -34,21 +35,8 @@ namespace {
 
 using agent::process::Stream;
 
-struct Parsed {
-  std::optional<int> code;
-  Options options;
-  std::string stderrText;
-};
-
-Parsed parse(std::vector<std::string> args) {
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  Parsed p;
-  testing::internal::CaptureStderr();
-  p.code = parseCommandLine(static_cast<int>(argv.size()), argv.data(), &p.options);
-  p.stderrText = testing::internal::GetCapturedStderr();
-  return p;
-}
+using cli_test::parse;
+using cli_test::Parsed;
 
 std::string ownHostname() {
   char name[256] = {};

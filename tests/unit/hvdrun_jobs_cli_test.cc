@@ -7,27 +7,19 @@
 #include <vector>
 
 #include "hvd/error.hpp"
+#include "hvdrun_parse.h"
 #include "launcher/cli.h"
 #include "launcher/job_commands.h"
 
 namespace hvd::launcher {
 namespace {
 
-struct Parsed {
-  std::optional<int> code;
-  Options options;
-  std::string stderrText;
-};
+using cli_test::Parsed;
 
+// hvdrun ARGS...
 Parsed parse(std::vector<std::string> args) {
   args.insert(args.begin(), "hvdrun");
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  Parsed p;
-  testing::internal::CaptureStderr();
-  p.code = parseCommandLine(static_cast<int>(argv.size()), argv.data(), &p.options);
-  p.stderrText = testing::internal::GetCapturedStderr();
-  return p;
+  return cli_test::parse(std::move(args));
 }
 
 TEST(HvdrunJobsCli, DurationsInSecondsUnitsAndClockForms) {

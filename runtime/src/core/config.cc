@@ -160,17 +160,18 @@ Config parseConfig(const EnvReader& getenv) {
   }
   const char* storeAddr = getenv("HVD_STORE_ADDR");
   const bool haveAddr = storeAddr != nullptr && *storeAddr != '\0';
-  if (c.size > 1 && !haveAddr && !c.storeFile.empty()) {
-    // The file store: no server, no token (the directory's permissions guard it).
-  } else if (c.size > 1 && !haveAddr && scheduler) {
+  // Without a store address, a file store (no server, no token: the directory's permissions
+  // guard it) when HVD_STORE_FILE names one.
+  const bool fileStore = !haveAddr && !c.storeFile.empty();
+  if (c.size > 1 && !haveAddr && !fileStore && scheduler) {
     throw InvalidArgumentError(
         "started by " + scheduler->source + " with " + std::to_string(c.size) +
         " ranks but no rendezvous store: set HVD_STORE_ADDR (and HVD_STORE_TOKEN) to a running "
         "store, or HVD_STORE_FILE to a directory every rank shares");
-  } else if (c.size > 1) {
+  } else if (c.size > 1 && !fileStore) {
     c.storeAddress = required(getenv, "HVD_STORE_ADDR");
     c.storeToken = required(getenv, "HVD_STORE_TOKEN");
-  } else {
+  } else if (c.size == 1) {
     const char* address = getenv("HVD_STORE_ADDR");
     const char* token = getenv("HVD_STORE_TOKEN");
     if (address != nullptr) c.storeAddress = address;

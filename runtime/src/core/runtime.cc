@@ -1,15 +1,12 @@
 #include "core/runtime.h"
 
-#include <arpa/inet.h>
-#include <ifaddrs.h>
-#include <net/if.h>
-#include <netinet/in.h>
 #include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "common/host.h"
@@ -18,6 +15,7 @@
 #include "hvd/error.hpp"
 #include "store/file_store.h"
 #include "store/tcp_store_client.h"
+#include "transport/interfaces.h"
 #include "transport/mesh.h"
 
 namespace hvd::core {
@@ -117,59 +115,6 @@ std::string fileStoreDirectory(const Config& config) {
   return dir;
 }
 
-// Without a store address to route toward (file store), the data plane listens on this host's
-// first non-loopback IPv4 address (what other hosts can reach), else loopback.
-std::string firstInterfaceAddress() {
-  ifaddrs* list = nullptr;
-  if (::getifaddrs(&list) != 0) return "127.0.0.1";
-  std::string found = "127.0.0.1";
-  for (ifaddrs* a = list; a != nullptr; a = a->ifa_next) {
-    if (a->ifa_addr == nullptr || a->ifa_addr->sa_family != AF_INET) continue;
-    if ((a->ifa_flags & IFF_UP) == 0 || (a->ifa_flags & IFF_LOOPBACK) != 0) continue;
-    char text[INET_ADDRSTRLEN] = {};
-    const auto* in = reinterpret_cast<const sockaddr_in*>(a->ifa_addr);
-    if (::inet_ntop(AF_INET, &in->sin_addr, text, sizeof(text)) != nullptr) {
-      found = text;
-      break;
-    }
-  }
-  ::freeifaddrs(list);
-  return found;
-}
-
-// mpirun names no node: every rank publishes its host and local rank, and the cross rank and
-// size follow (nodes in the order of their lowest rank, as hvdrun numbers hosts).
-void deriveCrossPlacement(store::Store& store, const std::string& hostKey,
-                          std::chrono::milliseconds timeout, Config* config) {
-  store.set("place/" + std::to_string(config->rank),
-            hostKey + "\n" + std::to_string(config->localRank));
-  std::vector<std::string> keys;
-  for (int r = 0; r < config->size; ++r) keys.push_back("place/" + std::to_string(r));
-  store.wait(keys, timeout);
-  std::vector<std::string> nodes;  // host keys in order of their lowest rank
-  std::vector<int> tasksPerNode;
-  for (int r = 0; r < config->size; ++r) {
-    const std::string value = store.get(keys[r], timeout);
-    const std::string host = value.substr(0, value.rfind('\n'));
-    auto it = std::find(nodes.begin(), nodes.end(), host);
-    if (it == nodes.end()) {
-      nodes.push_back(host);
-      tasksPerNode.push_back(0);
-      it = nodes.end() - 1;
-    }
-    ++tasksPerNode[it - nodes.begin()];
-  }
-  const int node = static_cast<int>(std::find(nodes.begin(), nodes.end(), hostKey) - nodes.begin());
-  if (tasksPerNode[node] != config->localSize) {
-    throw InvalidArgumentError("this host runs " + std::to_string(tasksPerNode[node]) +
-                               " ranks of the job but its local size says " +
-                               std::to_string(config->localSize));
-  }
-  const auto [crossRank, crossSize] = crossPlacement(tasksPerNode, node, config->localRank);
-  config->crossRank = crossRank;
-  config->crossSize = crossSize;
-}
-
 }  // namespace
 
 Runtime::Runtime(const Config& config, int generation) : config_(config) {
@@ -207,11 +152,6 @@ Runtime::Runtime(const Config& config, int generation) : config_(config) {
   }
   scoped_ = std::make_unique<PrefixedStore>(*store_, "g" + std::to_string(generation) + "/");
   auto& scoped = *scoped_;
-  if (config_.crossFromRendezvous) {
-    deriveCrossPlacement(scoped, transport::localHostKey(), config_.startTimeout, &config_);
-    logging::get("init")->info("cross rank {}/{} (from every rank's host)", config_.crossRank,
-                               config_.crossSize);
-  }
 
   transport::MeshConfig& mesh = mesh_;
   mesh.rank = config_.rank;
@@ -221,12 +161,19 @@ Runtime::Runtime(const Config& config, int generation) : config_(config) {
   mesh.bindAddress = !config_.dataAddress.empty() ? config_.dataAddress
                      : !config_.storeAddress.empty()
                          ? transport::localAddressToward(hostOf(config_.storeAddress))
-                         : firstInterfaceAddress();
+                         : transport::firstInterfaceIpv4();
   mesh.allowShm = config_.transport != TransportChoice::kTcp;
   mesh.shmRingBytes = config_.shmRingBytes;
   mesh.setupTimeout = config_.startTimeout;
   mesh.options = options;
-  context_ = transport::connectMesh(scoped, mesh);
+  std::vector<std::string> hostKeys;
+  context_ =
+      transport::connectMesh(scoped, mesh, config_.crossFromRendezvous ? &hostKeys : nullptr);
+  if (config_.crossFromRendezvous) {
+    std::tie(config_.crossRank, config_.crossSize) =
+        crossFromHostKeys(hostKeys, config_.rank, config_.localRank, config_.localSize);
+    log->info("cross rank {}/{} (from every rank's host)", config_.crossRank, config_.crossSize);
+  }
   failureBoard_ = std::make_unique<StoreFailureBoard>(scoped);
   context_->setFailureBoard(failureBoard_.get());
   devices_ = std::make_unique<gpu::DeviceBackend>(deviceOptions(config_), *context_, &scoped);

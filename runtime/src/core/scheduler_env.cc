@@ -1,5 +1,6 @@
 #include "core/scheduler_env.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 
@@ -131,6 +132,31 @@ std::pair<int, int> crossPlacement(const std::vector<int>& tasksPerNode, int nod
     ++crossSize;
   }
   return {crossRank, crossSize};
+}
+
+std::pair<int, int> crossFromHostKeys(const std::vector<std::string>& hostKeys, int rank,
+                                      int localRank, int localSize) {
+  std::vector<std::string> nodes;  // host keys in the order of their lowest rank
+  std::vector<int> tasksPerNode;
+  int node = -1;
+  for (int r = 0; r < static_cast<int>(hostKeys.size()); ++r) {
+    auto it = std::find(nodes.begin(), nodes.end(), hostKeys[r]);
+    if (it == nodes.end()) {
+      nodes.push_back(hostKeys[r]);
+      tasksPerNode.push_back(0);
+      it = nodes.end() - 1;
+    }
+    const int n = static_cast<int>(it - nodes.begin());
+    if (r == rank) node = n;
+    ++tasksPerNode[n];
+  }
+  if (node < 0) throw InvalidArgumentError("rank " + std::to_string(rank) + " is not in the job");
+  if (tasksPerNode[node] != localSize) {
+    throw InvalidArgumentError("this host runs " + std::to_string(tasksPerNode[node]) +
+                               " ranks of the job but the launcher's local size is " +
+                               std::to_string(localSize));
+  }
+  return crossPlacement(tasksPerNode, node, localRank);
 }
 
 std::optional<SchedulerPlacement> placementFromScheduler(

@@ -46,4 +46,11 @@ std::vector<int> expandTasksPerNode(const std::string& tasks,
 // rank with local rank L is counted when it has more than L tasks).
 std::pair<int, int> crossPlacement(const std::vector<int>& tasksPerNode, int node, int localRank);
 
+// The cross rank and size of `rank` (local rank `localRank` of `localSize`) from every rank's
+// host key (what the mesh exchanges): nodes in the order of their lowest rank, as hvdrun numbers
+// hosts. Throws hvd::InvalidArgumentError when this host runs a number of ranks other than
+// `localSize` (the launcher's local size and the hosts disagree).
+std::pair<int, int> crossFromHostKeys(const std::vector<std::string>& hostKeys, int rank,
+                                      int localRank, int localSize);
+
 }  // namespace hvd::core

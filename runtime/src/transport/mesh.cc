@@ -144,7 +144,8 @@ std::string localAddressToward(const std::string& host) {
   return "127.0.0.1";
 }
 
-std::unique_ptr<Context> connectMesh(store::Store& store, const MeshConfig& config) {
+std::unique_ptr<Context> connectMesh(store::Store& store, const MeshConfig& config,
+                                     std::vector<std::string>* hostKeys) {
   auto log = logging::get("transport");
   const int rank = config.rank;
   const int size = config.size;
@@ -191,6 +192,10 @@ std::unique_ptr<Context> connectMesh(store::Store& store, const MeshConfig& conf
   }
   std::vector<PeerInfo> peers(size);
   for (int p = 0; p < size; ++p) peers[p] = decodePeer(store.get(keys[p], remaining()), p);
+  if (hostKeys != nullptr) {
+    hostKeys->clear();
+    for (const PeerInfo& p : peers) hostKeys->push_back(p.hostKey);
+  }
 
   // --- one TCP connection per pair: connect to lower ranks, accept higher ones -------------
   std::vector<std::optional<tcp::socket>> sockets(size);

@@ -28,7 +28,10 @@ struct MeshConfig {
   ContextOptions options;
 };
 
-std::unique_ptr<Context> connectMesh(store::Store& store, const MeshConfig& config);
+// `hostKeys`, when given, receives every rank's host key as it published it (the runtime derives
+// the cross ranks from them when the launcher named no node: mpirun).
+std::unique_ptr<Context> connectMesh(store::Store& store, const MeshConfig& config,
+                                     std::vector<std::string>* hostKeys = nullptr);
 
 // Host identity used for MeshConfig::hostKey: hostname, kernel boot id and network namespace.
 std::string localHostKey();
