@@ -2,7 +2,7 @@
 # Launch benchmark: wall time of starting a job that does init + barrier + exit, hvdrun beside
 # Open MPI's mpirun, in one run on this machine.
 #
-# usage: bench/launch.sh [BUILD_DIR] [--repeats R (default 7)] [--np "1 2 4 8"] [--no-agents] [--no-torch]
+# usage: bench/launch.sh [BUILD_DIR] [--repeats R (default 7)] [--np "1 2 4 8"] [--no-agents] [--no-torch] [--no-slurm]
 #
 # For each N it times, R times each and interleaved (hvd, agents, mpi, hvd, agents, mpi, ...)
 # because the shared machines this runs on drift in speed over tens of seconds:
@@ -18,6 +18,11 @@
 #   torchrun   torchrun --standalone --nproc_per_node N --redirects 2 --tee 2 ...
 #              (Debian 12's torch 1.13 under Python 3.11 cannot parse the default "0" of
 #              --redirects/--tee: Std("0") is no member of the Flag there; 2 = stderr, tee'd back)
+# and, in a fourth table, inside a two-node Slurm cluster (scripts/slurm-cluster.sh up 2, 4 CPUs
+# per node; needs root, `ip netns` and Debian's slurm-wlm), each a fresh allocation:
+#   slurm-hvd  salloc -N2 -nN -K hvdrun --allow-run-as-root -- hvd-init-barrier   (N=1: -N1)
+#               no host list: hvdrun starts its agents with srun and runs the ranks through them
+#   srun       srun -N2 -nN --mpi=pmix mpi-init-barrier                          (N=1: -N1)
 # and prints one row per N: median and min wall time of each, in ms, and the ratio to mpirun of
 # the medians and of the mins; the agents' figures in a second table. The target (issue 3) is
 # hvdrun at most 0.5x mpirun's time at every N. Absolute figures drift on a shared machine; read
@@ -35,10 +40,12 @@ NPS="1 2 4 8"
 BUILD=build
 AGENTS=1
 TORCH=1
+SLURM=1
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --no-agents) AGENTS=0 ;;
     --no-torch) TORCH=0 ;;
+    --no-slurm) SLURM=0 ;;
     --np) NPS="${2:?--np needs a list}"; shift ;;
     --repeats) REPEATS="${2:?--repeats needs a number}"; shift ;;
     -h | --help) usage; exit 0 ;;
@@ -69,9 +76,12 @@ MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none --mca btl "sel
 NETNS="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/scripts/netns-cluster.sh"
 LOG="$(mktemp)"
 CLUSTER="" # prefix of the netns cluster while it is up
+SLURM_CLUSTER_SCRIPT="$(dirname "$NETNS")/slurm-cluster.sh"
+SLURM_CLUSTER="" # prefix of the Slurm cluster while it is up
 cleanup() {
   rm -f "$LOG"
   [[ -z "$CLUSTER" ]] || "$NETNS" down --prefix "$CLUSTER" > /dev/null 2>&1 || true
+  [[ -z "$SLURM_CLUSTER" ]] || "$SLURM_CLUSTER_SCRIPT" down --prefix "$SLURM_CLUSTER" > /dev/null 2>&1 || true
 }
 trap cleanup EXIT
 trap 'exit 130' INT
@@ -172,6 +182,56 @@ if [[ -z "$WHY_NO_TORCH" ]]; then
   done
 fi
 
+# The Slurm part: why it cannot run here, or nothing.
+slurm_unavailable() {
+  if [[ $SLURM != 1 ]]; then
+    echo "--no-slurm"
+  elif [[ $EUID -ne 0 ]]; then
+    echo "needs root for network namespaces"
+  elif ! ip netns list > /dev/null 2>&1; then
+    echo "'ip netns' is not available"
+  elif ! command -v slurmctld > /dev/null || ! command -v salloc > /dev/null; then
+    echo "no Slurm (apt-get install slurm-wlm munge)"
+  elif [[ ! -x "$BIN/hvdagent" ]]; then
+    echo "no $BIN/hvdagent (build it)"
+  fi
+}
+WHY_NO_SLURM="$(slurm_unavailable)"
+SLURM_ROWS=()
+if [[ -z "$WHY_NO_SLURM" ]]; then
+  SLURM_CLUSTER="bsl$$"
+  if env_lines="$("$SLURM_CLUSTER_SCRIPT" up 2 --prefix "$SLURM_CLUSTER" --cpus 4 2> "$LOG")"; then
+    SLURM_ENV=(env "SLURM_CONF=$(sed -n 's/^SLURM_CONF=//p' <<< "$env_lines")"
+      HVD_ALLOW_RUN_AS_ROOT_CONFIRM=1)
+    echo "launch.sh: and inside a two-node Slurm cluster ($SLURM_CLUSTER)"
+    for n in $NPS; do
+      nodes=2
+      [[ $n != 1 ]] || nodes=1
+      if ((n > 8)); then
+        echo "  np $n: more than the Slurm cluster's 8 CPUs, skipped"
+        continue
+      fi
+      sh=() sr=()
+      for ((r = 0; r < REPEATS; r++)); do
+        time_ms "salloc hvdrun np $n" "${SLURM_ENV[@]}" salloc -N"$nodes" -n"$n" -K \
+          "$BIN/hvdrun" --allow-run-as-root -- "$BIN/hvd-init-barrier"
+        [[ -z "$MS" ]] || sh+=("$MS")
+        time_ms "srun np $n" "${SLURM_ENV[@]}" srun -N"$nodes" -n"$n" --mpi=pmix \
+          "$BIN/mpi-init-barrier"
+        [[ -z "$MS" ]] || sr+=("$MS")
+      done
+      read -r hmed hmin <<< "$(stats ${sh[@]+"${sh[@]}"})"
+      read -r smed smin <<< "$(stats ${sr[@]+"${sr[@]}"})"
+      SLURM_ROWS+=("$n $hmed $smed $hmin $smin")
+      echo "  np $n: ${#sh[@]} salloc hvdrun, ${#sr[@]} srun runs ok"
+    done
+  else
+    cat "$LOG" >&2
+    echo "launch.sh: slurm-cluster.sh up failed" >&2
+    exit 1
+  fi
+fi
+
 # table TITLE LABEL [PEER] ROWS...: one line per "np med peer_med min peer_min" row, with the
 # ratios; PEER (default mpirun) is given as "peer=NAME".
 table() {
@@ -203,6 +263,12 @@ if [[ -z "$WHY_NO_TORCH" ]]; then
     hvdrun peer=torchrun "${TORCH_ROWS[@]}"
 else
   echo "launch.sh: torch part skipped: $WHY_NO_TORCH"
+fi
+if [[ -z "$WHY_NO_SLURM" ]]; then
+  table "in a two-node Slurm cluster, a fresh allocation each: salloc hvdrun (no -H) vs srun --mpi=pmix of the MPI program" \
+    hvdrun peer=srun "${SLURM_ROWS[@]}"
+else
+  echo "launch.sh: Slurm part skipped: $WHY_NO_SLURM"
 fi
 
 if [[ $FAILURES != 0 ]]; then

@@ -13,6 +13,7 @@
 #include "agent/rpc/defaults.h"
 #include "agent/rpc/net.h"
 #include "hvd/error.hpp"
+#include "launcher/slurm_hosts.h"
 
 namespace hvd::launcher {
 
@@ -38,6 +39,14 @@ constexpr char kDescription[] =
     "starts the ranks through the agents of all hosts. Every call is signed with the cluster\n"
     "key (--key-file; create one with `hvdrun keygen` and copy it to every host). Remote\n"
     "ranks get their agent's environment plus only what -x names.\n"
+    "\n"
+    "Inside a Slurm allocation (SLURM_JOB_ID set) with no -H or --hostfile, the hosts are\n"
+    "the allocation's nodes (SLURM_JOB_NODELIST) with the slots of SLURM_TASKS_PER_NODE, and\n"
+    "-np defaults to their sum. hvdrun starts one hvdagent per node itself (srun\n"
+    "--ntasks-per-node=1 --overlap; no SSH, no daemon to install) with a one-time key that\n"
+    "only those agents get, through srun's stdin, and stops them at the end. The ranks get\n"
+    "the agents' environment (the one srun forwards) plus what -x names. --print-hosts shows\n"
+    "the hosts hvdrun derived.\n"
     "\n"
     "Every rank also gets the hvd variables (HVD_RANK, HVD_SIZE, ..., RANK/WORLD_SIZE/...,\n"
     "HOROVOD_*). Output lines are prefixed '[rank]<stdout>: ' / '[rank]<stderr>: ' and go\n"
@@ -354,6 +363,12 @@ std::optional<int> parseRunCommandLine(int argc, char** argv, Options* options) 
   app.add_option("--time-limit", timeLimit,
                  "stop the job gracefully once it has run this long; it ends in TIMEOUT (exit "
                  "124). Seconds, or 90s, 15m, 2h, 1d, MM:SS, HH:MM:SS, D-HH:MM:SS");
+  app.add_flag("--print-hosts", options->printHosts,
+               "print the hosts the job would use, as a -H list (in a Slurm allocation: derived "
+               "from it), and exit");
+  app.add_flag("--allow-run-as-root", options->allowRunAsRoot,
+               "in a Slurm allocation: let the agents hvdrun starts run the ranks as root (they "
+               "also need HVD_ALLOW_RUN_AS_ROOT_CONFIRM=1 in the environment)");
   bool version = false;
   bool checkBuild = false;
   app.add_flag("--version", version, "print hvdrun's version and exit");
@@ -421,10 +436,15 @@ std::optional<int> parseRunCommandLine(int argc, char** argv, Options* options) 
     options->action = version ? Action::kVersion : Action::kCheckBuild;
     return std::nullopt;
   }
-  if (options->np == 0) {
+  // In a Slurm allocation -np defaults to its slots (hvdrun_main.cc), and --print-hosts runs
+  // nothing.
+  const bool inAllocation = std::getenv("SLURM_JOB_ID") != nullptr && options->hostList.empty() &&
+                            options->hostfile.empty();
+  if (options->np == 0 && !inAllocation && !options->printHosts) {
     std::fprintf(stderr, "hvdrun: -np N is required (the number of ranks; see hvdrun --help)\n");
     return 2;
   }
+  if (options->printHosts) return std::nullopt;
   if (options->command.empty()) {
     std::fprintf(stderr, "hvdrun: no PROGRAM to run (see hvdrun --help)\n");
     return 2;
@@ -550,6 +570,38 @@ std::vector<HostSlots> resolveHosts(const Options& options) {
   if (!options.hostList.empty()) return parseHostList(options.hostList);
   if (!options.hostfile.empty()) return parseHostfile(options.hostfile);
   return {HostSlots{"localhost", options.np}};
+}
+
+std::optional<std::vector<HostSlots>> slurmHosts(const Options& options,
+                                                 const char* (*getenv)(const char*)) {
+  if (!options.hostList.empty() || !options.hostfile.empty()) return std::nullopt;
+  return slurmAllocationHosts(getenv);
+}
+
+std::string formatHostList(const std::vector<HostSlots>& hosts) {
+  std::string out;
+  for (const HostSlots& h : hosts) {
+    if (!out.empty()) out += ',';
+    out += h.host.find(':') != std::string::npos ? "[" + h.host + "]" : h.host;
+    if (h.slots) out += ":" + std::to_string(*h.slots);
+  }
+  return out;
+}
+
+int slotsTotal(const std::vector<HostSlots>& hosts) {
+  long long total = 0;
+  for (const HostSlots& h : hosts) {
+    if (!h.slots) {
+      throw InvalidArgumentError("-np is needed: the slots of '" + h.host +
+                                 "' are not known from SLURM_TASKS_PER_NODE");
+    }
+    total += *h.slots;
+  }
+  if (total < 1 || total > (1 << 20)) {
+    throw InvalidArgumentError("-np is needed: the allocation's " + std::to_string(total) +
+                               " slots are not a rank count");
+  }
+  return static_cast<int>(total);
 }
 
 std::vector<std::string> forwardedEnvironment(const std::vector<std::string>& callerEnv,

@@ -63,6 +63,8 @@ struct Options {
   std::vector<std::string> engineSettings;
   std::vector<std::string> command;  // PROGRAM ARGS...
   double timeLimitSeconds = 0;       // --time-limit; 0: none
+  bool printHosts = false;           // --print-hosts: print the hosts (-H form) and exit
+  bool allowRunAsRoot = false;       // --allow-run-as-root: for the agents hvdrun starts in Slurm
 
   // The job commands (ps, status, logs, attach, cancel).
   std::string jobId;
@@ -99,6 +101,21 @@ bool isLocalHost(const std::string& host, const std::string& ownHostname);
 // The hosts of the job: -H, else --hostfile, else "localhost:np" (Horovod's default). Throws
 // hvd::InvalidArgumentError for a malformed list, both options given, or an unreadable file.
 std::vector<HostSlots> resolveHosts(const Options& options);
+
+// Inside a Slurm allocation (SLURM_JOB_ID set) with neither -H nor --hostfile: the allocation's
+// hosts (launcher/slurm_hosts.h), which hvdrun reaches through agents it starts itself
+// (launcher/slurm_agents.h). nullopt otherwise. Throws hvd::InvalidArgumentError for malformed
+// Slurm variables. `getenv` is injectable for tests.
+std::optional<std::vector<HostSlots>> slurmHosts(const Options& options,
+                                                 const char* (*getenv)(const char*));
+
+// The hosts as a -H value: "node01:2,node02:2" (a host without slots has no ":N"); IPv6
+// addresses in brackets. What --print-hosts prints.
+std::string formatHostList(const std::vector<HostSlots>& hosts);
+
+// -np when none was given inside a Slurm allocation: the sum of the hosts' slots (srun's and
+// mpirun's default there). Throws hvd::InvalidArgumentError when a host's slots are unknown.
+int slotsTotal(const std::vector<HostSlots>& hosts);
 
 // The environment forwarded to every rank as "NAME=VALUE" entries. Embedded jobs forward the
 // caller's whole environment, as mpirun does for local ranks: a local job should behave like

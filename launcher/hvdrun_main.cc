@@ -3,6 +3,8 @@
 //     coordinator, process supervision and the job's store all run inside this process;
 //   * remote: the job is submitted to the leader agent (hosts[0]'s hvdagent) over signed gRPC,
 //     which runs the same coordinator and streams the output back (launcher/remote_client.h).
+//   * in a Slurm allocation with no -H: remote mode through agents hvdrun starts on the
+//     allocation's nodes itself (launcher/slurm_agents.h).
 // Plus the commands that run no job: --version, --check-build and `hvdrun keygen`.
 #include <netinet/in.h>
 #include <spdlog/sinks/stdout_sinks.h>
@@ -10,8 +12,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +38,7 @@
 #include "launcher/output.h"
 #include "launcher/remote_client.h"
 #include "launcher/signals.h"
+#include "launcher/slurm_agents.h"
 #include "store/tcp_store_server.h"
 
 extern char** environ;
@@ -92,15 +97,19 @@ int runEmbedded(const launcher::Options& options, const std::vector<launcher::Ho
   return finish(*coordinator.result());
 }
 
-int runRemote(const launcher::Options& options, const std::vector<launcher::HostSlots>& hosts) {
+// Through the agents: the key signs every call, `addresses` are their addresses (empty: each
+// host's --agent-port), `signalPipe` is installed.
+int runThroughAgents(const launcher::Options& options,
+                     const std::vector<launcher::HostSlots>& hosts,
+                     const hvd::agent::auth::ClusterKey& key,
+                     const std::vector<std::string>& addresses, int signalPipe) {
   launcher::checkAgentHosts(hosts);
-  const hvd::v1::SubmitJobRequest request = launcher::buildSubmitRequest(options, hosts);
-  const hvd::agent::auth::ClusterKey key = launcher::loadClusterKey(options);
+  const hvd::v1::SubmitJobRequest request = launcher::buildSubmitRequest(options, hosts, addresses);
   const hvd::agent::rpc::TlsOptions tls = launcher::tlsOptions(options);
 
   launcher::RemoteJobConfig config;
   config.host = hosts[0].host;
-  config.address = launcher::agentAddress(hosts[0].host, options.agentPort);
+  config.address = request.hosts(0).agent_address();
   config.startTimeout =
       std::chrono::milliseconds(static_cast<long long>(options.startTimeoutSeconds * 1000));
   config.detached = options.action == launcher::Action::kSubmit;
@@ -109,7 +118,6 @@ int runRemote(const launcher::Options& options, const std::vector<launcher::Host
 
   launcher::OutputRenderer renderer(options.np, options.tagOutput, options.outputDir,
                                     options.timestampOutput);
-  const int signalPipe = launcher::installSignalPipe();
   hvd::agent::auth::SystemClock clock;
   hvd::agent::rpc::CallSigner signer(key, clock);
   launcher::WakingClientEvents events(renderer, launcher::signalPipeWriteFd());
@@ -140,8 +148,66 @@ int runRemote(const launcher::Options& options, const std::vector<launcher::Host
   return finish(result);
 }
 
-int runJob(const launcher::Options& options) {
+int runRemote(const launcher::Options& options, const std::vector<launcher::HostSlots>& hosts) {
+  const hvd::agent::auth::ClusterKey key = launcher::loadClusterKey(options);
+  return runThroughAgents(options, hosts, key, {}, launcher::installSignalPipe());
+}
+
+// In a Slurm allocation without -H: through agents hvdrun starts on its nodes, under a key made
+// for this job (launcher/slurm_agents.h).
+int runInAllocation(const launcher::Options& options,
+                    const std::vector<launcher::HostSlots>& hosts) {
+  if (options.action == launcher::Action::kSubmit) {
+    throw hvd::InvalidArgumentError(
+        "hvdrun submit in a Slurm allocation needs agents that outlive hvdrun: give -H with "
+        "hosts whose hvdagent runs as a service, or submit the allocation itself (sbatch) with "
+        "`hvdrun run` inside");
+  }
+  if (!options.tlsCert.empty()) {
+    throw hvd::InvalidArgumentError(
+        "--tls-cert: the agents hvdrun starts in a Slurm allocation use a one-time key, not TLS");
+  }
+  const int signalPipe = launcher::installSignalPipe();
+  const hvd::agent::auth::ClusterKey key = hvd::agent::auth::ClusterKey::random();
+  launcher::SlurmAgentsOptions agentOptions;
+  agentOptions.agentPath = launcher::defaultAgentPath();
+  if (const char* srun = std::getenv("HVD_SRUN"); srun != nullptr && *srun)
+    agentOptions.srun = srun;
+  for (const launcher::HostSlots& h : hosts) agentOptions.nodes.push_back(h.host);
+  agentOptions.allowRunAsRoot = options.allowRunAsRoot;
+  agentOptions.logLevel = options.verbose ? "debug" : "warn";
+  agentOptions.readyTimeout = std::chrono::milliseconds(
+      static_cast<long long>(std::max(options.startTimeoutSeconds, 60.0) * 1000));
+  std::optional<launcher::SlurmAgents> agents;
+  try {
+    agents.emplace(agentOptions, key, signalPipe);
+  } catch (const hvd::BackendError& e) {
+    std::fprintf(stderr, "hvdrun: %s\n", e.what());
+    return coord::kExitAgentUnreachable;
+  }
+  const int code = runThroughAgents(options, hosts, key, agents->addresses(), signalPipe);
+  agents->stop();
+  return code;
+}
+
+int runJob(launcher::Options options) {
+  if (std::optional<std::vector<launcher::HostSlots>> slurm = launcher::slurmHosts(
+          options, [](const char* name) -> const char* { return std::getenv(name); })) {
+    if (options.printHosts) {
+      std::printf("%s\n", launcher::formatHostList(*slurm).c_str());
+      return 0;
+    }
+    if (options.np == 0) options.np = launcher::slotsTotal(*slurm);
+    return runInAllocation(options, *slurm);
+  }
   std::vector<launcher::HostSlots> hosts = launcher::resolveHosts(options);
+  if (options.printHosts) {
+    if (options.np == 0 && options.hostList.empty() && options.hostfile.empty()) {
+      hosts[0].slots.reset();
+    }
+    std::printf("%s\n", launcher::formatHostList(hosts).c_str());
+    return 0;
+  }
   const std::string self = ownHostname();
   // A submitted job lives on an agent, the one on this machine when every host is local.
   if (options.action == launcher::Action::kSubmit || launcher::usesAgents(options, hosts, self)) {
@@ -189,6 +255,9 @@ int main(int argc, char** argv) {
   }
   try {
     return runJob(options);
+  } catch (const launcher::SlurmStartInterrupted& e) {
+    std::fprintf(stderr, "hvdrun: %s\n", e.what());
+    return coord::kExitCancelled;
   } catch (const hvd::InvalidArgumentError& e) {
     std::fprintf(stderr, "hvdrun: %s\n", e.what());
     return coord::kExitUsage;

@@ -54,12 +54,13 @@ void checkAgentHosts(const std::vector<HostSlots>& hosts) {
   }
 }
 
-v1::SubmitJobRequest buildSubmitRequest(const Options& options,
-                                        const std::vector<HostSlots>& hosts) {
+v1::SubmitJobRequest buildSubmitRequest(const Options& options, const std::vector<HostSlots>& hosts,
+                                        std::vector<std::string> addresses) {
   const agent::coordinator::JobSpec spec =
       buildJobSpec(options, hosts, exportedEnvironment(options.exports));
-  std::vector<std::string> addresses;
-  for (const HostSlots& h : hosts) addresses.push_back(agentAddress(h.host, options.agentPort));
+  if (addresses.empty()) {
+    for (const HostSlots& h : hosts) addresses.push_back(agentAddress(h.host, options.agentPort));
+  }
   v1::SubmitJobRequest request = agent::rpc::toProto(spec, addresses);
   request.set_connect_timeout_ms(static_cast<long long>(options.startTimeoutSeconds * 1000));
   // The job's name in `hvdrun ps`: the program, as the user knows it.

@@ -32,9 +32,10 @@ agent::coordinator::JobSpec buildJobSpec(const Options& options,
 void checkAgentHosts(const std::vector<HostSlots>& hosts);
 
 // The SubmitJob request of a remote job: the JobSpec with only the -x environment, every host's
-// agent address (agentAddress(host, --agent-port)) and --start-timeout as the leader's connect
-// timeout. Throws hvd::InvalidArgumentError for a bad -x.
-v1::SubmitJobRequest buildSubmitRequest(const Options& options,
-                                        const std::vector<HostSlots>& hosts);
+// agent address (`addresses`, one per host, or when empty agentAddress(host, --agent-port): the
+// agents hvdrun started in a Slurm allocation listen on ports of their own) and --start-timeout
+// as the leader's connect timeout. Throws hvd::InvalidArgumentError for a bad -x.
+v1::SubmitJobRequest buildSubmitRequest(const Options& options, const std::vector<HostSlots>& hosts,
+                                        std::vector<std::string> addresses = {});
 
 }  // namespace hvd::launcher

@@ -14,6 +14,8 @@ PACKAGES=(
   iproute2 procps psmisc
   # torch.distributed under hvdrun (tests/e2e/e2e_torch_test.cc) and the peer of bench/fusion.sh
   python3-torch
+  # a throw-away Slurm cluster in network namespaces for the e2e tests (scripts/slurm-cluster.sh)
+  slurm-wlm munge
 )
 
 missing=()

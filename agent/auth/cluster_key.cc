@@ -159,26 +159,76 @@ ClusterKey ClusterKey::load(const std::string& path) {
   }
   if (size == 0) throw InvalidArgumentError(describe(path) + " is empty");
 
+  if (size != kSize && size != kHexSize && !(size == kHexSize + 1 && buf.data[kHexSize] == '\n')) {
+    throw wrongLength(static_cast<long long>(size));
+  }
+  return fromBytes(buf.data, size, describe(path));
+}
+
+ClusterKey ClusterKey::fromBytes(const unsigned char* data, size_t size, const std::string& what) {
   std::array<unsigned char, kSize> bytes;
   if (size == kSize) {
-    std::memcpy(bytes.data(), buf.data, kSize);
-  } else if (size == kHexSize || (size == kHexSize + 1 && buf.data[kHexSize] == '\n')) {
+    std::memcpy(bytes.data(), data, kSize);
+  } else {
     for (size_t i = 0; i < kSize; ++i) {
-      int hi = hexValue(buf.data[2 * i]);
-      int lo = hexValue(buf.data[2 * i + 1]);
+      int hi = hexValue(data[2 * i]);
+      int lo = hexValue(data[2 * i + 1]);
       if (hi < 0 || lo < 0) {
         OPENSSL_cleanse(bytes.data(), bytes.size());
-        throw InvalidArgumentError(describe(path) +
-                                   " holds 64 characters that are not all hex digits");
+        throw InvalidArgumentError(what + " holds 64 characters that are not all hex digits");
       }
       bytes[i] = static_cast<unsigned char>(hi << 4 | lo);
     }
-  } else {
-    throw wrongLength(static_cast<long long>(size));
   }
   ClusterKey key(bytes);
   OPENSSL_cleanse(bytes.data(), bytes.size());
   return key;
+}
+
+ClusterKey ClusterKey::random() {
+  WipedBuffer<kSize> buf;
+  fillFromKernelRandom(buf.data, kSize);
+  return fromBytes(buf.data, kSize, "random key");
+}
+
+void ClusterKey::handOver(int fd) const {
+  WipedBuffer<kHexSize + 1> line;
+  static constexpr char kDigits[] = "0123456789abcdef";
+  for (size_t i = 0; i < kSize; ++i) {
+    line.data[2 * i] = static_cast<unsigned char>(kDigits[bytes_[i] >> 4]);
+    line.data[2 * i + 1] = static_cast<unsigned char>(kDigits[bytes_[i] & 0xf]);
+  }
+  line.data[kHexSize] = '\n';
+  size_t written = 0;
+  while (written < sizeof line.data) {
+    const ssize_t n = ::write(fd, line.data + written, sizeof line.data - written);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw BackendError(std::string("cannot hand the cluster key over: ") + std::strerror(errno));
+    }
+    written += static_cast<size_t>(n);
+  }
+}
+
+ClusterKey ClusterKey::receive(int fd, const std::string& what) {
+  // Byte by byte up to the newline, so nothing after the key line is consumed.
+  WipedBuffer<kHexSize + 1> line;
+  size_t size = 0;
+  while (size < sizeof line.data) {
+    const ssize_t n = ::read(fd, line.data + size, 1);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw InvalidArgumentError(what + " cannot be read: " + std::strerror(errno));
+    }
+    if (n == 0) break;
+    if (line.data[size] == '\n') break;
+    ++size;
+  }
+  if (size != kHexSize) {
+    throw InvalidArgumentError(what + " did not hold one line of 64 hex characters (" +
+                               std::to_string(size) + " characters before its end)");
+  }
+  return fromBytes(line.data, kHexSize, what);
 }
 
 ClusterKey ClusterKey::generate(const std::string& path) {

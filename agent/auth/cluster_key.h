@@ -9,7 +9,9 @@
 // effective uid, with no group or other permission bits (0600 or 0400).
 //
 // The key bytes never leave this class: it computes the MAC itself and offers no accessor,
-// stream operator or formatter for them. fingerprint() identifies a key in logs.
+// stream operator or formatter for them. fingerprint() identifies a key in logs. The one way out
+// is handOver(fd): hvdrun writes the one-time key of a Slurm job to the agents it starts over a
+// pipe (their stdin), never to a file or a command line; they read it with receive(fd).
 #pragma once
 
 #include <array>
@@ -33,6 +35,18 @@ class ClusterKey {
   // hvd::InvalidArgumentError for those, hvd::BackendError when a system call fails.
   static ClusterKey generate(const std::string& path);
 
+  // A fresh key from the kernel CSPRNG that lives in memory only (a one-time key for one job).
+  static ClusterKey random();
+
+  // Writes the key to `fd` as 64 hex characters and a newline (a pipe to a process that calls
+  // receive()). Throws hvd::BackendError when the write fails.
+  void handOver(int fd) const;
+
+  // Reads one handOver() line from `fd` (blocking; the rest of the stream is left unread).
+  // Throws hvd::InvalidArgumentError naming `what` when the stream ends first or the line is not
+  // 64 hex characters; never includes what was read.
+  static ClusterKey receive(int fd, const std::string& what);
+
   ClusterKey(const ClusterKey&) = default;
   ClusterKey& operator=(const ClusterKey&) = default;
   ~ClusterKey();  // wipes the bytes so they do not linger in freed memory
@@ -45,6 +59,8 @@ class ClusterKey {
 
  private:
   explicit ClusterKey(const std::array<unsigned char, kSize>& bytes) : bytes_(bytes) {}
+  // 32 raw bytes, or 64 hex characters (size 64 or 65); `what` names the source in errors.
+  static ClusterKey fromBytes(const unsigned char* data, size_t size, const std::string& what);
 
   std::array<unsigned char, kSize> bytes_;
 };

@@ -115,7 +115,8 @@ std::optional<JobResult> JobCoordinator::placeAndBuild(const std::vector<NodeDes
       input.jobId = spec_.jobId;
       input.storeAddr = store_.address;
       input.storeToken = store_.token;
-      input.masterAddr = spec_.hosts[0].host;  // rank 0 always lands on the first host
+      // rank 0 always lands on the first host
+      input.masterAddr = spec_.masterAddr.empty() ? spec_.hosts[0].host : spec_.masterAddr;
       input.masterPort = spec_.masterPort;
       for (const node::GpuInfo& gpu : nodes[h].gpus) input.hostGpus.push_back(gpu.index);
       input.gpusPerRank = spec_.gpusPerRank;

@@ -56,9 +56,12 @@ struct JobSpec {
   node::GpuBind gpuBind = node::GpuBind::kNone;
   int stopSignal = SIGTERM;
   std::chrono::milliseconds grace{10000};
-  // MASTER_PORT for torch env:// on the first host. For now chosen by the caller; later the
-  // first host's agent should reserve it (open question in the report).
+  // MASTER_PORT for torch env:// on the first host, chosen by whoever runs the coordinator
+  // (hvdrun embedded, or the leader agent: a port free on its listen address).
   int masterPort = 29500;
+  // MASTER_ADDR of the ranks: rank 0's host (hosts[0]) as named when empty; the leader agent
+  // sets its own listen address when that is a specific one (always reachable, needs no DNS).
+  std::string masterAddr;
   // > 0: the job is stopped gracefully once this long has passed since start(), and ends as
   // kTimedOut (hvdrun --time-limit).
   std::chrono::milliseconds timeLimit{0};

@@ -47,6 +47,10 @@ std::optional<int> parseAgentCommandLine(int argc, char** argv, AgentCliOptions*
                  "MiB of output logged per job; lines past it are counted, not kept (default "
                  "1024)")
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30));
+  app.add_flag("--slurm-step", options->slurmStep,
+               "started by hvdrun in a Slurm allocation: key on stdin, listen on this node's "
+               "address toward the launching host (port 0), temporary state dir, print "
+               "'hvdagent-ready NODE ADDRESS' when serving, exit when stdin closes");
   app.add_flag("--version", options->version, "print hvdagent's version and exit");
   try {
     app.parse(argc, argv);
@@ -57,8 +61,14 @@ std::optional<int> parseAgentCommandLine(int argc, char** argv, AgentCliOptions*
     app.exit(e);
     return 2;
   }
+  options->listenGiven = app.count("--listen") > 0;
+  options->stateDirGiven = app.count("--state-dir") > 0;
+  if (options->slurmStep && app.count("--key-file") > 0) {
+    std::fprintf(stderr, "hvdagent: --slurm-step takes its key on stdin, not --key-file\n");
+    return 2;
+  }
   if (app.count("--key-file") == 0) options->keyFile = rpc::defaultKeyFile();
-  if (app.count("--state-dir") == 0) options->stateDir = defaultStateDir();
+  if (!options->stateDirGiven) options->stateDir = defaultStateDir();
   return std::nullopt;
 }
 

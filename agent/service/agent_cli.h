@@ -21,6 +21,14 @@ struct AgentCliOptions {
   size_t keepJobs = 1000;    // finished job records (and logs) kept
   uint64_t maxLogMb = 1024;  // per job
   bool version = false;
+  // --slurm-step: started by hvdrun inside a Slurm allocation (launcher/slurm_agents.h): the
+  // one-time cluster key comes on stdin, the listen address defaults to this node's address
+  // toward the launching host on an ephemeral port, the state dir to a fresh temporary one
+  // (removed at exit), "hvdagent-ready NODE ADDRESS" goes to stdout once serving, and stdin's
+  // end (hvdrun is done, or gone) shuts the agent down as SIGTERM does.
+  bool slurmStep = false;
+  bool listenGiven = false;
+  bool stateDirGiven = false;
 };
 
 // Parses argv. Returns an exit code when the process should exit now (--help: 0, a usage error:

@@ -5,6 +5,7 @@
 // server. Closed by default: loopback bind, every call signed, never root unless asked twice.
 #include <fcntl.h>
 #include <poll.h>
+#include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -13,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +36,7 @@
 #include "agent/service/job_records.h"
 #include "agent/service/local_jobs.h"
 #include "agent/service/node_facts.h"
+#include "agent/service/slurm_step.h"
 #include "hvd/error.hpp"
 #include "store/tcp_store_server.h"
 
@@ -138,6 +141,19 @@ int serve(const svc::AgentCliOptions& options, const hvd::agent::rpc::ListenAddr
                             " (address in use, or not an address of this host?)");
   }
   if (!options.portFile.empty()) writePortFile(options.portFile, port);
+  if (options.slurmStep) {
+    // hvdrun reads this through srun; then the end of stdin is the end of this agent.
+    const std::string line = svc::readyLine(svc::slurmNodeName(std::getenv),
+                                            hvd::agent::rpc::joinHostPort(listen.host, port)) +
+                             "\n";
+    std::fputs(line.c_str(), stdout);
+    std::fflush(stdout);
+    const int wake = hvd::agent::process::signalPipeWriteFd();
+    svc::watchForEnd(STDIN_FILENO, [wake] {
+      const unsigned char signo = SIGTERM;
+      (void)!::write(wake, &signo, 1);
+    });
+  }
   spdlog::info(
       "hvdagent {}: listening on {}, key fingerprint {}, TLS {}, store port {}, "
       "state dir {} ({} job record(s))",
@@ -171,6 +187,9 @@ int main(int argc, char** argv) {
     std::printf("hvdagent %s\n", svc::agentVersion().c_str());
     return 0;
   }
+  // A --slurm-step agent's stdout is hvdrun's channel for the ready line; its log goes to stderr,
+  // which srun forwards to hvdrun's stderr.
+  if (options.slurmStep) spdlog::set_default_logger(spdlog::stderr_logger_mt("hvdagent"));
   spdlog::set_level(spdlog::level::from_str(options.logLevel));
 
   const std::string refusal = svc::rootRefusal(::geteuid() == 0, options.allowRunAsRoot,
@@ -180,21 +199,36 @@ int main(int argc, char** argv) {
     return 2;
   }
   hvd::agent::rpc::ListenAddress listen;
+  std::optional<hvd::agent::auth::ClusterKey> key;
+  std::optional<svc::TemporaryStateDir> temporaryState;
+  if (options.slurmStep) {
+    try {
+      key = hvd::agent::auth::ClusterKey::receive(STDIN_FILENO,
+                                                  "the cluster key on stdin (--slurm-step)");
+      if (!options.listenGiven) options.listen = svc::slurmStepListen(std::getenv);
+      if (!options.stateDirGiven) {
+        temporaryState.emplace(std::getenv);
+        options.stateDir = temporaryState->path();
+      }
+    } catch (const hvd::Error& e) {
+      std::fprintf(stderr, "hvdagent: %s\n", e.what());
+      return 2;
+    }
+  }
   try {
     listen = hvd::agent::rpc::parseListenAddress(options.listen);
   } catch (const hvd::InvalidArgumentError& e) {
     std::fprintf(stderr, "hvdagent: %s\n", e.what());
     return 2;
   }
-  if (options.keyFile.empty()) {
+  if (!key && options.keyFile.empty()) {
     std::fprintf(stderr,
                  "hvdagent: no cluster key file: pass --key-file F or set HVD_KEY_FILE (create "
                  "one with `hvdrun keygen`)\n");
     return 2;
   }
-  std::optional<hvd::agent::auth::ClusterKey> key;
   try {
-    key = hvd::agent::auth::ClusterKey::load(options.keyFile);
+    if (!key) key = hvd::agent::auth::ClusterKey::load(options.keyFile);
   } catch (const hvd::Error& e) {
     std::fprintf(stderr, "hvdagent: cannot use the cluster key: %s\n", e.what());
     return 2;

@@ -212,7 +212,15 @@ std::string LedJobs::submit(coord::JobSpec spec, const v1::SubmitJobRequest& req
     agents.push_back(job->remotes.back().get());
   }
   store_->addJob(job->id, job->token);
-  const std::string storeAddress = rpc::joinHostPort(spec.hosts[0].host, store_->port());
+  // The ranks reach this agent's store (and rank 0's MASTER_PORT) at the address the agent
+  // listens on when that is one specific address: it is reachable by construction and needs no
+  // name resolution (the node names of a Slurm allocation, say). A wildcard bind leaves the
+  // leader's host as the user named it.
+  const std::string& listen = options_.listenHost;
+  const bool specific = !listen.empty() && listen != "0.0.0.0" && listen != "::";
+  const std::string storeHost = specific ? listen : spec.hosts[0].host;
+  if (specific) spec.masterAddr = job->spec.masterAddr = listen;
+  const std::string storeAddress = rpc::joinHostPort(storeHost, store_->port());
   job->coordinator = std::make_unique<coord::JobCoordinator>(
       spec, agents, coord::StoreEndpoint{storeAddress, job->token}, job->sink.get(), &job->clock);
 

@@ -15,6 +15,7 @@ add_library(hvd_agent_service STATIC
   ${CMAKE_CURRENT_LIST_DIR}/led_jobs.cc
   ${CMAKE_CURRENT_LIST_DIR}/local_jobs.cc
   ${CMAKE_CURRENT_LIST_DIR}/node_facts.cc
+  ${CMAKE_CURRENT_LIST_DIR}/slurm_step.cc
   ${CMAKE_CURRENT_LIST_DIR}/submit_job.cc)
 target_include_directories(hvd_agent_service PUBLIC ${PROJECT_SOURCE_DIR})
 target_link_libraries(hvd_agent_service

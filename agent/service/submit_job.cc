@@ -1,8 +1,9 @@
 // SubmitJob: this agent leads a job (DESIGN.md "How a job flows", steps 3 and 6; issue 6). The
 // job itself runs in LedJobs, on a thread of its own; this handler only accepts it and, for an
 // attached run, follows its log to the caller until JobEnd. A detached submit (hvdrun submit)
-// returns once every rank has started, or with the JobEnd of a job that could not start, so
-// `hvdrun submit` fails loudly for an impossible job instead of printing an id.
+// returns once every rank has started (a rank may have failed already: the job was submitted),
+// or with the JobEnd of a job that could not start, so `hvdrun submit` fails loudly for an
+// impossible job instead of printing an id.
 #include <spdlog/spdlog.h>
 
 #include "agent/rpc/convert.h"
@@ -59,7 +60,18 @@ grpc::Status AgentService::runSubmit(grpc::ServerContext* context,
 
   if (!attached) {
     const std::optional<v1::JobInfo> info = waitPastPending(*led_, jobId, context);
-    if (info && isFinalState(info->state()) && info->has_end()) {
+    // A job whose every rank started was submitted, even if a rank has failed already (as
+    // sbatch prints the id of a job that fails at once): its end is for status and logs. Only a
+    // job that could not start ends the call with its JobEnd.
+    const auto started = [](const v1::JobInfo& job) {
+      if (job.started_unix_ms() > 0) return true;
+      if (job.ranks_size() != job.np()) return false;
+      for (const v1::RankInfo& r : job.ranks()) {
+        if (r.pid() <= 0) return false;
+      }
+      return true;
+    };
+    if (info && isFinalState(info->state()) && info->has_end() && !started(*info)) {
       v1::JobEvent end;
       *end.mutable_end() = info->end();
       writer->Write(end);

@@ -20,22 +20,27 @@ set(HVD_E2E_PREFIX "e2e${_e2e_hash}")
 set(HVD_E2E_STATE_ROOT "${PROJECT_BINARY_DIR}/e2e-netns")
 set(HVD_E2E_SCRIPT "${PROJECT_SOURCE_DIR}/scripts/netns-cluster.sh")
 
-add_executable(e2e_test ${CMAKE_CURRENT_LIST_DIR}/e2e_jobs_test.cc
-                        ${CMAKE_CURRENT_LIST_DIR}/e2e_submit_test.cc
-                        ${CMAKE_CURRENT_LIST_DIR}/e2e_torch_test.cc
-                        ${CMAKE_CURRENT_LIST_DIR}/e2e_security_test.cc
-                        ${CMAKE_CURRENT_LIST_DIR}/e2e_support.cc ${CMAKE_CURRENT_LIST_DIR}/e2e_cluster.cc
-                        ${CMAKE_CURRENT_LIST_DIR}/e2e_process.cc)
-target_link_libraries(e2e_test PRIVATE hvd_agent_rpc hvd_auth hvd_proto GTest::gtest
-                                       GTest::gtest_main hvd_test_support hvd_warnings)
-target_compile_definitions(e2e_test PRIVATE
+# The cluster, the processes and the shared fixture of every e2e binary.
+add_library(hvd_e2e_support STATIC ${CMAKE_CURRENT_LIST_DIR}/e2e_support.cc
+                                   ${CMAKE_CURRENT_LIST_DIR}/e2e_cluster.cc
+                                   ${CMAKE_CURRENT_LIST_DIR}/e2e_process.cc)
+target_link_libraries(hvd_e2e_support PUBLIC GTest::gtest hvd_test_support PRIVATE hvd_warnings)
+target_compile_definitions(hvd_e2e_support PUBLIC
   HVDRUN_PATH="$<TARGET_FILE:hvdrun>"
   HVDAGENT_PATH="$<TARGET_FILE:hvdagent>"
   HVD_E2E_WORKER_PATH="$<TARGET_FILE:hvd-e2e-worker>"
-  HVD_TORCH_DDP_SCRIPT="${PROJECT_SOURCE_DIR}/examples/torch_ddp.py"
   HVD_E2E_BIN_DIR="$<TARGET_FILE_DIR:hvdagent>"
   HVD_E2E_SCRIPT="${HVD_E2E_SCRIPT}"
   HVD_E2E_STATE_ROOT="${HVD_E2E_STATE_ROOT}")
+
+add_executable(e2e_test ${CMAKE_CURRENT_LIST_DIR}/e2e_jobs_test.cc
+                        ${CMAKE_CURRENT_LIST_DIR}/e2e_submit_test.cc
+                        ${CMAKE_CURRENT_LIST_DIR}/e2e_torch_test.cc
+                        ${CMAKE_CURRENT_LIST_DIR}/e2e_security_test.cc)
+target_link_libraries(e2e_test PRIVATE hvd_e2e_support hvd_agent_rpc hvd_auth hvd_proto
+                                       GTest::gtest_main hvd_warnings)
+target_compile_definitions(e2e_test PRIVATE
+  HVD_TORCH_DDP_SCRIPT="${PROJECT_SOURCE_DIR}/examples/torch_ddp.py")
 add_dependencies(e2e_test hvdrun hvdagent hvd-e2e-worker)
 
 add_test(NAME e2e_cluster_up
@@ -51,3 +56,24 @@ set_tests_properties(e2e_cluster_down PROPERTIES LABELS e2e TIMEOUT 60 SKIP_RETU
 gtest_discover_tests(e2e_test DISCOVERY_TIMEOUT 60
   PROPERTIES LABELS e2e TIMEOUT 90 FIXTURES_REQUIRED e2e_cluster RESOURCE_LOCK e2e_cluster
              ENVIRONMENT "HVD_E2E_CLUSTER_ENV=${HVD_E2E_STATE_ROOT}/${HVD_E2E_PREFIX}/env")
+
+# A real Slurm (issue 7): scripts/slurm-cluster.sh's slurmctld, munged and one slurmd per
+# namespace, one cluster per test process; e2e_slurm_down removes it should a test be killed.
+set(HVD_SLURM_PREFIX "sl${_e2e_hash}")
+set(HVD_SLURM_STATE_ROOT "${PROJECT_BINARY_DIR}/e2e-slurm")
+set(HVD_SLURM_SCRIPT "${PROJECT_SOURCE_DIR}/scripts/slurm-cluster.sh")
+add_executable(e2e_slurm_test ${CMAKE_CURRENT_LIST_DIR}/e2e_slurm_test.cc)
+target_link_libraries(e2e_slurm_test PRIVATE hvd_e2e_support GTest::gtest_main hvd_warnings)
+target_compile_definitions(e2e_slurm_test PRIVATE
+  HVD_WORKER_PATH="$<TARGET_FILE:hvd-test-worker>"
+  HVD_SLURM_SCRIPT="${HVD_SLURM_SCRIPT}"
+  HVD_SLURM_PREFIX="${HVD_SLURM_PREFIX}"
+  HVD_SLURM_STATE_ROOT="${HVD_SLURM_STATE_ROOT}")
+add_dependencies(e2e_slurm_test hvdrun hvdagent hvd-e2e-worker hvd-test-worker)
+add_test(NAME e2e_slurm_down
+         COMMAND sh -c "[ \"$(id -u)\" = 0 ] || exit 77; exec \"$0\" down --prefix \"$1\" --state-root \"$2\""
+                 ${HVD_SLURM_SCRIPT} ${HVD_SLURM_PREFIX} ${HVD_SLURM_STATE_ROOT})
+set_tests_properties(e2e_slurm_down PROPERTIES LABELS e2e TIMEOUT 60 SKIP_RETURN_CODE 77
+                     FIXTURES_CLEANUP e2e_slurm RESOURCE_LOCK e2e_slurm)
+gtest_discover_tests(e2e_slurm_test DISCOVERY_TIMEOUT 60
+  PROPERTIES LABELS e2e TIMEOUT 240 FIXTURES_REQUIRED e2e_slurm RESOURCE_LOCK e2e_slurm)

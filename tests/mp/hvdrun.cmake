@@ -21,3 +21,16 @@ if(TARGET hvdagent)
                                                       HVDAGENT_PATH="$<TARGET_FILE:hvdagent>")
   add_dependencies(hvdrun_jobs_test hvdrun hvdagent)
 endif()
+
+# hvdrun in a Slurm allocation with no -H (issue 7), with a stand-in srun (tests/mp/fake_srun.sh):
+# agents started per node with a one-time key, --print-hosts, a step that fails to start.
+if(TARGET hvdagent)
+  hvd_test(NAME hvdrun_slurm_test LABEL mp TIMEOUT 240
+           SOURCES ${CMAKE_CURRENT_LIST_DIR}/hvdrun_slurm_test.cc)
+  target_link_libraries(hvdrun_slurm_test PRIVATE hvd_test_support)
+  target_compile_definitions(hvdrun_slurm_test PRIVATE HVDRUN_PATH="$<TARGET_FILE:hvdrun>"
+    HVDAGENT_PATH="$<TARGET_FILE:hvdagent>" HVD_WORKER_PATH="$<TARGET_FILE:hvd-test-worker>"
+    HVD_E2E_WORKER_PATH="$<TARGET_FILE:hvd-e2e-worker>"
+    HVD_FAKE_SRUN="${CMAKE_CURRENT_LIST_DIR}/fake_srun.sh")
+  add_dependencies(hvdrun_slurm_test hvdrun hvdagent hvd-test-worker hvd-e2e-worker)
+endif()

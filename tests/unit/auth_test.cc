@@ -494,3 +494,53 @@ TEST_F(RequestAuthTest, ConcurrentReplaysAreAcceptedExactlyOnce) {
 
 }  // namespace
 }  // namespace hvd::agent::auth
+
+namespace hvd::agent::auth {
+namespace {
+
+// The one-time key of a Slurm job travels over a pipe (launcher/slurm_agents.h): what one side
+// hands over, the other receives as the same key, and nothing after the line is consumed.
+TEST(ClusterKeyTest, HandOverAndReceiveOverAPipeGiveTheSameKey) {
+  const ClusterKey key = ClusterKey::random();
+  const ClusterKey other = ClusterKey::random();
+  EXPECT_NE(key.fingerprint(), other.fingerprint());
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  key.handOver(fds[1]);
+  ASSERT_EQ(::write(fds[1], "rest", 4), 4);
+  ::close(fds[1]);
+  const ClusterKey got = ClusterKey::receive(fds[0], "the pipe");
+  EXPECT_EQ(got.fingerprint(), key.fingerprint());
+  EXPECT_EQ(got.hmacSha256Hex("message"), key.hmacSha256Hex("message"));
+  char rest[8] = {};
+  EXPECT_EQ(::read(fds[0], rest, sizeof(rest)), 4);
+  EXPECT_STREQ(rest, "rest");
+  ::close(fds[0]);
+}
+
+TEST(ClusterKeyTest, ReceiveRefusesAShortOrMalformedLineWithoutEchoingIt) {
+  const auto receiveFrom = [](const std::string& text) {
+    int fds[2];
+    EXPECT_EQ(::pipe(fds), 0);
+    EXPECT_EQ(::write(fds[1], text.data(), text.size()), static_cast<ssize_t>(text.size()));
+    ::close(fds[1]);
+    std::string message;
+    try {
+      ClusterKey::receive(fds[0], "stdin");
+    } catch (const InvalidArgumentError& e) {
+      message = e.what();
+    }
+    ::close(fds[0]);
+    return message;
+  };
+  EXPECT_THAT(receiveFrom(""), ::testing::HasSubstr("stdin did not hold one line of 64 hex"));
+  EXPECT_THAT(receiveFrom("abc123\n"), ::testing::HasSubstr("(6 characters before its end)"));
+  const std::string notHex(64, 'z');
+  const std::string message = receiveFrom(notHex + "\n");
+  EXPECT_THAT(message, ::testing::HasSubstr("not all hex digits"));
+  EXPECT_EQ(message.find("zzzz"), std::string::npos) << message;
+  EXPECT_THAT(receiveFrom(std::string(65, 'a')), ::testing::HasSubstr("did not hold one line"));
+}
+
+}  // namespace
+}  // namespace hvd::agent::auth

@@ -6,3 +6,10 @@ target_link_libraries(host_spec_test PRIVATE hvd_launcher_core)
 hvd_test(NAME slurm_hosts_test LABEL unit TIMEOUT 60
          SOURCES ${CMAKE_CURRENT_LIST_DIR}/slurm_hosts_test.cc)
 target_link_libraries(slurm_hosts_test PRIVATE hvd_launcher_core hvd_internal)
+
+# hvdrun in a Slurm allocation (issue 7): srun's argv for the agents, their ready lines, the
+# step agent's listen address and state dir, --print-hosts and the -np default.
+hvd_test(NAME slurm_launch_test LABEL unit TIMEOUT 60
+         SOURCES ${CMAKE_CURRENT_LIST_DIR}/slurm_launch_test.cc)
+target_link_libraries(slurm_launch_test PRIVATE hvd_launcher hvd_agent_service hvd_internal
+                                                hvd_test_support)

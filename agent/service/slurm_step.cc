@@ -1,0 +1,71 @@
+#include "agent/service/slurm_step.h"
+
+#include <poll.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <vector>
+
+#include "hvd/error.hpp"
+#include "transport/interfaces.h"
+#include "transport/mesh.h"
+
+namespace hvd::agent::service {
+
+std::string readyLine(const std::string& node, const std::string& address) {
+  return std::string(kReadyPrefix) + node + " " + address;
+}
+
+std::string slurmStepListen(const EnvGetter& getenv) {
+  const char* launcher = getenv("SLURM_LAUNCH_NODE_IPADDR");
+  std::string host = launcher != nullptr && *launcher ? transport::localAddressToward(launcher)
+                                                      : transport::firstInterfaceIpv4();
+  if (host.find(':') != std::string::npos) host = "[" + host + "]";
+  return host + ":0";
+}
+
+std::string slurmNodeName(const EnvGetter& getenv) {
+  if (const char* node = getenv("SLURMD_NODENAME"); node != nullptr && *node) return node;
+  char name[256] = {};
+  return ::gethostname(name, sizeof(name) - 1) == 0 ? std::string(name) : "localhost";
+}
+
+TemporaryStateDir::TemporaryStateDir(const EnvGetter& getenv) {
+  const char* tmp = getenv("TMPDIR");
+  const char* job = getenv("SLURM_JOB_ID");
+  std::string pattern = std::string(tmp != nullptr && *tmp ? tmp : "/tmp") + "/hvdagent-" +
+                        (job != nullptr && *job ? job : "step") + "-XXXXXX";
+  std::vector<char> buffer(pattern.begin(), pattern.end());
+  buffer.push_back('\0');
+  if (::mkdtemp(buffer.data()) == nullptr) {
+    throw BackendError("cannot create a temporary state dir " + pattern + ": " +
+                       std::strerror(errno));
+  }
+  path_ = buffer.data();
+}
+
+TemporaryStateDir::~TemporaryStateDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+void watchForEnd(int fd, std::function<void()> onEnd) {
+  std::thread([fd, onEnd = std::move(onEnd)] {
+    char buffer[256];
+    for (;;) {
+      pollfd pfd = {fd, POLLIN, 0};
+      const int ready = ::poll(&pfd, 1, -1);
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready < 0) break;
+      const ssize_t n = ::read(fd, buffer, sizeof(buffer));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+    }
+    onEnd();
+  }).detach();
+}
+
+}  // namespace hvd::agent::service
