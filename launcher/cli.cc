@@ -54,7 +54,8 @@ constexpr char kDescription[] =
     "\n"
     "Exit status: 0 when every rank exited 0; else the first failing rank's exit code\n"
     "(128+signal when a signal killed it), with one line naming it and its last stderr\n"
-    "lines; 2 for usage errors (also a missing or unsafe key file); 69 agent unreachable;\n"
+    "lines; 2 for usage errors (also a missing or unsafe key file); 69 agent unreachable\n"
+    "(in a Slurm allocation also: its agents could not be started);\n"
     "71 launch failed (e.g. PROGRAM not found); 75 agent lost; 77 authentication failed\n"
     "(wrong key); 124 time limit reached; 130 cancelled. Ctrl-C (or SIGTERM) stops the job\n"
     "gracefully; a second one within 2 s kills it.";

@@ -37,22 +37,9 @@ LISTEN_TIMEOUT_S=20
 STOP_GRACE_S=3
 
 usage() { sed -n '5,9s/^# \{0,1\}//p' "$0"; }
-die() {
-  echo "netns-cluster.sh: $*" >&2
-  exit 1
-}
-usage_error() {
-  echo "netns-cluster.sh: $*" >&2
-  usage >&2
-  exit 2
-}
-log() { echo "netns-cluster.sh: $*" >&2; }
-
-# Interface names are at most 15 characters: "P-br", "P-v12" must fit.
-check_prefix() {
-  [[ "$1" =~ ^[a-z][a-z0-9]{0,9}$ ]] ||
-    usage_error "prefix '$1' must be 1-10 lowercase letters/digits, starting with a letter"
-}
+SCRIPT_NAME=netns-cluster.sh
+# shellcheck source=scripts/cluster-lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/cluster-lib.sh"
 
 require_root_and_netns() {
   [[ $EUID -eq 0 ]] || die "needs root (network namespaces)"
@@ -113,14 +100,6 @@ pick_subnet() {
 
 # --- down -------------------------------------------------------------------------------------
 
-# True while process $1 runs: exists and is not a zombie (an agent orphaned by `up` is reaped by
-# init, which may take a while after it exited).
-running() {
-  local stat
-  stat="$(cat "/proc/$1/stat" 2> /dev/null)" || return 1
-  stat="${stat##*) }"
-  [[ "${stat:0:1}" != Z ]]
-}
 
 # Pids of every process inside the cluster's namespaces.
 namespace_pids() {

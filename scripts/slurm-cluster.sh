@@ -49,22 +49,10 @@ ETC_DIR=""         # STATE/etc, once written (write_etc)
 SLURM_CONF_FILE="" # STATE/slurm.conf
 
 usage() { sed -n '7,8s/^# \{0,1\}//p' "$0"; }
-die() {
-  echo "slurm-cluster.sh: $*" >&2
-  exit 1
-}
-usage_error() {
-  echo "slurm-cluster.sh: $*" >&2
-  usage >&2
-  exit 2
-}
-log() { echo "slurm-cluster.sh: $*" >&2; }
+SCRIPT_NAME=slurm-cluster.sh
+# shellcheck source=scripts/cluster-lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/cluster-lib.sh"
 
-# Same rule as netns-cluster.sh; "P-vctl" must fit in 15 characters.
-check_prefix() {
-  [[ "$1" =~ ^[a-z][a-z0-9]{0,9}$ ]] ||
-    usage_error "prefix '$1' must be 1-10 lowercase letters/digits, starting with a letter"
-}
 
 require_tools() {
   [[ $EUID -eq 0 ]] || die "needs root (network namespaces, slurmd)"
@@ -93,12 +81,6 @@ hostlist() { # PREFIX N
 
 # --- processes --------------------------------------------------------------------------------
 
-running() {
-  local stat
-  stat="$(cat "/proc/$1/stat" 2> /dev/null)" || return 1
-  stat="${stat##*) }"
-  [[ "${stat:0:1}" != Z ]]
-}
 
 ns_exists() { ip netns list 2> /dev/null | awk '{ print $1 }' | grep -xF "$1" > /dev/null; }
 
@@ -293,7 +275,7 @@ write_etc() { # STATE PREFIX N SUBNET
 }
 
 start_munged() { # PREFIX STATE
-  local prefix="$1" state="$2" m="$2/munge" deadline
+  local prefix="$1" state="$2" m="$2/munge"
   # munged wants its socket's directory and every one above searchable by all (0711: not
   # listable); the key itself stays 0400.
   chmod 0711 "$state"
@@ -306,37 +288,41 @@ start_munged() { # PREFIX STATE
   start_in_ns "$(ctl_ns "$prefix")" "$(ctl_host "$prefix")" "$m/munged.out" "$state/run/munged.pid" \
     munged --foreground --socket="$m/munge.socket" --key-file="$m/munge.key" \
     --pid-file="$m/munged.pid" --log-file="$m/munged.log" --seed-file="$m/munged.seed"
-  deadline=$((SECONDS + 10))
-  until [[ -S "$m/munge.socket" ]] && munge -n -S "$m/munge.socket" 2> /dev/null |
-    unmunge -S "$m/munge.socket" > /dev/null 2>&1; do
-    running "$(cat "$state/run/munged.pid")" || {
+  wait_daemon "$state" "$state/run/munged.pid" 10 "munged (socket $m/munge.socket)" \
+    munge_answers "$m/munge.socket"
+}
+
+munge_answers() { # SOCKET
+  [[ -S "$1" ]] && munge -n -S "$1" 2> /dev/null | unmunge -S "$1" > /dev/null 2>&1
+}
+
+ctld_listens() { # NAMESPACE ADDR
+  ip netns exec "$1" ss -Hltn "sport = :6817" 2> /dev/null |
+    awk '{ print $4 }' | grep -E "^(0\.0\.0\.0|\*|\[::\]|$2):6817$" > /dev/null
+}
+
+# Waits until CHECK ARGS... succeeds, for at most TIMEOUT_S seconds while the daemon whose pid
+# is in PIDFILE runs; else prints the logs and dies naming WHAT.
+wait_daemon() { # STATE PIDFILE TIMEOUT_S WHAT CHECK ARGS...
+  local state="$1" pidfile="$2" timeout="$3" what="$4" deadline
+  shift 4
+  deadline=$((SECONDS + timeout))
+  until "$@"; do
+    running "$(cat "$pidfile")" || {
       tail_logs "$state"
-      die "munged exited at start"
+      die "$what exited at start (logs above, in $state/log)"
     }
     [[ $SECONDS -lt $deadline ]] || {
       tail_logs "$state"
-      die "munged does not answer on $m/munge.socket after 10s"
+      die "$what is not ready after ${timeout}s"
     }
     sleep 0.05
   done
 }
 
 wait_ctld() { # PREFIX STATE ADDR
-  local prefix="$1" state="$2" addr="$3" deadline pid
-  pid="$(cat "$state/run/slurmctld.pid")"
-  deadline=$((SECONDS + CTLD_TIMEOUT_S))
-  until ip netns exec "$(ctl_ns "$prefix")" ss -Hltn "sport = :6817" 2> /dev/null |
-    awk '{ print $4 }' | grep -E "^(0\.0\.0\.0|\*|\[::\]|$addr):6817$" > /dev/null; do
-    running "$pid" || {
-      tail_logs "$state"
-      die "slurmctld exited at start (log above: $state/log/slurmctld.log)"
-    }
-    [[ $SECONDS -lt $deadline ]] || {
-      tail_logs "$state"
-      die "slurmctld does not listen on $addr:6817 after ${CTLD_TIMEOUT_S}s"
-    }
-    sleep 0.05
-  done
+  wait_daemon "$2" "$2/run/slurmctld.pid" "$CTLD_TIMEOUT_S" "slurmctld (listening on $3:6817)" \
+    ctld_listens "$(ctl_ns "$1")" "$3"
 }
 
 wait_idle() { # PREFIX STATE N
