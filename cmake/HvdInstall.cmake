@@ -7,6 +7,10 @@ install(TARGETS hvd EXPORT hvdTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+# libhvd's MPI plugin (built where MPI was found) goes next to libhvd, where libhvd looks first.
+if(TARGET hvd_mpi)
+  install(TARGETS hvd_mpi LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+endif()
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/runtime/include/hvd
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(EXPORT hvdTargets NAMESPACE hvd:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/hvd)

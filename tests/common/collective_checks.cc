@@ -4,7 +4,7 @@
 #include <cstring>
 #include <sstream>
 
-#include "collectives/collectives.h"
+#include "collectives/host_collectives.h"
 #include "common/element.h"
 #include "common/half.h"
 
@@ -118,12 +118,12 @@ bool compare(CheckReport& report, const std::string& what, DataType type, const 
 }
 
 // Every rank must hold byte-identical results: allgather a hash of them.
-void checkIdentical(transport::Context& ctx, CheckReport& report, const std::string& what,
+void checkIdentical(coll::HostCollectives& ctx, CheckReport& report, const std::string& what,
                     const void* data, size_t bytes) {
   const uint64_t mine = fnv1a(data, bytes);
   std::vector<uint64_t> all(ctx.size());
   std::vector<size_t> ones(ctx.size(), 1);
-  coll::allgather(ctx, &mine, 1, all.data(), ones, DataType::kInt64, Algorithm::kDirect);
+  ctx.allgather(&mine, 1, all.data(), ones, DataType::kInt64, Algorithm::kDirect);
   ++report.checks;
   for (int r = 0; r < ctx.size(); ++r) {
     if (all[r] != mine) {
@@ -143,7 +143,7 @@ struct Buffers {
   }
 };
 
-void runAllreduce(transport::Context& ctx, CheckReport& report, DataType type, ReduceOp op,
+void runAllreduce(coll::HostCollectives& ctx, CheckReport& report, DataType type, ReduceOp op,
                   size_t count, bool inPlace, Algorithm algorithm, int salt, Buffers& b) {
   const size_t elem = dataTypeSize(type);
   b.resize(count * elem);
@@ -154,7 +154,7 @@ void runAllreduce(transport::Context& ctx, CheckReport& report, DataType type, R
   AllreduceOptions options;
   options.op = op;
   options.algorithm = algorithm;
-  coll::allreduce(ctx, b.input.data(), out, count, type, options);
+  ctx.allreduce(b.input.data(), out, count, type, options);
   const std::string what =
       describe("allreduce", type, op, count, inPlace,
                algorithm == Algorithm::kRing ? "ring" : "direct", ctx.rank(), salt);
@@ -162,7 +162,7 @@ void runAllreduce(transport::Context& ctx, CheckReport& report, DataType type, R
   checkIdentical(ctx, report, what, out, count * elem);
 }
 
-void runAllgather(transport::Context& ctx, CheckReport& report, DataType type, size_t count,
+void runAllgather(coll::HostCollectives& ctx, CheckReport& report, DataType type, size_t count,
                   bool inPlace, Algorithm algorithm, int salt, Buffers& b) {
   const int n = ctx.size();
   // Uneven: rank r contributes (count + r) % (count + 2) elements, so some ranks give zero.
@@ -189,18 +189,18 @@ void runAllgather(transport::Context& ctx, CheckReport& report, DataType type, s
   size_t myOffset = 0;
   for (int r = 0; r < ctx.rank(); ++r) myOffset += counts[r];
   const void* in = inPlace ? b.output.data() + myOffset * elem : b.input.data();
-  const auto gotCounts = coll::allgatherCounts(ctx, counts[ctx.rank()]);
+  const auto gotCounts = ctx.allgatherCounts(counts[ctx.rank()]);
   const std::string what =
       describe("allgather", type, ReduceOp::kSum, count, inPlace,
                algorithm == Algorithm::kRing ? "ring" : "direct", ctx.rank(), salt);
   ++report.checks;
   if (gotCounts != counts) report.fail(what + ": allgatherCounts returned wrong counts");
-  coll::allgather(ctx, in, counts[ctx.rank()], b.output.data(), counts, type, algorithm);
+  ctx.allgather(in, counts[ctx.rank()], b.output.data(), counts, type, algorithm);
   compare(report, what, type, b.output.data(), b.expected.data(), total);
   checkIdentical(ctx, report, what, b.output.data(), total * elem);
 }
 
-void runBroadcast(transport::Context& ctx, CheckReport& report, DataType type, size_t count,
+void runBroadcast(coll::HostCollectives& ctx, CheckReport& report, DataType type, size_t count,
                   int root, Algorithm algorithm, int salt, Buffers& b) {
   const size_t elem = dataTypeSize(type);
   b.resize(count * elem);
@@ -209,7 +209,7 @@ void runBroadcast(transport::Context& ctx, CheckReport& report, DataType type, s
   BroadcastOptions options;
   options.root = root;
   options.algorithm = algorithm;
-  coll::broadcast(ctx, b.output.data(), count, type, options);
+  ctx.broadcast(b.output.data(), count, type, options);
   const std::string what =
       describe("broadcast", type, ReduceOp::kSum, count, true,
                algorithm == Algorithm::kRing ? "chain" : "direct", ctx.rank(), salt) +
@@ -218,7 +218,7 @@ void runBroadcast(transport::Context& ctx, CheckReport& report, DataType type, s
   checkIdentical(ctx, report, what, b.output.data(), count * elem);
 }
 
-void runReducescatter(transport::Context& ctx, CheckReport& report, DataType type, ReduceOp op,
+void runReducescatter(coll::HostCollectives& ctx, CheckReport& report, DataType type, ReduceOp op,
                       size_t count, bool inPlace, int salt, Buffers& b) {
   const int n = ctx.size();
   const int r = ctx.rank();
@@ -232,12 +232,12 @@ void runReducescatter(transport::Context& ctx, CheckReport& report, DataType typ
   uint8_t* out = inPlace ? b.input.data() + offset * elem : b.output.data();
   ReducescatterOptions options;
   options.op = op;
-  coll::reducescatter(ctx, b.input.data(), out, count, type, options);
+  ctx.reducescatter(b.input.data(), out, count, type, options);
   const std::string what = describe("reducescatter", type, op, count, inPlace, "auto", r, salt);
   compare(report, what, type, out, b.expected.data() + offset * elem, counts[r]);
 }
 
-void runAlltoall(transport::Context& ctx, CheckReport& report, DataType type, size_t count,
+void runAlltoall(coll::HostCollectives& ctx, CheckReport& report, DataType type, size_t count,
                  int salt, Buffers& b) {
   const int n = ctx.size();
   const int r = ctx.rank();
@@ -272,24 +272,30 @@ void runAlltoall(transport::Context& ctx, CheckReport& report, DataType type, si
   const std::string what =
       describe("alltoall", type, ReduceOp::kSum, count, false, "direct", r, salt);
   ++report.checks;
-  if (coll::alltoallCounts(ctx, send) != recv) report.fail(what + ": alltoallCounts is wrong");
-  coll::alltoall(ctx, b.input.data(), send, b.output.data(), recv, type);
+  if (ctx.alltoallCounts(send) != recv) report.fail(what + ": alltoallCounts is wrong");
+  ctx.alltoall(b.input.data(), send, b.output.data(), recv, type);
   compare(report, what, type, b.output.data(), b.expected.data(), recvTotal);
 }
 
-// Sets piece/threshold knobs for the checks and restores them after.
+// Sets piece/threshold knobs for the checks and restores them after. Only hvd's ring backend
+// has them; MPI picks its algorithms itself.
 class ScopedOptions {
  public:
-  ScopedOptions(transport::Context& ctx, size_t pieceBytes, size_t smallBytes)
-      : ctx_(ctx), saved_(ctx.options()) {
-    ctx.mutableOptions().pieceBytes = pieceBytes;
-    ctx.mutableOptions().smallMessageBytes = smallBytes;
-    ctx.mutableOptions().smallMessageBytesTcp = smallBytes;
+  ScopedOptions(coll::HostCollectives& c, size_t pieceBytes, size_t smallBytes) {
+    auto* ring = dynamic_cast<coll::RingCollectives*>(&c);
+    if (ring == nullptr) return;
+    ctx_ = &ring->context();
+    saved_ = ctx_->options();
+    ctx_->mutableOptions().pieceBytes = pieceBytes;
+    ctx_->mutableOptions().smallMessageBytes = smallBytes;
+    ctx_->mutableOptions().smallMessageBytesTcp = smallBytes;
   }
-  ~ScopedOptions() { ctx_.mutableOptions() = saved_; }
+  ~ScopedOptions() {
+    if (ctx_ != nullptr) ctx_->mutableOptions() = saved_;
+  }
 
  private:
-  transport::Context& ctx_;
+  transport::Context* ctx_ = nullptr;
   transport::ContextOptions saved_;
 };
 
@@ -320,7 +326,7 @@ std::vector<size_t> matrixCounts(int size) {
   return {0, 1, 2, 3, static_cast<size_t>(size - 1), static_cast<size_t>(size + 1), 1023, 4099};
 }
 
-void checkMatrix(transport::Context& ctx, CheckReport& report) {
+void checkMatrix(coll::HostCollectives& ctx, CheckReport& report) {
   ScopedOptions scoped(ctx, 4096, 256);
   Buffers b;
   const auto counts = matrixCounts(ctx.size());
@@ -353,10 +359,10 @@ void checkMatrix(transport::Context& ctx, CheckReport& report) {
       runReducescatter(ctx, report, DataType::kInt32, ReduceOp::kAverage, count, true, 6, b);
     }
   }
-  coll::barrier(ctx);
+  ctx.barrier();
 }
 
-void checkIterations(transport::Context& ctx, CheckReport& report, int iterations) {
+void checkIterations(coll::HostCollectives& ctx, CheckReport& report, int iterations) {
   ScopedOptions scoped(ctx, 4096, 256);
   Buffers b;
   for (int it = 0; it < iterations; ++it) {
@@ -368,8 +374,18 @@ void checkIterations(transport::Context& ctx, CheckReport& report, int iteration
     runBroadcast(ctx, report, DataType::kFloat16, 2049, it % ctx.size(), Algorithm::kRing, it, b);
     runReducescatter(ctx, report, DataType::kBFloat16, ReduceOp::kSum, 1031, it % 2 == 0, it, b);
     runAlltoall(ctx, report, DataType::kInt8, 301, it, b);
-    coll::barrier(ctx);
+    ctx.barrier();
   }
+}
+
+void checkMatrix(transport::Context& ctx, CheckReport& report) {
+  coll::RingCollectives ring(ctx);
+  checkMatrix(ring, report);
+}
+
+void checkIterations(transport::Context& ctx, CheckReport& report, int iterations) {
+  coll::RingCollectives ring(ctx);
+  checkIterations(ring, report, iterations);
 }
 
 }  // namespace hvd::testing

@@ -1,5 +1,6 @@
-// The collective correctness matrix, written once against a transport Context so the same
-// checks run with ranks as threads (unit tests) and as processes (mp tests through the worker).
+// The collective correctness matrix, written once against coll::HostCollectives so the same
+// checks run with ranks as threads (unit tests), as processes (mp tests through the worker),
+// and over either CPU backend (hvd's ring over a transport Context, or MPI).
 //
 // Inputs are small integers, exact in every data type, chosen per (rank, element, salt); the
 // expected result is computed locally and compared bit for bit. After each operation every rank
@@ -10,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "collectives/host_collectives.h"
 #include "hvd/types.hpp"
 #include "transport/context.h"
 
@@ -29,11 +31,14 @@ struct CheckReport {
 std::vector<size_t> matrixCounts(int size);
 
 // Runs every collective over every data type, op, count, in place and out of place, ring and
-// direct algorithms. Sets small piece and message thresholds on the context for the duration.
-void checkMatrix(transport::Context& ctx, CheckReport& report);
+// direct algorithms. On the ring backend, sets small piece and message thresholds on its
+// context for the duration (MPI ignores the algorithm hints).
+void checkMatrix(coll::HostCollectives& collectives, CheckReport& report);
+void checkMatrix(transport::Context& ctx, CheckReport& report);  // over RingCollectives(ctx)
 
 // `iterations` rounds of every collective with iteration-dependent inputs (stale buffers from
 // an earlier round show up as wrong values).
+void checkIterations(coll::HostCollectives& collectives, CheckReport& report, int iterations);
 void checkIterations(transport::Context& ctx, CheckReport& report, int iterations);
 
 // Expected value helpers, exposed for tests of the helpers themselves.

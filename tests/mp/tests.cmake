@@ -10,11 +10,15 @@ include(${CMAKE_CURRENT_LIST_DIR}/hvdagent.cmake OPTIONAL)
 include(${CMAKE_CURRENT_LIST_DIR}/engine.cmake OPTIONAL)
 include(${CMAKE_CURRENT_LIST_DIR}/trainer.cmake OPTIONAL)
 
-# Workers started by srun (simulated on one node) or the real mpirun, with a store file (issue 7).
+# Workers started by srun (simulated on one node) or the real mpirun (issue 7): with a store
+# file; under mpirun also with no store (the rendezvous over MPI) and with HVD_CPU_BACKEND=mpi.
 hvd_test(NAME scheduler_env_test LABEL mp TIMEOUT 400
          SOURCES ${CMAKE_CURRENT_LIST_DIR}/scheduler_env_test.cc)
 target_link_libraries(scheduler_env_test PRIVATE hvd_test_support)
 target_compile_definitions(scheduler_env_test PRIVATE
   HVD_WORKER_PATH="$<TARGET_FILE:hvd-test-worker>"
-  HVD_E2E_WORKER_PATH="$<TARGET_FILE:hvd-e2e-worker>")
-add_dependencies(scheduler_env_test hvd-test-worker hvd-e2e-worker)
+  HVD_E2E_WORKER_PATH="$<TARGET_FILE:hvd-e2e-worker>"
+  HVD_ENGINE_WORKER_PATH="$<TARGET_FILE:hvd-engine-worker>"
+  HVD_LIBRARY_PATH="$<TARGET_FILE:hvd>"
+  HVD_TEST_HAVE_MPI=$<BOOL:${HVD_HAVE_MPI}>)
+add_dependencies(scheduler_env_test hvd-test-worker hvd-e2e-worker hvd-engine-worker)

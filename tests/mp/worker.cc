@@ -1,5 +1,6 @@
 // hvd-test-worker: a real libhvd worker process for the multi-process tests.
-//   worker matrix [iterations]   the full correctness matrix, then iteration-dependent rounds
+//   worker matrix [iterations]   the full correctness matrix, then iteration-dependent rounds,
+//                                over the runtime's CPU collectives (HVD_CPU_BACKEND)
 //   worker loop ITERS COUNT [FAULT_RANK FAULT_ITER kill|stop|exit0]
 //                                allreduce loop through the public API; the fault rank injures
 //                                itself at FAULT_ITER
@@ -23,12 +24,15 @@ namespace {
 
 using hvd::test::exitCodeFor;
 
+// Over the runtime's CPU collectives: hvd's transports, or MPI with HVD_CPU_BACKEND=mpi.
 int runMatrix(int iterations) {
   hvd::core::Runtime runtime(hvd::core::configFromEnvironment(), 0);
   hvd::testing::CheckReport report;
-  hvd::testing::checkMatrix(runtime.context(), report);
-  hvd::testing::checkIterations(runtime.context(), report, iterations);
+  hvd::testing::checkMatrix(runtime.collectives(), report);
+  hvd::testing::checkIterations(runtime.collectives(), report, iterations);
   std::printf("rank %d: %s\n", runtime.config().rank, report.summary().c_str());
+  std::printf("rank %d: cpu collectives over %s\n", runtime.config().rank,
+              runtime.collectives().describe().c_str());
   return report.ok() ? 0 : 1;
 }
 

@@ -295,6 +295,79 @@ TEST(Config, SchedulerPlacementErrorsNameTheVariable) {
             std::string::npos);
 }
 
+// --- under mpirun: the rendezvous over MPI and HVD_CPU_BACKEND (issue 7) ---------------------
+
+FakeEnv mpirunEnv(std::map<std::string, std::string> extra = {}) {
+  std::map<std::string, std::string> vars = {{"OMPI_COMM_WORLD_RANK", "1"},
+                                             {"OMPI_COMM_WORLD_SIZE", "3"},
+                                             {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                                             {"OMPI_COMM_WORLD_LOCAL_SIZE", "3"},
+                                             {"OMPI_MCA_ess_base_jobid", "42"}};
+  for (const auto& [k, v] : extra) vars[k] = v;
+  return schedulerEnv(vars);
+}
+
+TEST(Config, MpirunWithoutAStoreMeetsThroughMpi) {
+  const Config c = parseConfig(mpirunEnv().reader());
+  EXPECT_TRUE(c.mpiRendezvous);
+  EXPECT_TRUE(c.storeAddress.empty());
+  EXPECT_TRUE(c.storeToken.empty());
+  EXPECT_NE(c.summary().find("store <from MPI: rank 0 serves it>"), std::string::npos)
+      << c.summary();
+  // A store given wins; so does a store file.
+  EXPECT_FALSE(
+      parseConfig(
+          mpirunEnv({{"HVD_STORE_ADDR", "10.0.0.1:4000"}, {"HVD_STORE_TOKEN", "t"}}).reader())
+          .mpiRendezvous);
+  EXPECT_FALSE(parseConfig(mpirunEnv({{"HVD_STORE_FILE", "/shared"}}).reader()).mpiRendezvous);
+  // One rank needs no store at all.
+  EXPECT_FALSE(parseConfig(mpirunEnv({{"OMPI_COMM_WORLD_SIZE", "1"},
+                                      {"OMPI_COMM_WORLD_RANK", "0"},
+                                      {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
+                                      {"OMPI_COMM_WORLD_LOCAL_SIZE", "1"}})
+                               .reader())
+                   .mpiRendezvous);
+}
+
+TEST(Config, CpuBackendDefaultsToHvdAndTakesMpiUnderMpirun) {
+  EXPECT_EQ(parseConfig(FakeEnv().reader()).cpuBackend, CpuBackend::kHvd);
+  const Config c = parseConfig(mpirunEnv({{"HVD_CPU_BACKEND", "mpi"}}).reader());
+  EXPECT_EQ(c.cpuBackend, CpuBackend::kMpi);
+  EXPECT_NE(c.summary().find("cpu-backend mpi"), std::string::npos) << c.summary();
+  EXPECT_NE(parseConfig(FakeEnv().reader()).summary().find("cpu-backend hvd"), std::string::npos);
+  EXPECT_EQ(parseConfig(mpirunEnv({{"HVD_CPU_BACKEND", "hvd"}}).reader()).cpuBackend,
+            CpuBackend::kHvd);
+  // hvdrun's placement inside an mpirun job may use MPI too (the runtime checks the ranks).
+  EXPECT_EQ(
+      parseConfig(FakeEnv().set("OMPI_COMM_WORLD_SIZE", "4").set("HVD_CPU_BACKEND", "mpi").reader())
+          .cpuBackend,
+      CpuBackend::kMpi);
+}
+
+TEST(Config, HorovodCpuOperationsIsAnAliasAndHvdCpuBackendWins) {
+  EXPECT_EQ(parseConfig(mpirunEnv({{"HOROVOD_CPU_OPERATIONS", "mpi"}}).reader()).cpuBackend,
+            CpuBackend::kMpi);
+  EXPECT_EQ(parseConfig(mpirunEnv({{"HOROVOD_CPU_OPERATIONS", "gloo"}}).reader()).cpuBackend,
+            CpuBackend::kHvd);
+  EXPECT_EQ(parseConfig(
+                mpirunEnv({{"HOROVOD_CPU_OPERATIONS", "mpi"}, {"HVD_CPU_BACKEND", "hvd"}}).reader())
+                .cpuBackend,
+            CpuBackend::kHvd);
+}
+
+TEST(Config, CpuBackendErrorsNameTheVariableTheValueAndWhatIsExpected) {
+  EXPECT_EQ(errorOf(mpirunEnv({{"HVD_CPU_BACKEND", "gloo"}})),
+            "HVD_CPU_BACKEND='gloo' is not a CPU backend (expected hvd or mpi)");
+  EXPECT_EQ(errorOf(mpirunEnv({{"HOROVOD_CPU_OPERATIONS", "ccl"}})),
+            "HOROVOD_CPU_OPERATIONS='ccl' is not a CPU backend (expected hvd or mpi, or gloo for "
+            "hvd)");
+  // Not started by mpirun: MPI has no job to run in.
+  const std::string notMpirun = errorOf(FakeEnv().set("HVD_CPU_BACKEND", "mpi"));
+  EXPECT_NE(notMpirun.find("HVD_CPU_BACKEND=mpi needs a job started by mpirun"), std::string::npos)
+      << notMpirun;
+  EXPECT_NE(notMpirun.find("OMPI_COMM_WORLD_SIZE is not set"), std::string::npos) << notMpirun;
+}
+
 TEST(Config, CrossRanksFromHostKeysNumberNodesByTheirLowestRank) {
   // Ranks 0, 2, 4 on host a (local 0..2), ranks 1, 3 on host b (local 0..1): mpirun --map-by node.
   const std::vector<std::string> keys = {"a", "b", "a", "b", "a"};

@@ -41,3 +41,5 @@ include(${CMAKE_CURRENT_LIST_DIR}/gpu_watchdog.cmake OPTIONAL)
 include(${CMAKE_CURRENT_LIST_DIR}/gpu_staged.cmake)
 include(${CMAKE_CURRENT_LIST_DIR}/gpu_nccl.cmake OPTIONAL)
 include(${CMAKE_CURRENT_LIST_DIR}/device_backend.cmake)
+# MPI through its plugin (issue 7).
+include(${CMAKE_CURRENT_LIST_DIR}/mpi.cmake)

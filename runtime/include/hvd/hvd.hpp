@@ -16,6 +16,11 @@
 // NCCL communicators when a peer fails or an op outlives HVD_TIMEOUT, so a device call fails
 // with the reason instead of leaving the GPU spinning.
 //
+// Under mpirun, hvd::init() also works with no store variables at all (the ranks meet through
+// MPI), and HVD_CPU_BACKEND=mpi runs the collectives on host buffers through MPI instead of
+// hvd's transports (same semantics; a call that outlives HVD_TIMEOUT aborts the job, since an
+// MPI call cannot be interrupted).
+//
 // Errors are exceptions deriving from hvd::Error (hvd/error.hpp): InvalidArgumentError for bad
 // arguments or environment, PeerError when a peer died or closed, TimeoutError when a peer did
 // not answer within the timeout (HVD_TIMEOUT seconds, default 60), BackendError for failing
@@ -93,7 +98,8 @@ std::vector<size_t> alltoallCounts(const std::vector<size_t>& sendCounts);
 
 void barrier();
 
-// Which transports this rank uses ("shm+tcp", "tcp", "self").
+// Which transports this rank's CPU collectives use ("shm+tcp", "tcp", "self"), or
+// "mpi (Open MPI v4.1.4)" with HVD_CPU_BACKEND=mpi.
 std::string transportDescription();
 
 // --- GPU backend ---------------------------------------------------------------------------

@@ -1,8 +1,10 @@
 // The C++ API (hvd.hpp and engine.hpp): free functions over the process's one Runtime instance.
+// Host buffers go to the runtime's CPU collectives (hvd's transports, or MPI with
+// HVD_CPU_BACKEND=mpi), device buffers to its GPU backend.
 #include <memory>
 #include <mutex>
 
-#include "collectives/collectives.h"
+#include "collectives/host_collectives.h"
 #include "core/runtime.h"
 #include "hvd/engine.hpp"
 #include "hvd/hvd.hpp"
@@ -29,7 +31,7 @@ core::Runtime& runtime() {
   return *self.runtime;
 }
 
-transport::Context& context() { return runtime().context(); }
+coll::HostCollectives& cpu() { return runtime().collectives(); }
 
 // The device collectives for a call whose buffers include device memory, else null.
 gpu::DeviceCollectives* device(std::initializer_list<const void*> ptrs) {
@@ -73,22 +75,20 @@ int crossSize() { return runtime().config().crossSize; }
 void allreduce(const void* input, void* output, size_t count, DataType type,
                const AllreduceOptions& options) {
   if (auto* d = device({input, output})) return d->allreduce(input, output, count, type, options);
-  coll::allreduce(context(), input, output, count, type, options);
+  cpu().allreduce(input, output, count, type, options);
 }
 
 void allgather(const void* input, size_t count, void* output, const std::vector<size_t>& counts,
                DataType type) {
   if (auto* d = device({input, output})) return d->allgather(input, count, output, counts, type);
-  coll::allgather(context(), input, count, output, counts, type);
+  cpu().allgather(input, count, output, counts, type);
 }
 
-std::vector<size_t> allgatherCounts(size_t count) {
-  return coll::allgatherCounts(context(), count);
-}
+std::vector<size_t> allgatherCounts(size_t count) { return cpu().allgatherCounts(count); }
 
 void broadcast(void* buffer, size_t count, DataType type, const BroadcastOptions& options) {
   if (auto* d = device({buffer})) return d->broadcast(buffer, count, type, options);
-  coll::broadcast(context(), buffer, count, type, options);
+  cpu().broadcast(buffer, count, type, options);
 }
 
 void reducescatter(const void* input, void* output, size_t count, DataType type,
@@ -96,7 +96,7 @@ void reducescatter(const void* input, void* output, size_t count, DataType type,
   if (auto* d = device({input, output})) {
     return d->reducescatter(input, output, count, type, options);
   }
-  coll::reducescatter(context(), input, output, count, type, options);
+  cpu().reducescatter(input, output, count, type, options);
 }
 
 size_t reducescatterCount(size_t count, int rank, int size, size_t rowElements) {
@@ -112,16 +112,16 @@ void alltoall(const void* input, const std::vector<size_t>& sendCounts, void* ou
   if (auto* d = device({input, output})) {
     return d->alltoall(input, sendCounts, output, recvCounts, type);
   }
-  coll::alltoall(context(), input, sendCounts, output, recvCounts, type);
+  cpu().alltoall(input, sendCounts, output, recvCounts, type);
 }
 
 std::vector<size_t> alltoallCounts(const std::vector<size_t>& sendCounts) {
-  return coll::alltoallCounts(context(), sendCounts);
+  return cpu().alltoallCounts(sendCounts);
 }
 
-void barrier() { coll::barrier(context()); }
+void barrier() { cpu().barrier(); }
 
-std::string transportDescription() { return context().describeTransports(); }
+std::string transportDescription() { return cpu().describe(); }
 
 std::string deviceBackend() { return runtime().devices().describe(); }
 

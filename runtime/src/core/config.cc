@@ -17,7 +17,7 @@ constexpr const char* kLauncherHint =
     " (hvd::init() expects the worker environment that hvdrun or hvdagent sets: HVD_RANK, "
     "HVD_SIZE, HVD_LOCAL_RANK, HVD_LOCAL_SIZE, HVD_CROSS_RANK, HVD_CROSS_SIZE, HVD_JOB_ID, "
     "HVD_STORE_ADDR, HVD_STORE_TOKEN; or srun's SLURM_PROCID/SLURM_NTASKS/... or mpirun's "
-    "OMPI_COMM_WORLD_* with HVD_STORE_ADDR or HVD_STORE_FILE)";
+    "OMPI_COMM_WORLD_*)";
 
 std::string required(const EnvReader& getenv, const char* name) {
   const char* value = getenv(name);
@@ -128,7 +128,35 @@ void parseEngineKnobs(const EnvReader& getenv, Config& c) {
   }
 }
 
+// HVD_CPU_BACKEND, or Horovod's HOROVOD_CPU_OPERATIONS (whose "gloo", Horovod's own
+// transports, is hvd's). `name` is the variable the value came from.
+CpuBackend parseCpuBackend(const char* name, const std::string& value, const EnvReader& getenv) {
+  const bool horovod = std::string(name) == "HOROVOD_CPU_OPERATIONS";
+  CpuBackend backend;
+  if (value == "hvd" || (horovod && value == "gloo")) {
+    backend = CpuBackend::kHvd;
+  } else if (value == "mpi") {
+    backend = CpuBackend::kMpi;
+  } else {
+    throw InvalidArgumentError(std::string(name) + "='" + value +
+                               "' is not a CPU backend (expected hvd or mpi" +
+                               (horovod ? std::string(", or gloo for hvd") : std::string()) + ")");
+  }
+  const char* mpiSize = getenv("OMPI_COMM_WORLD_SIZE");
+  if (backend == CpuBackend::kMpi && (mpiSize == nullptr || *mpiSize == '\0')) {
+    throw InvalidArgumentError(std::string(name) + "=mpi needs a job started by mpirun, and " +
+                               "this process was not (OMPI_COMM_WORLD_SIZE is not set): start " +
+                               "it with mpirun, or leave " + name + " unset for hvd's own " +
+                               "transports");
+  }
+  return backend;
+}
+
 }  // namespace
+
+const char* cpuBackendName(CpuBackend backend) {
+  return backend == CpuBackend::kMpi ? "mpi" : "hvd";
+}
 
 Config parseConfig(const EnvReader& getenv) {
   Config c;
@@ -163,7 +191,10 @@ Config parseConfig(const EnvReader& getenv) {
   // Without a store address, a file store (no server, no token: the directory's permissions
   // guard it) when HVD_STORE_FILE names one.
   const bool fileStore = !haveAddr && !c.storeFile.empty();
-  if (c.size > 1 && !haveAddr && !fileStore && scheduler) {
+  if (c.size > 1 && !haveAddr && !fileStore && scheduler && scheduler->source == "mpirun") {
+    // The ranks meet through MPI itself (Runtime); a libhvd without MPI says what to set.
+    c.mpiRendezvous = true;
+  } else if (c.size > 1 && !haveAddr && !fileStore && scheduler) {
     throw InvalidArgumentError(
         "started by " + scheduler->source + " with " + std::to_string(c.size) +
         " ranks but no rendezvous store: set HVD_STORE_ADDR (and HVD_STORE_TOKEN) to a running "
@@ -226,6 +257,9 @@ Config parseConfig(const EnvReader& getenv) {
     }
   }
   const char* used = nullptr;
+  if (const char* v = engineVariable(getenv, "HVD_CPU_BACKEND", "HOROVOD_CPU_OPERATIONS", &used)) {
+    c.cpuBackend = parseCpuBackend(used, v, getenv);
+  }
   if (const char* v = engineVariable(getenv, "HVD_HIERARCHICAL_ALLREDUCE",
                                      "HOROVOD_HIERARCHICAL_ALLREDUCE", &used)) {
     c.hierarchicalAllreduce = parseInteger(used, v, 0, 1) == 1;
@@ -245,14 +279,16 @@ std::string Config::summary() const {
       << " from " << placementSource << " job " << jobId << " store "
       << (!storeAddress.empty() ? storeAddress
           : !storeFile.empty()  ? "file " + storeFile
+          : mpiRendezvous       ? std::string("<from MPI: rank 0 serves it>")
                                 : std::string("-"))
       << " token " << (storeToken.empty() ? "<unset>" : "<set>") << " timeout " << timeout.count()
       << "ms"
       << " transport " << (transport == TransportChoice::kTcp ? "tcp" : "auto") << " shm-ring "
       << shmRingBytes << "B small-message " << smallMessageBytes << "B (tcp "
       << smallMessageBytesTcp << "B) piece " << pieceBytes << "B (tcp " << pieceBytesTcp
-      << "B) spin " << spin.count() << "us yield " << yield.count() << "us gpu-backend "
-      << gpu::gpuBackendName(gpuBackend) << (hierarchicalAllreduce ? " hierarchical" : "");
+      << "B) spin " << spin.count() << "us yield " << yield.count() << "us cpu-backend "
+      << cpuBackendName(cpuBackend) << " gpu-backend " << gpu::gpuBackendName(gpuBackend)
+      << (hierarchicalAllreduce ? " hierarchical" : "");
   return out.str();
 }
 

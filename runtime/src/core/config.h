@@ -1,5 +1,9 @@
 // The resolved configuration of one worker: its place in the job (the worker environment
 // contract of DESIGN.md) and the runtime's tuning knobs, parsed once at init.
+//
+// Under mpirun (issue 7) two more: with no HVD_STORE_ADDR and no HVD_STORE_FILE the ranks meet
+// through MPI itself (mpiRendezvous: rank 0 serves a TCP store, MPI_Bcast tells the others
+// where; core/runtime.h), and HVD_CPU_BACKEND=mpi runs the CPU collectives through MPI.
 #pragma once
 
 #include <chrono>
@@ -11,6 +15,10 @@
 namespace hvd::core {
 
 enum class TransportChoice { kAuto, kTcp };
+
+// What runs the CPU collectives (collectives/host_collectives.h): hvd's own transports, or MPI.
+enum class CpuBackend { kHvd, kMpi };
+const char* cpuBackendName(CpuBackend backend);  // "hvd", "mpi"
 
 struct Config {
   int rank = 0;
@@ -30,6 +38,9 @@ struct Config {
   // mpirun names no node index: the cross rank and size are derived from every rank's host at
   // rendezvous (Runtime) instead of read here.
   bool crossFromRendezvous = false;
+  // Started by mpirun (OMPI_COMM_WORLD_SIZE) with more than one rank, no HVD_STORE_ADDR and no
+  // HVD_STORE_FILE: the runtime bootstraps the store over MPI, or fails saying what to set.
+  bool mpiRendezvous = false;
   std::chrono::milliseconds timeout{60000};            // HVD_TIMEOUT (seconds)
   std::chrono::milliseconds startTimeout{60000};       // HVD_START_TIMEOUT (seconds)
   TransportChoice transport = TransportChoice::kAuto;  // HVD_TRANSPORT
@@ -46,6 +57,9 @@ struct Config {
   size_t pieceBytes = 256 << 10;          // HVD_PIECE_BYTES (shared memory)
   size_t pieceBytesTcp = 1 << 20;         // HVD_PIECE_BYTES_TCP
 
+  // HVD_CPU_BACKEND (alias HOROVOD_CPU_OPERATIONS): hvd (default) or mpi, which needs a job
+  // mpirun started (OMPI_COMM_WORLD_SIZE set) and a libhvd with its MPI plugin.
+  CpuBackend cpuBackend = CpuBackend::kHvd;
   gpu::GpuBackendChoice gpuBackend = gpu::GpuBackendChoice::kAuto;  // HVD_GPU_BACKEND
   // HVD_HIERARCHICAL_ALLREDUCE (alias HOROVOD_HIERARCHICAL_ALLREDUCE): 0 or 1.
   bool hierarchicalAllreduce = false;

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <random>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -13,6 +15,7 @@
 #include "common/logging.h"
 #include "core/scheduler_env.h"
 #include "hvd/error.hpp"
+#include "mpi/mpi_collectives.h"
 #include "store/file_store.h"
 #include "store/tcp_store_client.h"
 #include "transport/interfaces.h"
@@ -115,12 +118,122 @@ std::string fileStoreDirectory(const Config& config) {
   return dir;
 }
 
+// A store token nobody can guess: 32 bytes of /dev/urandom (std::random_device where that
+// cannot be read), as hex.
+std::string randomToken() {
+  unsigned char bytes[32];
+  std::ifstream urandom("/dev/urandom", std::ios::binary);
+  if (!urandom.read(reinterpret_cast<char*>(bytes), sizeof(bytes))) {
+    std::random_device device;
+    for (unsigned char& b : bytes) b = static_cast<unsigned char>(device());
+  }
+  static const char* kHex = "0123456789abcdef";
+  std::string token;
+  for (unsigned char b : bytes) {
+    token += kHex[b >> 4];
+    token += kHex[b & 15];
+  }
+  return token;
+}
+
+// Broadcasts `text` from rank 0 (length first: every rank must know how much to receive).
+std::string broadcastText(mpi::Comm& comm, const std::string& text) {
+  char err[1024] = {0};
+  uint64_t length = text.size();
+  mpi::check(comm.api().bcast(comm.handle(), &length, sizeof(length), 0, err, sizeof(err)),
+             "the rendezvous over MPI", err);
+  std::string out = comm.rank() == 0 ? text : std::string(length, '\0');
+  if (length > 0) {
+    mpi::check(comm.api().bcast(comm.handle(), out.data(), length, 0, err, sizeof(err)),
+               "the rendezvous over MPI", err);
+  }
+  return out;
+}
+
+std::string mpiPlacementMismatch(const Config& config, const mpi::Comm& comm) {
+  return "MPI places this process as rank " + std::to_string(comm.rank()) + " of " +
+         std::to_string(comm.size()) + " but hvd's placement (from " + config.placementSource +
+         ") is rank " + std::to_string(config.rank) + " of " + std::to_string(config.size);
+}
+
 }  // namespace
+
+void Runtime::storeFromMpi() {
+  auto log = logging::get("init");
+  bootstrapComm_ = std::make_unique<mpi::Comm>(mpi_);
+  if (bootstrapComm_->rank() != config_.rank || bootstrapComm_->size() != config_.size) {
+    throw InvalidArgumentError("the rendezvous over MPI: " +
+                               mpiPlacementMismatch(config_, *bootstrapComm_));
+  }
+  // Rank 0 says "ok\n<address>\n<token>" or "error\n<why>": every rank takes part in the
+  // broadcast either way, so a failing rank 0 fails the job instead of leaving it waiting.
+  std::string message;
+  std::exception_ptr failure;
+  if (config_.rank == 0) {
+    try {
+      store::TcpStoreServerOptions options;
+      options.bindAddress =
+          !config_.dataAddress.empty() ? config_.dataAddress : transport::firstInterfaceIpv4();
+      storeServer_ = std::make_unique<store::TcpStoreServer>(options);
+      storeServer_->start();
+      const std::string token = randomToken();
+      storeServer_->addJob(config_.jobId, token);
+      message = "ok\n" + storeServer_->address() + "\n" + token;
+    } catch (const std::exception& e) {
+      failure = std::current_exception();
+      message = std::string("error\n") + e.what();
+    }
+  }
+  message = broadcastText(*bootstrapComm_, message);
+  if (failure) std::rethrow_exception(failure);
+  const auto first = message.find('\n');
+  const auto second = message.find('\n', first == std::string::npos ? first : first + 1);
+  if (message.compare(0, first, "ok") != 0 || second == std::string::npos) {
+    throw BackendError("the rendezvous over MPI: rank 0 could not start the job's store: " +
+                       (first == std::string::npos ? message : message.substr(first + 1)));
+  }
+  config_.storeAddress = message.substr(first + 1, second - first - 1);
+  config_.storeToken = message.substr(second + 1);
+  log->info("rendezvous over MPI: rank 0 serves the job's store at {}", config_.storeAddress);
+}
+
+void Runtime::mpiCollectives() {
+  auto comm = std::make_unique<mpi::Comm>(mpi_);
+  auto engineComm = std::make_unique<mpi::Comm>(mpi_);
+  if (comm->rank() != config_.rank || comm->size() != config_.size) {
+    throw InvalidArgumentError("HVD_CPU_BACKEND=mpi: " + mpiPlacementMismatch(config_, *comm));
+  }
+  collectives_ = std::make_unique<mpi::MpiCollectives>(std::move(comm), config_.timeout);
+  engineCollectives_ =
+      std::make_unique<mpi::MpiCollectives>(std::move(engineComm), config_.timeout);
+  logging::get("init")->info("cpu backend: mpi ({}; MPI initialised by {})", mpi_->libraryVersion(),
+                             mpi_->initializedByHvd() ? "hvd" : "the program");
+}
 
 Runtime::Runtime(const Config& config, int generation) : config_(config) {
   logging::setRank(config_.rank);
   auto log = logging::get("init");
   log->info("configuration: {}", config_.summary());
+
+  // MPI first: its communicators are duplicated in the same order on every rank, before
+  // anything that can fail on one rank alone.
+  const bool mpiBackend = config_.cpuBackend == CpuBackend::kMpi;
+  if (mpiBackend || config_.mpiRendezvous) {
+    try {
+      mpi_ = mpi::Session::acquire(mpiBackend ? "HVD_CPU_BACKEND=mpi" : "the rendezvous over MPI",
+                                   mpiBackend);
+    } catch (const BackendError& e) {
+      if (mpiBackend) throw;
+      throw InvalidArgumentError(
+          "started by mpirun with " + std::to_string(config_.size) +
+          " ranks but no rendezvous store, and hvd cannot meet through MPI (" + e.what() +
+          "): set HVD_STORE_ADDR (and HVD_STORE_TOKEN) to a running store, or HVD_STORE_FILE "
+          "to a directory every rank shares, or build hvd with MPI (its plugin libhvd_mpi.so "
+          "goes next to libhvd.so)");
+    }
+    if (config_.mpiRendezvous) storeFromMpi();
+    if (mpiBackend) mpiCollectives();
+  }
 
   transport::ContextOptions options;
   options.timeout = config_.timeout;
@@ -142,6 +255,7 @@ Runtime::Runtime(const Config& config, int generation) : config_(config) {
         0, 1, std::vector<std::unique_ptr<transport::Link>>(1), options);
     mesh_.options = options;
     devices_ = std::make_unique<gpu::DeviceBackend>(deviceOptions(config_), *context_, nullptr);
+    if (!collectives_) collectives_ = std::make_unique<coll::RingCollectives>(*context_);
     return;
   }
   if (!config_.storeAddress.empty()) {
@@ -177,7 +291,9 @@ Runtime::Runtime(const Config& config, int generation) : config_(config) {
   failureBoard_ = std::make_unique<StoreFailureBoard>(scoped);
   context_->setFailureBoard(failureBoard_.get());
   devices_ = std::make_unique<gpu::DeviceBackend>(deviceOptions(config_), *context_, &scoped);
-  log->info("connected: {} ranks over {}", config_.size, context_->describeTransports());
+  if (!collectives_) collectives_ = std::make_unique<coll::RingCollectives>(*context_);
+  log->info("connected: {} ranks over {}{}", config_.size, context_->describeTransports(),
+            mpiBackend ? "; CPU collectives over " + collectives_->describe() : std::string());
 }
 
 gpu::DeviceBackendOptions deviceOptions(const Config& config) {
@@ -212,6 +328,7 @@ engine::Engine& Runtime::engine() {
                                                         engineScoped_.get());
   engine::EngineOptions options = engineOptions(config_);
   options.devices = engineDevices_.get();
+  options.collectives = engineCollectives_.get();  // null: the engine's own ring
   engine_ = std::make_unique<engine::Engine>(*engineContext_, options);
   return *engine_;
 }
@@ -232,13 +349,28 @@ Runtime::~Runtime() {
   // order. The engine stops in step with every rank's engine (see engine/engine.h).
   engine_.reset();
   engineDevices_.reset();
+  engineCollectives_.reset();
   engineContext_.reset();
   devices_.reset();
+  collectives_.reset();
   engineScoped_.reset();
   context_.reset();
   failureBoard_.reset();
   scoped_.reset();
   store_.reset();
+  if (bootstrapComm_) {
+    // Rank 0's store server must outlive every rank's use of it: each rank has closed its
+    // connection when it arrives here. A rank that never arrives costs the timeout, no more.
+    char err[1024] = {0};
+    const double seconds = std::chrono::duration<double>(config_.startTimeout).count();
+    if (bootstrapComm_->api().barrier(bootstrapComm_->handle(), seconds, err, sizeof(err)) !=
+        HVD_MPI_OK) {
+      logging::get("init")->warn("shutdown: {}; closing the job's store anyway", err);
+    }
+  }
+  storeServer_.reset();
+  bootstrapComm_.reset();
+  mpi_.reset();
 }
 
 }  // namespace hvd::core

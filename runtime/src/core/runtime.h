@@ -7,15 +7,31 @@
 // rendezvous like init's, so a rank that never uses the engine makes the others' first async op
 // fail after HVD_START_TIMEOUT, naming the ranks that did not arrive. The public API (hvd.hpp,
 // hvd.h, engine.hpp) is a thin shim over one instance per process; tests create several.
+//
+// The CPU collectives of both (collectives(), and the engine's data collectives) run on hvd's
+// own transports, or with HVD_CPU_BACKEND=mpi on MPI (mpi/mpi_collectives.h): two
+// communicators of their own, duplicated at init, as the caller's thread and the engine's call
+// MPI at once. The engine's negotiation always stays on its hvd Context.
+//
+// Under mpirun with no store given (Config::mpiRendezvous), the job's store comes from MPI:
+// rank 0 starts a TCP store server in this process (its first non-loopback IPv4 address, or
+// HVD_DATA_ADDR; an ephemeral port; a fresh random token), MPI_Bcast gives every rank its
+// address and token, and from there on the ranks use it exactly as a store hvdrun provides.
+// At shutdown every rank waits (at most HVD_START_TIMEOUT) in an MPI barrier after closing its
+// store connection, so rank 0's server outlives every client. MPI itself stays initialised
+// until the process exits (mpi/mpi_api.h).
 #pragma once
 
 #include <memory>
 #include <mutex>
 
+#include "collectives/host_collectives.h"
 #include "core/config.h"
 #include "engine/engine.h"
 #include "gpu/device_backend.h"
+#include "mpi/mpi_api.h"
 #include "store/store.h"
+#include "store/tcp_store_server.h"
 #include "transport/context.h"
 #include "transport/mesh.h"
 
@@ -30,24 +46,37 @@ class Runtime {
 
   const Config& config() const { return config_; }
   transport::Context& context() { return *context_; }
+  // The blocking CPU collectives: over context() or over MPI (HVD_CPU_BACKEND).
+  coll::HostCollectives& collectives() { return *collectives_; }
   // Device buffers of the blocking collectives (NCCL or host-staged, chosen on first use).
   gpu::DeviceBackend& devices() { return *devices_; }
   // Starts the engine on first use (thread-safe); throws what connecting its mesh throws.
   engine::Engine& engine();
 
  private:
+  // Rank 0 serves the job's store, every rank learns it through MPI_Bcast (mpiRendezvous).
+  void storeFromMpi();
+  // The collectives of HVD_CPU_BACKEND=mpi (the caller's and the engine's, each on a
+  // communicator of its own), after checking that MPI places this rank as hvd does.
+  void mpiCollectives();
+
   Config config_;
+  std::shared_ptr<mpi::Session> mpi_;                   // while anything below may call MPI
+  std::unique_ptr<mpi::Comm> bootstrapComm_;            // mpiRendezvous: bcast, last barrier
+  std::unique_ptr<store::TcpStoreServer> storeServer_;  // rank 0 of mpiRendezvous: outlives
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<store::Store> scoped_;  // this init cycle's key prefix over store_
   std::unique_ptr<transport::FailureBoard> failureBoard_;
   std::unique_ptr<transport::Context> context_;
-  std::unique_ptr<gpu::DeviceBackend> devices_;  // over context_ and scoped_
+  std::unique_ptr<gpu::DeviceBackend> devices_;         // over context_ and scoped_
+  std::unique_ptr<coll::HostCollectives> collectives_;  // over context_, or MPI
   transport::MeshConfig mesh_;  // how init connected; the engine's mesh connects alike
   std::mutex engineMutex_;      // guards the engine's start
   std::unique_ptr<store::Store> engineScoped_;  // "engine/" under scoped_
   std::unique_ptr<transport::Context> engineContext_;
   // The engine's device buffers: NCCL communicators of its own, as its CPU mesh is its own.
   std::unique_ptr<gpu::DeviceBackend> engineDevices_;
+  std::unique_ptr<coll::HostCollectives> engineCollectives_;  // MPI only; else the engine's ring
   std::unique_ptr<engine::Engine> engine_;  // uses engineContext_: destroyed first
 };
 

@@ -27,6 +27,7 @@ std::string describeOptions(const EngineOptions& o) {
       << static_cast<double>(o.stallShutdownTime.count()) / 1000.0 << " s"
       << (o.stallShutdownTime.count() == 0 ? " (never)" : "") << ", timeline "
       << (o.timelinePath.empty() ? "off" : o.timelinePath);
+  if (o.collectives != nullptr) out << ", host data over " << o.collectives->describe();
   return out.str();
 }
 
@@ -92,7 +93,8 @@ Engine::Engine(transport::Context& context, EngineOptions options)
                     : nullptr),
       controller_(context.rank(), context.size(), options_.cacheCapacity),
       stall_(options_.stallCheckTime, options_.stallShutdownTime),
-      executor_(context, options_.fusionThreshold, counters_, timeline_.get(), options_.devices) {
+      executor_(context, options_.fusionThreshold, counters_, timeline_.get(), options_.devices,
+                options_.collectives) {
   if (rank_ == 0) logging::get("engine")->info("{}", describeOptions(options_));
   thread_ = std::thread([this] { loop(); });
 }

@@ -29,6 +29,7 @@
 #include <thread>
 #include <vector>
 
+#include "collectives/host_collectives.h"
 #include "engine/controller.h"
 #include "engine/executor.h"
 #include "engine/op_state.h"
@@ -51,6 +52,9 @@ struct EngineOptions {
   // Device buffers (gpu/device_backend.h): where an op's device comes from and what runs it.
   // Null: every buffer is host memory and OpOptions::device >= 0 is refused. Not owned.
   gpu::DeviceBackend* devices = nullptr;
+  // What the data collectives of host buffers run on (HVD_CPU_BACKEND=mpi: MPI); null: the
+  // engine's own Context, as negotiation does. Not owned; used by the engine thread only.
+  coll::HostCollectives* collectives = nullptr;
   // Time for stall decisions and table stamps (tests inject a fake one); default steady_clock.
   std::function<Clock::time_point()> clock;
   // Called on rank 0 with each stall warning, besides the log (tests capture it here).

@@ -111,8 +111,11 @@ std::vector<std::pair<size_t, size_t>> planBatches(const std::vector<Response>& 
 }
 
 Executor::Executor(transport::Context& context, size_t fusionThreshold, EngineCounters& counters,
-                   Timeline* timeline, gpu::DeviceBackend* devices)
+                   Timeline* timeline, gpu::DeviceBackend* devices,
+                   coll::HostCollectives* collectives)
     : context_(context),
+      ring_(collectives == nullptr ? std::make_unique<coll::RingCollectives>(context) : nullptr),
+      host_(collectives != nullptr ? *collectives : *ring_),
       fusionThreshold_(fusionThreshold),
       counters_(counters),
       timeline_(timeline),
@@ -311,7 +314,7 @@ void Executor::hostAllreduceBatch(const std::vector<const Response*>& batch,
       }
     }
     for (LocalOp* local : locals) phaseBegin(local, "HVD_ALLREDUCE");
-    coll::allreduceSegments(context_, segments, type, {meta.reduceOp});
+    host_.allreduceSegments(segments, type, {meta.reduceOp});
     for (LocalOp* local : locals) phaseEnd(local);
     if (meta.postscale != 1.0) {
       for (const auto& s : segments) {
@@ -342,7 +345,7 @@ void Executor::hostAllreduceBatch(const std::vector<const Response*>& batch,
   const ReduceOp op =
       compressed && meta.reduceOp == ReduceOp::kAverage ? ReduceOp::kSum : meta.reduceOp;
   for (LocalOp* local : locals) phaseBegin(local, "HVD_ALLREDUCE");
-  coll::allreduce(context_, buffer, buffer, total, wire, {op});
+  host_.allreduce(buffer, buffer, total, wire, {op});
   for (LocalOp* local : locals) phaseEnd(local);
   const int divisor = compressed && meta.reduceOp == ReduceOp::kAverage ? n : 1;
   offset = 0;
@@ -372,7 +375,7 @@ void Executor::allgather(const Response& response, LocalOp* local) {
   auto& out = local->state->mutableOutput();
   out.resize(static_cast<size_t>(rows * rowElements) * elem);
   ++counters_.collectives;
-  coll::allgather(context_, inputOf(local), counts[me], dataOf(out), counts, meta.dtype);
+  host_.allgather(inputOf(local), counts[me], dataOf(out), counts, meta.dtype);
   Shape shape = local->request.shape;
   shape[0] = rows;
   local->state->mutableOutputShape() = shape;
@@ -387,8 +390,7 @@ void Executor::broadcast(const Response& response, LocalOp* local) {
         ->broadcast(local->output, static_cast<size_t>(meta.elements()), meta.dtype, {meta.root});
     return;
   }
-  coll::broadcast(context_, local->output, static_cast<size_t>(meta.elements()), meta.dtype,
-                  {meta.root});
+  host_.broadcast(local->output, static_cast<size_t>(meta.elements()), meta.dtype, {meta.root});
 }
 
 void Executor::reducescatter(const Response& response, LocalOp* local) {
@@ -410,7 +412,7 @@ void Executor::reducescatter(const Response& response, LocalOp* local) {
   ReducescatterOptions options;
   options.op = meta.reduceOp;
   options.rowElements = rowElements;
-  coll::reducescatter(context_, input, dataOf(out), count, meta.dtype, options);
+  host_.reducescatter(input, dataOf(out), count, meta.dtype, options);
   if (meta.postscale != 1.0) {
     convertScaled(meta.dtype, out.data(), meta.dtype, out.data(), mine, meta.postscale, 1);
   }
@@ -437,7 +439,7 @@ void Executor::alltoall(const Response& response, LocalOp* local) {
   auto& out = local->state->mutableOutput();
   out.resize(static_cast<size_t>(rows) * rowElements * elem);
   ++counters_.collectives;
-  coll::alltoall(context_, inputOf(local), sendCounts, dataOf(out), recvCounts, meta.dtype);
+  host_.alltoall(inputOf(local), sendCounts, dataOf(out), recvCounts, meta.dtype);
   Shape shape = local->request.shape;
   shape[0] = rows;
   local->state->mutableOutputShape() = shape;

@@ -1,13 +1,16 @@
-// Runs the agreed responses of a cycle on the engine's Context, identically on every rank.
+// Runs the agreed responses of a cycle, identically on every rank: host buffers through a
+// coll::HostCollectives (the engine's Context by default, MPI with HVD_CPU_BACKEND=mpi), device
+// buffers through the engine's gpu::DeviceBackend.
 //
 // Tensor fusion: consecutive allreduce responses with the same data type, reduce op, scale
 // factors, compression and device form one batch of at most `fusionThreshold` bytes (as sent:
 // float16 when compressed); the members of a grouped allreduce always share one batch, whatever
 // its size. A batch runs as ONE collective:
-//  * without prescale or compression, as one segmented allreduce (coll::allreduceSegments):
-//    the ring moves every chunk straight from the members' inputs to their outputs, so fusion
-//    costs no copies (large batches on shared memory are bandwidth-bound, and packing 100 MiB
-//    into a buffer and back costs more than the 160 collectives it saves); postscale after;
+//  * without prescale or compression, as one segmented allreduce (allreduceSegments): the
+//    ring moves every chunk straight from the members' inputs to their outputs, so fusion
+//    costs no copies (MPI packs them into one buffer) (large batches on shared memory are
+//    bandwidth-bound, and packing 100 MiB into a buffer and back costs more than the 160
+//    collectives it saves); postscale after;
 //  * otherwise packed into the fusion buffer (kept across cycles; prescale and the float16
 //    cast happen while packing), reduced in place, and unpacked (cast back, average for
 //    compressed ops, postscale): the MEMCPY_IN/OUT_FUSION_BUFFER phases of the timeline.
@@ -29,6 +32,7 @@
 #include <memory>
 #include <vector>
 
+#include "collectives/host_collectives.h"
 #include "engine/controller.h"
 #include "engine/op_state.h"
 #include "engine/request.h"
@@ -67,8 +71,10 @@ std::vector<std::pair<size_t, size_t>> planBatches(const std::vector<Response>& 
 
 class Executor {
  public:
+  // `collectives` null: hvd's own collectives over `context`.
   Executor(transport::Context& context, size_t fusionThreshold, EngineCounters& counters,
-           Timeline* timeline, gpu::DeviceBackend* devices = nullptr);
+           Timeline* timeline, gpu::DeviceBackend* devices = nullptr,
+           coll::HostCollectives* collectives = nullptr);
 
   // planBatches() with this executor's fusion threshold.
   std::vector<std::pair<size_t, size_t>> plan(const std::vector<Response>& responses) const {
@@ -102,6 +108,8 @@ class Executor {
   void phaseEnd(const LocalOp* local);
 
   transport::Context& context_;
+  std::unique_ptr<coll::RingCollectives> ring_;  // when no collectives were given
+  coll::HostCollectives& host_;
   size_t fusionThreshold_;
   EngineCounters& counters_;
   Timeline* timeline_;
