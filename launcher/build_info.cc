@@ -63,7 +63,10 @@ std::string checkBuildText() {
   text += "transports: tcp shm\n";
   text += ncclLine();
   text += cudaLine();
-  text += std::string("MPI: ") + (HVD_BUILD_MPI ? "yes" : "no") + "\n";
+  // With MPI, libhvd's plugin libhvd_mpi.so (libhvd itself never links MPI).
+  text += HVD_BUILD_MPI ? "MPI: yes (plugin libhvd_mpi.so: rendezvous under mpirun, "
+                          "HVD_CPU_BACKEND=mpi)\n"
+                        : "MPI: no\n";
   // The control plane always links gRPC with its TLS support (--tls-cert/--tls-key/--tls-ca).
   text += "TLS: yes\n";
   return text;
