@@ -17,18 +17,7 @@ void allgather(Context& ctx, const void* input, size_t count, void* output,
                const std::vector<size_t>& counts, DataType type, Algorithm algorithm) {
   const int n = ctx.size();
   const int r = ctx.rank();
-  if (static_cast<int>(counts.size()) != n) {
-    throw InvalidArgumentError("allgather: counts has " + std::to_string(counts.size()) +
-                               " entries for " + std::to_string(n) + " ranks");
-  }
-  if (counts[r] != count) {
-    throw InvalidArgumentError("allgather: counts[" + std::to_string(r) +
-                               "] = " + std::to_string(counts[r]) + " but this rank contributes " +
-                               std::to_string(count));
-  }
-  size_t total = 0;
-  for (size_t c : counts) total += c;
-  validateBuffers("allgather", input, output, total, type);
+  const size_t total = validateAllgather(input, count, output, counts, type, r, n);
   ctx.checkUsable();
   const size_t elem = dataTypeSize(type);
   std::vector<size_t> offset(n + 1, 0);

@@ -12,34 +12,11 @@ namespace hvd::coll {
 using transport::RecvAction;
 using transport::Schedule;
 
-namespace {
-
-void checkCounts(const char* what, const std::vector<size_t>& counts, int n) {
-  if (static_cast<int>(counts.size()) != n) {
-    throw InvalidArgumentError(std::string("alltoall: ") + what + " has " +
-                               std::to_string(counts.size()) + " entries for " + std::to_string(n) +
-                               " ranks");
-  }
-}
-
-}  // namespace
-
 void alltoall(Context& ctx, const void* input, const std::vector<size_t>& sendCounts, void* output,
               const std::vector<size_t>& recvCounts, DataType type) {
   const int n = ctx.size();
   const int r = ctx.rank();
-  checkCounts("sendCounts", sendCounts, n);
-  checkCounts("recvCounts", recvCounts, n);
-  size_t sendTotal = 0, recvTotal = 0;
-  for (size_t c : sendCounts) sendTotal += c;
-  for (size_t c : recvCounts) recvTotal += c;
-  validateBuffers("alltoall", input, input, sendTotal, type);
-  validateBuffers("alltoall", output, output, recvTotal, type);
-  if (sendCounts[r] != recvCounts[r]) {
-    throw InvalidArgumentError("alltoall: rank " + std::to_string(r) + " sends itself " +
-                               std::to_string(sendCounts[r]) + " elements but expects " +
-                               std::to_string(recvCounts[r]));
-  }
+  validateAlltoall(input, sendCounts, output, recvCounts, type, r, n);
   ctx.checkUsable();
   const size_t elem = dataTypeSize(type);
   std::vector<size_t> sendOffset(n + 1, 0), recvOffset(n + 1, 0);
@@ -80,7 +57,7 @@ void alltoall(Context& ctx, const void* input, const std::vector<size_t>& sendCo
 
 std::vector<size_t> alltoallCounts(Context& ctx, const std::vector<size_t>& sendCounts) {
   const int n = ctx.size();
-  checkCounts("sendCounts", sendCounts, n);
+  validateCountsPerRank("alltoall", "sendCounts", sendCounts, n);
   std::vector<uint64_t> send(sendCounts.begin(), sendCounts.end());
   std::vector<uint64_t> recv(n);
   std::vector<size_t> ones(n, 1);

@@ -1,5 +1,7 @@
 #include "collectives/host_collectives.h"
 
+#include "collectives/validate.h"
+
 namespace hvd::coll {
 
 std::vector<size_t> HostCollectives::allgatherCounts(size_t count) {
@@ -12,10 +14,7 @@ std::vector<size_t> HostCollectives::allgatherCounts(size_t count) {
 
 std::vector<size_t> HostCollectives::alltoallCounts(const std::vector<size_t>& sendCounts) {
   const int n = size();
-  if (static_cast<int>(sendCounts.size()) != n) {
-    throw InvalidArgumentError("alltoall: sendCounts has " + std::to_string(sendCounts.size()) +
-                               " entries for " + std::to_string(n) + " ranks");
-  }
+  validateCountsPerRank("alltoall", "sendCounts", sendCounts, n);
   std::vector<uint64_t> send(sendCounts.begin(), sendCounts.end());
   std::vector<uint64_t> recv(n);
   const std::vector<size_t> ones(n, 1);

@@ -26,6 +26,48 @@ void validateRank(const char* op, const char* what, int rank, int size) {
   }
 }
 
+void validateCountsPerRank(const char* op, const char* what, const std::vector<size_t>& counts,
+                           int size) {
+  if (static_cast<int>(counts.size()) != size) {
+    throw InvalidArgumentError(std::string(op) + ": " + what + " has " +
+                               std::to_string(counts.size()) + " entries for " +
+                               std::to_string(size) + " ranks");
+  }
+}
+
+size_t validateAllgather(const void* input, size_t count, const void* output,
+                         const std::vector<size_t>& counts, DataType type, int rank, int size) {
+  validateCountsPerRank("allgather", "counts", counts, size);
+  if (counts[rank] != count) {
+    throw InvalidArgumentError("allgather: counts[" + std::to_string(rank) +
+                               "] = " + std::to_string(counts[rank]) +
+                               " but this rank contributes " + std::to_string(count));
+  }
+  size_t total = 0;
+  for (size_t c : counts) total += c;
+  validateBuffers("allgather", input, output, total, type);
+  return total;
+}
+
+std::pair<size_t, size_t> validateAlltoall(const void* input, const std::vector<size_t>& sendCounts,
+                                           const void* output,
+                                           const std::vector<size_t>& recvCounts, DataType type,
+                                           int rank, int size) {
+  validateCountsPerRank("alltoall", "sendCounts", sendCounts, size);
+  validateCountsPerRank("alltoall", "recvCounts", recvCounts, size);
+  size_t sendTotal = 0, recvTotal = 0;
+  for (size_t c : sendCounts) sendTotal += c;
+  for (size_t c : recvCounts) recvTotal += c;
+  validateBuffers("alltoall", input, input, sendTotal, type);
+  validateBuffers("alltoall", output, output, recvTotal, type);
+  if (sendCounts[rank] != recvCounts[rank]) {
+    throw InvalidArgumentError("alltoall: rank " + std::to_string(rank) + " sends itself " +
+                               std::to_string(sendCounts[rank]) + " elements but expects " +
+                               std::to_string(recvCounts[rank]));
+  }
+  return {sendTotal, recvTotal};
+}
+
 transport::Schedule& scheduleOf(transport::Context& ctx) {
   auto& schedule = ctx.schedule();
   schedule.clear();

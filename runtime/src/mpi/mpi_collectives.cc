@@ -21,14 +21,6 @@ bool overlaps(const void* a, size_t aBytes, const void* b, size_t bBytes) {
   return aBytes > 0 && bBytes > 0 && x < y + bBytes && y < x + aBytes;
 }
 
-void checkCounts(const char* what, const std::vector<size_t>& counts, int n) {
-  if (static_cast<int>(counts.size()) != n) {
-    throw InvalidArgumentError(std::string("alltoall: ") + what + " has " +
-                               std::to_string(counts.size()) + " entries for " + std::to_string(n) +
-                               " ranks");
-  }
-}
-
 std::vector<uint64_t> wide(const std::vector<size_t>& counts) {
   return std::vector<uint64_t>(counts.begin(), counts.end());
 }
@@ -242,22 +234,9 @@ void MpiCollectives::allgather(const void* input, size_t count, void* output,
                                const std::vector<size_t>& counts, DataType type, Algorithm) {
   const int n = size_;
   const int r = rank_;
-  if (static_cast<int>(counts.size()) != n) {
-    throw InvalidArgumentError("allgather: counts has " + std::to_string(counts.size()) +
-                               " entries for " + std::to_string(n) + " ranks");
-  }
-  if (counts[r] != count) {
-    throw InvalidArgumentError("allgather: counts[" + std::to_string(r) +
-                               "] = " + std::to_string(counts[r]) + " but this rank contributes " +
-                               std::to_string(count));
-  }
-  size_t total = 0;
+  const size_t total = coll::validateAllgather(input, count, output, counts, type, r, n);
   size_t offset = 0;
-  for (int p = 0; p < n; ++p) {
-    if (p == r) offset = total;
-    total += counts[p];
-  }
-  coll::validateBuffers("allgather", input, output, total, type);
+  for (int p = 0; p < r; ++p) offset += counts[p];
   checkUsable();
   const size_t elem = dataTypeSize(type);
   auto* mine = static_cast<uint8_t*>(output) + offset * elem;
@@ -320,18 +299,8 @@ void MpiCollectives::alltoall(const void* input, const std::vector<size_t>& send
                               void* output, const std::vector<size_t>& recvCounts, DataType type) {
   const int n = size_;
   const int r = rank_;
-  checkCounts("sendCounts", sendCounts, n);
-  checkCounts("recvCounts", recvCounts, n);
-  size_t sendTotal = 0, recvTotal = 0;
-  for (size_t c : sendCounts) sendTotal += c;
-  for (size_t c : recvCounts) recvTotal += c;
-  coll::validateBuffers("alltoall", input, input, sendTotal, type);
-  coll::validateBuffers("alltoall", output, output, recvTotal, type);
-  if (sendCounts[r] != recvCounts[r]) {
-    throw InvalidArgumentError("alltoall: rank " + std::to_string(r) + " sends itself " +
-                               std::to_string(sendCounts[r]) + " elements but expects " +
-                               std::to_string(recvCounts[r]));
-  }
+  const auto [sendTotal, recvTotal] =
+      coll::validateAlltoall(input, sendCounts, output, recvCounts, type, r, n);
   checkUsable();
   const size_t elem = dataTypeSize(type);
   if (n == 1) {
