@@ -605,6 +605,22 @@ int slotsTotal(const std::vector<HostSlots>& hosts) {
   return static_cast<int>(total);
 }
 
+void checkAllocationFits(const Options& options, const std::vector<HostSlots>& hosts) {
+  if (options.oversubscribe) return;
+  long long total = 0;
+  for (const HostSlots& h : hosts) {
+    if (!h.slots) return;  // the agents know (GPUs)
+    total += *h.slots;
+  }
+  if (options.np <= total) return;
+  throw InvalidArgumentError(
+      "-np " + std::to_string(options.np) + " exceeds the " + std::to_string(total) +
+      " tasks of this Slurm allocation (" + formatHostList(hosts) +
+      ", from SLURM_TASKS_PER_NODE): ask salloc/sbatch for them (-n " + std::to_string(options.np) +
+      ", --ntasks-per-node, or --exclusive nodes), or pass "
+      "--oversubscribe");
+}
+
 std::vector<std::string> forwardedEnvironment(const std::vector<std::string>& callerEnv,
                                               const std::vector<std::string>& exports) {
   std::vector<std::string> env = callerEnv;

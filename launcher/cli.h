@@ -117,6 +117,10 @@ std::string formatHostList(const std::vector<HostSlots>& hosts);
 // mpirun's default there). Throws hvd::InvalidArgumentError when a host's slots are unknown.
 int slotsTotal(const std::vector<HostSlots>& hosts);
 
+// Before any agent starts: -np more than the allocation's tasks (when every node's are known)
+// without --oversubscribe is an hvd::InvalidArgumentError that says how to ask Slurm for them.
+void checkAllocationFits(const Options& options, const std::vector<HostSlots>& hosts);
+
 // The environment forwarded to every rank as "NAME=VALUE" entries. Embedded jobs forward the
 // caller's whole environment, as mpirun does for local ranks: a local job should behave like
 // running the program in this shell (PATH, PYTHONPATH, virtualenvs, CUDA settings). Then each

@@ -198,6 +198,7 @@ int runJob(launcher::Options options) {
       return 0;
     }
     if (options.np == 0) options.np = launcher::slotsTotal(*slurm);
+    launcher::checkAllocationFits(options, *slurm);
     return runInAllocation(options, *slurm);
   }
   std::vector<launcher::HostSlots> hosts = launcher::resolveHosts(options);

@@ -4,7 +4,7 @@
 # slurmctld in a namespace of its own, and a private munged. Needs root, `ip netns`, Debian's
 # slurm-wlm and munge (scripts/install-deps.sh).
 #
-# usage: slurm-cluster.sh up N [--prefix P] [--state-root DIR] [--cpus C]
+# usage: slurm-cluster.sh up N [--prefix P] [--state-root DIR] [--cpus C] [--exclusive]
 #        slurm-cluster.sh down [--prefix P] [--state-root DIR]
 #
 # up      runs `netns-cluster.sh up N --no-agents --prefix P`: namespaces P-h0..P-h{N-1} with
@@ -15,7 +15,8 @@
 #         - STATE/slurm.conf (and cgroup.conf): cluster P, SlurmctldHost=Pctl(10.213.R.254),
 #           nodes Pn0..Pn{N-1} at the namespace addresses with CPUs=C each (default 4: more
 #           than this machine has, SlurmdParameters=config_overrides), partition "main"
-#           (Default, MaxTime=INFINITE), auth/cred munge over the private socket, no
+#           (Default, MaxTime=INFINITE; with --exclusive, OverSubscribe=EXCLUSIVE: every job gets
+#           whole nodes, as on many GPU clusters), auth/cred munge over the private socket, no
 #           accounting, SlurmUser=root; state, spool (STATE/spool/NODE), pids and logs under
 #           STATE (STATE/log/slurmctld.log, STATE/log/slurmd-NODE.log);
 #         - slurmctld in P-ctl with its own UTS namespace (hostname Pctl), then one
@@ -45,6 +46,7 @@ CTLD_TIMEOUT_S=20
 IDLE_TIMEOUT_S=30
 STOP_GRACE_S=3
 CPUS_PER_NODE=4
+OVERSUBSCRIBE=NO # --exclusive: EXCLUSIVE (every job gets whole nodes)
 ETC_DIR=""         # STATE/etc, once written (write_etc)
 SLURM_CONF_FILE="" # STATE/slurm.conf
 
@@ -248,7 +250,7 @@ EOF
     echo "NodeName=$(node_name "$prefix" "$i") NodeAddr=$subnet.$((i + 2)) CPUs=$CPUS_PER_NODE State=UNKNOWN" \
       >> "$state/slurm.conf"
   done
-  echo "PartitionName=main Nodes=$(hostlist "$prefix" "$n") Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO" \
+  echo "PartitionName=main Nodes=$(hostlist "$prefix" "$n") Default=YES MaxTime=INFINITE State=UP OverSubscribe=$OVERSUBSCRIBE" \
     >> "$state/slurm.conf"
 }
 
@@ -354,6 +356,7 @@ cmd_up() {
       --prefix) prefix="${2:?--prefix needs a value}"; shift ;;
       --state-root) STATE_ROOT="${2:?--state-root needs a directory}"; shift ;;
       --cpus) CPUS_PER_NODE="${2:?--cpus needs a number}"; shift ;;
+      --exclusive) OVERSUBSCRIBE=EXCLUSIVE ;;
       -h | --help) usage; exit 0 ;;
       -*) usage_error "unknown option $1" ;;
       *) [[ -z "$n" ]] || usage_error "unexpected argument $1"; n="$1" ;;

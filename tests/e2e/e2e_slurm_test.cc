@@ -1,7 +1,7 @@
 // hvd under a real Slurm (issue 7, "Slurm, real"): scripts/slurm-cluster.sh brings up Debian's
-// slurmctld, a private munged and one slurmd per network namespace (two nodes, two CPUs each),
-// and the tests run, from this (the login) namespace:
-//   (a) `salloc -N2 -n4 hvdrun ./worker` with no host list: hvdrun takes the nodes and slots
+// slurmctld, a private munged and one slurmd per network namespace (two nodes, two CPUs each,
+// whole nodes per job), and the tests run, from this (the login) namespace:
+//   (a) `salloc -N2 hvdrun -np 4 ./worker` with no host list: hvdrun takes the nodes and slots
 //       from the allocation and starts its agents with srun (a one-time key on their stdin);
 //   (b) `srun -N2 -n4 ./worker` with a store file: the runtime takes its place from SLURM_*.
 // Each runs hvd-e2e-worker (identity: rank, local and cross rank, and the network namespace it
@@ -41,7 +41,7 @@ class E2eSlurm : public ::testing::Test {
     slurmEnv = new std::map<std::string, std::string>();
     if (!skipReason->empty()) return;
     const RunResult up = run({HVD_SLURM_SCRIPT, "up", "2", "--prefix", HVD_SLURM_PREFIX,
-                              "--state-root", HVD_SLURM_STATE_ROOT, "--cpus", "2"},
+                              "--state-root", HVD_SLURM_STATE_ROOT, "--cpus", "2", "--exclusive"},
                              90s);
     if (up.status != 0) {
       *setupError = "slurm-cluster.sh up failed: " + describe(up);
@@ -91,10 +91,12 @@ class E2eSlurm : public ::testing::Test {
     return more;
   }
 
-  // salloc -N2 -n4 -K hvdrun --allow-run-as-root ARGS (no host list, no -np).
-  RunResult sallocHvdrun(std::vector<std::string> args) const {
-    std::vector<std::string> argv = {"salloc", "-N2",       "-n4",
-                                     "-K",     HVDRUN_PATH, "--allow-run-as-root"};
+  // salloc ALLOCATION -K hvdrun --allow-run-as-root ARGS (no host list).
+  RunResult sallocHvdrun(std::vector<std::string> allocation,
+                         std::vector<std::string> args) const {
+    std::vector<std::string> argv = {"salloc"};
+    argv.insert(argv.end(), allocation.begin(), allocation.end());
+    argv.insert(argv.end(), {"-K", HVDRUN_PATH, "--allow-run-as-root"});
     argv.insert(argv.end(), args.begin(), args.end());
     return run(argv, 120s, env());
   }
@@ -147,16 +149,18 @@ class E2eSlurm : public ::testing::Test {
 };
 
 TEST_F(E2eSlurm, SallocHvdrunWithNoHostListRunsOnBothNodesThroughAgentsItStarts) {
-  const RunResult hosts = sallocHvdrun({"--print-hosts"});
+  const RunResult hosts = sallocHvdrun({"-N2", "-n4"}, {"--print-hosts"});
   ASSERT_EQ(hosts.status, 0) << describe(hosts);
   EXPECT_NE(hosts.output.find(var("NODE_0") + ":2," + var("NODE_1") + ":2\n"), std::string::npos)
       << describe(hosts);
 
-  const RunResult id = sallocHvdrun({HVD_E2E_WORKER_PATH, "allreduce"});
+  // Whole nodes (the cluster's partition is exclusive): two tasks each, so -np 4 fits.
+  const RunResult id = sallocHvdrun({"-N2"}, {"-np", "4", HVD_E2E_WORKER_PATH, "allreduce"});
   ASSERT_EQ(id.status, 0) << describe(id);
   expectTwoRanksPerNode(id.output);
 
-  const RunResult matrix = sallocHvdrun({HVD_WORKER_PATH, "matrix", "2"});
+  // No -np: the allocation's four tasks.
+  const RunResult matrix = sallocHvdrun({"-N2", "-n4"}, {HVD_WORKER_PATH, "matrix", "2"});
   ASSERT_EQ(matrix.status, 0) << describe(matrix);
   expectMatrixPassed(matrix.output);
   // The agents' temporary state dirs (under the TMPDIR srun gave them) are gone with them.

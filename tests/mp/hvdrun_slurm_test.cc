@@ -135,6 +135,16 @@ TEST_F(HvdrunSlurm, AStepThatCannotStartItsAgentsIsNamedAndLeavesNothing) {
   EXPECT_EQ(leftoverStateDirs(), std::vector<std::string>{});
 }
 
+TEST_F(HvdrunSlurm, MoreRanksThanTheAllocationHasAreRefusedBeforeAnyAgentStarts) {
+  const ProcessResult r = hvdrun({"-np", "4", HVD_WORKER_PATH, "init"},
+                                 {"SLURM_JOB_NODELIST=n[0-1]", "SLURM_TASKS_PER_NODE=1(x2)"});
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("-np 4 exceeds the 2 tasks of this Slurm allocation (n0:1,n1:1"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir_.path() / "srun.log")) << "no srun was run";
+}
+
 TEST_F(HvdrunSlurm, SubmitNeedsAgentsThatOutliveHvdrun) {
   const ProcessResult r = hvdrun({"submit", "-np", "2", HVD_WORKER_PATH, "init"});
   EXPECT_EQ(r.status, 2) << r.err;

@@ -94,6 +94,29 @@ TEST(SlurmLaunch, PrintHostsFormatsAnHostListAndNpDefaultsToTheSlots) {
   }
 }
 
+TEST(SlurmLaunch, MoreRanksThanTheAllocationsTasksSayHowToAskSlurmForThem) {
+  Options options;
+  options.np = 4;
+  const std::vector<HostSlots> hosts = {{"n0", 1}, {"n1", 1}};
+  try {
+    checkAllocationFits(options, hosts);
+    FAIL() << "no error for 4 ranks on 2 tasks";
+  } catch (const InvalidArgumentError& e) {
+    EXPECT_STREQ(e.what(),
+                 "-np 4 exceeds the 2 tasks of this Slurm allocation (n0:1,n1:1, from "
+                 "SLURM_TASKS_PER_NODE): ask salloc/sbatch for them (-n 4, --ntasks-per-node, or "
+                 "--exclusive nodes), or pass --oversubscribe");
+  }
+  options.np = 2;
+  EXPECT_NO_THROW(checkAllocationFits(options, hosts));
+  options.np = 4;
+  options.oversubscribe = true;
+  EXPECT_NO_THROW(checkAllocationFits(options, hosts));
+  options.oversubscribe = false;
+  EXPECT_NO_THROW(checkAllocationFits(options, {{"n0", 1}, {"gpu1", std::nullopt}}))
+      << "a node's GPUs decide";
+}
+
 TEST(SlurmLaunch, TheAllocationIsUsedOnlyWithoutHostsOnTheCommandLine) {
   fakeEnv()->clear();
   (*fakeEnv())["SLURM_JOB_ID"] = "42";
