@@ -20,8 +20,9 @@
 #           accounting, SlurmUser=root; state, spool (STATE/spool/NODE), pids and logs under
 #           STATE (STATE/log/slurmctld.log, STATE/log/slurmd-NODE.log);
 #         - slurmctld in P-ctl with its own UTS namespace (hostname Pctl), then one
-#           `slurmd -N PnI` in P-hI with its own UTS namespace (hostname PnI) and its own /tmp
-#           (STATE/tmp/PnI, bind-mounted in a mount namespace of its own); fixed ports
+#           `slurmd -N PnI` in P-hI with its own UTS namespace (hostname PnI) and its own
+#           configuration directory (STATE/node/PnI: mpi.conf puts PMIx's files in
+#           STATE/tmp/PnI, as the nodes share /tmp); fixed ports
 #           (6817, 6818) exist only inside those namespaces;
 #         and waits until sinfo shows every node idle. On success it prints KEY=VALUE lines
 #         (also in STATE/env): SLURM_CONF, NODES (hostlist, "Pn[0-1]"), N, PREFIX, STATE,
@@ -96,9 +97,8 @@ cluster_pids() {
 
 # Starts "$@" in network namespace $1 with a UTS namespace of its own whose hostname is $2 and a
 # mount namespace of its own where STATE/etc/hosts and STATE/etc/resolv.conf cover /etc's (see
-# write_etc), and $PRIVATE_TMP (when set) covering /tmp, in a session of its own, stdout/stderr
-# to $3; the pid (the daemon's own: every step execs) goes to $4. Children (slurmstepd, the
-# tasks) inherit all of it.
+# write_etc), in a session of its own, stdout/stderr to $3; the pid (the daemon's own: every
+# step execs) goes to $4. Children (slurmstepd, the tasks) inherit all of it.
 start_in_ns() {
   local ns="$1" host="$2" out="$3" pidfile="$4"
   shift 4
@@ -109,8 +109,7 @@ start_in_ns() {
   nsenter --net="/run/netns/$ns" setsid unshare --uts --mount --propagation slave sh -c '
     hostname "$0" && mount --bind "$1" /etc/hosts || exit
     [ ! -e /etc/resolv.conf ] || mount --bind "$2" /etc/resolv.conf || exit
-    [ -z "$3" ] || mount --bind "$3" /tmp || exit
-    shift 3 && exec "$@"' "$host" "$ETC_DIR/hosts" "$ETC_DIR/resolv.conf" "${PRIVATE_TMP:-}" \
+    shift 2 && exec "$@"' "$host" "$ETC_DIR/hosts" "$ETC_DIR/resolv.conf" \
     env SLURM_CONF="$SLURM_CONF_FILE" "$@" < /dev/null > "$out" 2>&1 &
   echo "$!" > "$pidfile"
 }
@@ -424,14 +423,21 @@ cmd_up() {
 
   local i
   for ((i = 0; i < n; i++)); do
-    mkdir -p "$state/spool/$(node_name "$prefix" "$i")"
-    # A /tmp of its own, as a real node has (PMIx, for one, makes fixed names there).
-    mkdir -p "$state/tmp/$(node_name "$prefix" "$i")"
-    chmod 1777 "$state/tmp/$(node_name "$prefix" "$i")"
-    PRIVATE_TMP="$state/tmp/$(node_name "$prefix" "$i")" start_in_ns "$prefix-h$i" "$(node_name "$prefix" "$i")" \
-      "$state/log/slurmd-$(node_name "$prefix" "$i").out" \
-      "$state/run/slurmd-$(node_name "$prefix" "$i").pid" \
-      slurmd -D -N "$(node_name "$prefix" "$i")"
+    local node conf
+    node="$(node_name "$prefix" "$i")"
+    mkdir -p "$state/spool/$node"
+    # The nodes share this machine's /tmp, where Slurm's PMIx plugin makes fixed names per step
+    # (spmix_appdir_<uid>_<step>): each node's slurmd reads its configuration from a directory
+    # of its own, the same slurm.conf and cgroup.conf plus an mpi.conf that puts PMIx's client
+    # directories in STATE/tmp/NODE.
+    conf="$state/node/$node"
+    mkdir -p "$conf" "$state/tmp/$node"
+    chmod 1777 "$state/tmp/$node"
+    ln -sf ../../slurm.conf "$conf/slurm.conf"
+    ln -sf ../../cgroup.conf "$conf/cgroup.conf"
+    echo "PMIxCliTmpDirBase=$state/tmp/$node" > "$conf/mpi.conf"
+    start_in_ns "$prefix-h$i" "$node" "$state/log/slurmd-$node.out" "$state/run/slurmd-$node.pid" \
+      slurmd -D -N "$node" -f "$conf/slurm.conf"
   done
   wait_idle "$prefix" "$state" "$n"
 

@@ -6,8 +6,8 @@
 //   (b) `srun -N2 -n4 ./worker` with a store file: the runtime takes its place from SLURM_*.
 // Each runs hvd-e2e-worker (identity: rank, local and cross rank, and the network namespace it
 // ran in, which must be its node's) and hvd-test-worker's collective matrix (allreduce,
-// broadcast and the rest, bit-exact). Each node has a /tmp of its own; the store file and the
-// agents' TMPDIR are on a directory they share. One cluster per test process (up takes about a
+// broadcast and the rest, bit-exact). The store file and the agents' TMPDIR are in a directory
+// of the test, as on a cluster's shared filesystem. One cluster per test process (up takes about a
 // second); ctest's e2e_slurm_down fixture removes it should a test be killed. Skipped, with the
 // reason, only where network namespaces are unavailable.
 #include <sys/stat.h>
@@ -92,8 +92,7 @@ class E2eSlurm : public ::testing::Test {
   }
 
   // salloc ALLOCATION -K hvdrun --allow-run-as-root ARGS (no host list).
-  RunResult sallocHvdrun(std::vector<std::string> allocation,
-                         std::vector<std::string> args) const {
+  RunResult sallocHvdrun(std::vector<std::string> allocation, std::vector<std::string> args) const {
     std::vector<std::string> argv = {"salloc"};
     argv.insert(argv.end(), allocation.begin(), allocation.end());
     argv.insert(argv.end(), {"-K", HVDRUN_PATH, "--allow-run-as-root"});
@@ -141,8 +140,8 @@ class E2eSlurm : public ::testing::Test {
     return out;
   }
 
-  // Every node has a /tmp of its own (as real nodes do); what they share is this directory
-  // (as a cluster's shared filesystem).
+  // What the nodes share, as a cluster's shared filesystem: the store file, the agents' TMPDIR
+  // (checked for leftovers afterwards).
   const std::filesystem::path shared_ =
       std::filesystem::path(HVD_SLURM_STATE_ROOT) / ("shared-" + std::to_string(::getpid()));
   const std::filesystem::path tmp_ = shared_ / "tmp";
