@@ -27,3 +27,25 @@ running() {
   stat="${stat##*) }"
   [[ "${stat:0:1}" != Z ]]
 }
+
+# SIGTERM to the processes named by the pid files PIDFILE... that are among INSIDE (" pid pid ",
+# the processes in the cluster's namespaces: a stale pid file, after a reboot, must not name
+# someone else's process), then a wait of at most $STOP_GRACE_S seconds for them to end.
+stop_gracefully() { # INSIDE PIDFILE...
+  local inside="$1" pidfile pid pids=() deadline
+  shift
+  for pidfile in "$@"; do
+    [[ -f "$pidfile" ]] || continue
+    pid="$(cat "$pidfile" 2> /dev/null || true)"
+    if [[ -n "$pid" && "$inside" == *" $pid "* ]]; then pids+=("$pid"); fi
+  done
+  for pid in ${pids[@]+"${pids[@]}"}; do
+    kill -TERM "$pid" 2> /dev/null || true
+  done
+  deadline=$((SECONDS + STOP_GRACE_S))
+  for pid in ${pids[@]+"${pids[@]}"}; do
+    while running "$pid" && [[ $SECONDS -lt $deadline ]]; do
+      sleep 0.05
+    done
+  done
+}

@@ -114,22 +114,7 @@ cluster_down() {
   state="$(state_dir "$prefix")"
   # Agents first, gracefully: each stops its jobs' process groups. Only pids that are inside the
   # cluster's namespaces: a stale state dir (after a reboot) must not name someone else's process.
-  local agent_pids=() pidfile in_namespaces
-  in_namespaces=" $(namespace_pids "$prefix" | tr '\n' ' ') "
-  for pidfile in "$state"/h*/agent.pid; do
-    [[ -f "$pidfile" ]] || continue
-    pid="$(cat "$pidfile")"
-    if [[ "$in_namespaces" == *" $pid "* ]]; then agent_pids+=("$pid"); fi
-  done
-  for pid in ${agent_pids[@]+"${agent_pids[@]}"}; do
-    kill -TERM "$pid" 2> /dev/null || true
-  done
-  deadline=$((SECONDS + STOP_GRACE_S))
-  for pid in ${agent_pids[@]+"${agent_pids[@]}"}; do
-    while running "$pid" && [[ $SECONDS -lt $deadline ]]; do
-      sleep 0.05
-    done
-  done
+  stop_gracefully " $(namespace_pids "$prefix" | tr '\n' ' ') " "$state"/h*/agent.pid
   # Whatever is left in the namespaces (workers, stragglers): their groups, then themselves.
   for pid in $(namespace_pids "$prefix"); do
     kill -KILL -- "-$pid" 2> /dev/null || true

@@ -151,21 +151,7 @@ cluster_down() {
     fi
   fi
   # Then the daemons, gracefully (slurmd stops what is left of its steps).
-  local pids=()
-  for pidfile in "$state"/run/*.pid; do
-    [[ -f "$pidfile" ]] || continue
-    pid="$(cat "$pidfile" 2> /dev/null || true)"
-    if [[ -n "$pid" && "$in_ns" == *" $pid "* ]]; then pids+=("$pid"); fi
-  done
-  for pid in ${pids[@]+"${pids[@]}"}; do
-    kill -TERM "$pid" 2> /dev/null || true
-  done
-  deadline=$((SECONDS + STOP_GRACE_S))
-  for pid in ${pids[@]+"${pids[@]}"}; do
-    while running "$pid" && [[ $SECONDS -lt $deadline ]]; do
-      sleep 0.05
-    done
-  done
+  stop_gracefully "$in_ns" "$state"/run/*.pid
   # Whatever is left in P-ctl (munged, stragglers); netns-cluster.sh does the node namespaces.
   local ns
   ns="$(ctl_ns "$prefix")"
