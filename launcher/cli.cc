@@ -439,9 +439,8 @@ std::optional<int> parseRunCommandLine(int argc, char** argv, Options* options) 
   }
   // In a Slurm allocation -np defaults to its slots (hvdrun_main.cc), and --print-hosts runs
   // nothing.
-  const bool inAllocation = std::getenv("SLURM_JOB_ID") != nullptr && options->hostList.empty() &&
-                            options->hostfile.empty();
-  if (options->np == 0 && !inAllocation && !options->printHosts) {
+  const EnvLookup environment = [](const char* name) -> const char* { return std::getenv(name); };
+  if (options->np == 0 && !usesSlurmAllocation(*options, environment) && !options->printHosts) {
     std::fprintf(stderr, "hvdrun: -np N is required (the number of ranks; see hvdrun --help)\n");
     return 2;
   }
@@ -573,9 +572,13 @@ std::vector<HostSlots> resolveHosts(const Options& options) {
   return {HostSlots{"localhost", options.np}};
 }
 
-std::optional<std::vector<HostSlots>> slurmHosts(const Options& options,
-                                                 const char* (*getenv)(const char*)) {
-  if (!options.hostList.empty() || !options.hostfile.empty()) return std::nullopt;
+bool usesSlurmAllocation(const Options& options, EnvLookup getenv) {
+  const char* job = getenv("SLURM_JOB_ID");
+  return job != nullptr && *job != '\0' && options.hostList.empty() && options.hostfile.empty();
+}
+
+std::optional<std::vector<HostSlots>> slurmHosts(const Options& options, EnvLookup getenv) {
+  if (!usesSlurmAllocation(options, getenv)) return std::nullopt;
   return slurmAllocationHosts(getenv);
 }
 
@@ -589,15 +592,31 @@ std::string formatHostList(const std::vector<HostSlots>& hosts) {
   return out;
 }
 
-int slotsTotal(const std::vector<HostSlots>& hosts) {
+namespace {
+
+// The sum of the hosts' slots; nullopt with *unknown naming the first host without a count.
+std::optional<long long> knownSlots(const std::vector<HostSlots>& hosts, std::string* unknown) {
   long long total = 0;
   for (const HostSlots& h : hosts) {
     if (!h.slots) {
-      throw InvalidArgumentError("-np is needed: the slots of '" + h.host +
-                                 "' are not known from SLURM_TASKS_PER_NODE");
+      *unknown = h.host;
+      return std::nullopt;
     }
     total += *h.slots;
   }
+  return total;
+}
+
+}  // namespace
+
+int slotsTotal(const std::vector<HostSlots>& hosts) {
+  std::string unknown;
+  const std::optional<long long> known = knownSlots(hosts, &unknown);
+  if (!known) {
+    throw InvalidArgumentError("-np is needed: the slots of '" + unknown +
+                               "' are not known from SLURM_TASKS_PER_NODE");
+  }
+  const long long total = *known;
   if (total < 1 || total > (1 << 20)) {
     throw InvalidArgumentError("-np is needed: the allocation's " + std::to_string(total) +
                                " slots are not a rank count");
@@ -606,13 +625,11 @@ int slotsTotal(const std::vector<HostSlots>& hosts) {
 }
 
 void checkAllocationFits(const Options& options, const std::vector<HostSlots>& hosts) {
-  if (options.oversubscribe) return;
-  long long total = 0;
-  for (const HostSlots& h : hosts) {
-    if (!h.slots) return;  // the agents know (GPUs)
-    total += *h.slots;
-  }
-  if (options.np <= total) return;
+  std::string unknown;
+  const std::optional<long long> known = knownSlots(hosts, &unknown);
+  // A node without a count gets its GPUs, which only its agent knows: the coordinator checks.
+  if (options.oversubscribe || !known || options.np <= *known) return;
+  const long long total = *known;
   throw InvalidArgumentError(
       "-np " + std::to_string(options.np) + " exceeds the " + std::to_string(total) +
       " tasks of this Slurm allocation (" + formatHostList(hosts) +

@@ -10,6 +10,7 @@
 
 #include "agent/node/worker_env.h"
 #include "launcher/host_spec.h"
+#include "launcher/slurm_hosts.h"
 
 namespace hvd::launcher {
 
@@ -106,8 +107,8 @@ std::vector<HostSlots> resolveHosts(const Options& options);
 // hosts (launcher/slurm_hosts.h), which hvdrun reaches through agents it starts itself
 // (launcher/slurm_agents.h). nullopt otherwise. Throws hvd::InvalidArgumentError for malformed
 // Slurm variables. `getenv` is injectable for tests.
-std::optional<std::vector<HostSlots>> slurmHosts(const Options& options,
-                                                 const char* (*getenv)(const char*));
+bool usesSlurmAllocation(const Options& options, EnvLookup getenv);  // SLURM_JOB_ID, no -H
+std::optional<std::vector<HostSlots>> slurmHosts(const Options& options, EnvLookup getenv);
 
 // The hosts as a -H value: "node01:2,node02:2" (a host without slots has no ":N"); IPv6
 // addresses in brackets. What --print-hosts prints.

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "agent/process/spawner.h"
 #include "agent/service/slurm_step.h"
 #include "hvd/error.hpp"
 
@@ -27,10 +28,12 @@ std::string joinNodes(const std::vector<std::string>& nodes) {
   return out;
 }
 
+// "exit code 3" or "signal 9 (Killed)", as the rest of hvdrun says it.
 std::string describeStatus(int status) {
-  if (WIFEXITED(status)) return "exit status " + std::to_string(WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) return std::string("signal ") + ::strsignal(WTERMSIG(status));
-  return "status " + std::to_string(status);
+  agent::process::ExitStatus exit;
+  if (WIFEXITED(status)) exit.exitCode = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) exit.signal = WTERMSIG(status);
+  return exit.describe();
 }
 
 }  // namespace
@@ -86,11 +89,20 @@ SlurmAgents::SlurmAgents(const SlurmAgentsOptions& options, const agent::auth::C
     throw;
   }
   // Keep srun's stdout drained (the agents write nothing else there, but a full pipe must never
-  // block them), forwarding anything unexpected to stderr.
-  drain_ = std::thread([fd = stdoutFd_] {
+  // block them), forwarding anything unexpected to stderr. It ends at the pipe's end, or once
+  // stop() has reaped srun and nothing more comes: a process that kept the pipe open must not
+  // hold hvdrun's exit.
+  drain_ = std::thread([this, fd = stdoutFd_] {
     char buffer[4096];
     for (;;) {
-      const ssize_t n = ::read(fd, buffer, sizeof(buffer));
+      pollfd pfd = {fd, POLLIN, 0};
+      const int ready = ::poll(&pfd, 1, 200);
+      if (ready == 0) {
+        if (draining_.load()) return;
+        continue;
+      }
+      if (ready < 0 && errno == EINTR) continue;
+      const ssize_t n = ready < 0 ? -1 : ::read(fd, buffer, sizeof(buffer));
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) return;
       (void)!::write(STDERR_FILENO, buffer, static_cast<size_t>(n));
@@ -189,11 +201,12 @@ void SlurmAgents::waitReady(int cancelFd) {
       }
     }
   }
-  for (const std::string& node : options_.nodes) {
-    if (ready_.count(node) == 0) {
-      throw BackendError("an agent reported ready for a node that is not " + node +
-                         "'s name: expected the nodes " + joinNodes(options_.nodes));
-    }
+  if (ready_.size() != options_.nodes.size() || !missingNodes().empty()) {
+    std::vector<std::string> reported;
+    for (const auto& entry : ready_) reported.push_back(entry.first);
+    throw BackendError("the agents reported the nodes " + joinNodes(reported) +
+                       " but the allocation's are " + joinNodes(options_.nodes) +
+                       " (SLURMD_NODENAME against SLURM_JOB_NODELIST)");
   }
 }
 
@@ -208,6 +221,7 @@ std::string SlurmAgents::missingNodes() const {
   for (const std::string& node : options_.nodes) {
     if (ready_.count(node) == 0) missing.push_back(node);
   }
+  if (missing.empty()) return {};
   return (missing.size() == 1 ? "node " : "nodes ") + joinNodes(missing);
 }
 
@@ -246,7 +260,8 @@ void SlurmAgents::stop() {
     }
     pid_ = -1;
   }
-  if (drain_.joinable()) drain_.join();  // srun is gone: its stdout has ended
+  draining_ = true;
+  if (drain_.joinable()) drain_.join();  // srun is gone: what it wrote is read
   if (stdoutFd_ >= 0) {
     ::close(stdoutFd_);
     stdoutFd_ = -1;

@@ -20,6 +20,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <optional>
@@ -80,6 +81,7 @@ class SlurmAgents {
   void waitReady(int cancelFd);
   // srun's exit status once it has exited (waitpid WNOHANG), else nullopt.
   std::optional<int> reap(bool block);
+  // "node a" / "nodes a,b" of the nodes whose agent has not reported ready; empty for none.
   std::string missingNodes() const;
 
   SlurmAgentsOptions options_;
@@ -89,6 +91,7 @@ class SlurmAgents {
   std::map<std::string, std::string> ready_;
   std::string pending_;  // an incomplete line
   std::thread drain_;
+  std::atomic<bool> draining_{false};  // stop() reaped srun: drain_ ends once the pipe is idle
   std::optional<int> status_;
 };
 

@@ -13,6 +13,12 @@ usage_error() {
 }
 log() { echo "$SCRIPT_NAME: $*" >&2; }
 
+require_root_and_netns() {
+  [[ $EUID -eq 0 ]] || die "needs root (network namespaces)"
+  command -v ip > /dev/null || die "needs iproute2 (ip)"
+  ip netns list > /dev/null 2>&1 || die "'ip netns' is not available here"
+}
+
 # Interface names are at most 15 characters: "P-br", "P-v12", "P-vctl" must fit.
 check_prefix() {
   [[ "$1" =~ ^[a-z][a-z0-9]{0,9}$ ]] ||

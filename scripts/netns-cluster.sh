@@ -41,12 +41,6 @@ SCRIPT_NAME=netns-cluster.sh
 # shellcheck source=scripts/cluster-lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/cluster-lib.sh"
 
-require_root_and_netns() {
-  [[ $EUID -eq 0 ]] || die "needs root (network namespaces)"
-  command -v ip > /dev/null || die "needs iproute2 (ip)"
-  ip netns list > /dev/null 2>&1 || die "'ip netns' is not available here"
-}
-
 # --- naming -----------------------------------------------------------------------------------
 
 ns_name() { echo "$1-h$2"; }    # PREFIX I

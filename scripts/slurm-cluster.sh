@@ -56,10 +56,8 @@ SCRIPT_NAME=slurm-cluster.sh
 # shellcheck source=scripts/cluster-lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/cluster-lib.sh"
 
-
 require_tools() {
-  [[ $EUID -eq 0 ]] || die "needs root (network namespaces, slurmd)"
-  command -v ip > /dev/null || die "needs iproute2 (ip)"
+  require_root_and_netns
   local t
   for t in unshare nsenter; do
     command -v "$t" > /dev/null || die "needs $t (util-linux)"

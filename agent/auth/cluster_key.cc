@@ -58,6 +58,15 @@ struct WipedBuffer {
   ~WipedBuffer() { OPENSSL_cleanse(data, N); }
 };
 
+// 2*size lowercase hex digits of `data` into `out` (no terminator).
+void hexInto(const unsigned char* data, size_t size, unsigned char* out) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  for (size_t i = 0; i < size; ++i) {
+    out[2 * i] = static_cast<unsigned char>(kDigits[data[i] >> 4]);
+    out[2 * i + 1] = static_cast<unsigned char>(kDigits[data[i] & 0xf]);
+  }
+}
+
 int hexValue(unsigned char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -68,12 +77,8 @@ int hexValue(unsigned char c) {
 }  // namespace
 
 std::string hexEncode(const unsigned char* data, size_t size) {
-  static constexpr char kDigits[] = "0123456789abcdef";
   std::string out(2 * size, '\0');
-  for (size_t i = 0; i < size; ++i) {
-    out[2 * i] = kDigits[data[i] >> 4];
-    out[2 * i + 1] = kDigits[data[i] & 0xf];
-  }
+  hexInto(data, size, reinterpret_cast<unsigned char*>(out.data()));
   return out;
 }
 
@@ -192,12 +197,8 @@ ClusterKey ClusterKey::random() {
 }
 
 void ClusterKey::handOver(int fd) const {
-  WipedBuffer<kHexSize + 1> line;
-  static constexpr char kDigits[] = "0123456789abcdef";
-  for (size_t i = 0; i < kSize; ++i) {
-    line.data[2 * i] = static_cast<unsigned char>(kDigits[bytes_[i] >> 4]);
-    line.data[2 * i + 1] = static_cast<unsigned char>(kDigits[bytes_[i] & 0xf]);
-  }
+  WipedBuffer<kHexSize + 1> line;  // the hex stays in wiped memory, not in a std::string
+  hexInto(bytes_.data(), kSize, line.data);
   line.data[kHexSize] = '\n';
   size_t written = 0;
   while (written < sizeof line.data) {

@@ -7,12 +7,15 @@
 
 namespace hvd::agent::rpc {
 
+// "0.0.0.0" or "::": every address of this host.
+inline bool isWildcardAddress(const std::string& host) { return host == "0.0.0.0" || host == "::"; }
+
 struct ListenAddress {
   std::string host;  // an IP literal without brackets: "127.0.0.1", "::1", "0.0.0.0", "::"
   int port = 0;      // 0: ephemeral
 
   bool ipv6() const { return host.find(':') != std::string::npos; }
-  bool wildcard() const { return host == "0.0.0.0" || host == "::"; }
+  bool wildcard() const { return isWildcardAddress(host); }
   // "127.0.0.1:7475" / "[::1]:7475": what gRPC binds.
   std::string toString() const;
 };

@@ -217,7 +217,7 @@ std::string LedJobs::submit(coord::JobSpec spec, const v1::SubmitJobRequest& req
   // name resolution (the node names of a Slurm allocation, say). A wildcard bind leaves the
   // leader's host as the user named it.
   const std::string& listen = options_.listenHost;
-  const bool specific = !listen.empty() && listen != "0.0.0.0" && listen != "::";
+  const bool specific = !listen.empty() && !rpc::isWildcardAddress(listen);
   const std::string storeHost = specific ? listen : spec.hosts[0].host;
   if (specific) spec.masterAddr = job->spec.masterAddr = listen;
   const std::string storeAddress = rpc::joinHostPort(storeHost, store_->port());

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <vector>
 
+#include "agent/rpc/net.h"
 #include "hvd/error.hpp"
 #include "transport/interfaces.h"
 #include "transport/mesh.h"
@@ -21,10 +22,10 @@ std::string readyLine(const std::string& node, const std::string& address) {
 
 std::string slurmStepListen(const EnvGetter& getenv) {
   const char* launcher = getenv("SLURM_LAUNCH_NODE_IPADDR");
-  std::string host = launcher != nullptr && *launcher ? transport::localAddressToward(launcher)
-                                                      : transport::firstInterfaceIpv4();
-  if (host.find(':') != std::string::npos) host = "[" + host + "]";
-  return host + ":0";
+  return rpc::joinHostPort(launcher != nullptr && *launcher
+                               ? transport::localAddressToward(launcher)
+                               : transport::firstInterfaceIpv4(),
+                           0);
 }
 
 std::string slurmNodeName(const EnvGetter& getenv) {

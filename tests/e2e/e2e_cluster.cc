@@ -16,8 +16,12 @@ namespace {
 
 using namespace std::chrono_literals;
 
+std::vector<std::string> scriptEnv() { return {"HVD_NETNS_STATE_ROOT=" HVD_E2E_STATE_ROOT}; }
+
+}  // namespace
+
 // KEY=VALUE lines (what `up` prints and writes to STATE/env).
-std::map<std::string, std::string> parseEnv(const std::string& text) {
+std::map<std::string, std::string> parseEnvLines(const std::string& text) {
   std::map<std::string, std::string> values;
   std::istringstream in(text);
   std::string line;
@@ -33,9 +37,11 @@ std::map<std::string, std::string> parseEnv(const std::string& text) {
   return values;
 }
 
-std::vector<std::string> scriptEnv() { return {"HVD_NETNS_STATE_ROOT=" HVD_E2E_STATE_ROOT}; }
-
-}  // namespace
+unsigned long long netnsInodeOf(const std::string& ns) {
+  struct stat st {};
+  const std::string path = "/run/netns/" + ns;
+  return ::stat(path.c_str(), &st) == 0 ? static_cast<unsigned long long>(st.st_ino) : 0;
+}
 
 std::string whyNoNetns() {
   if (::geteuid() != 0) return "needs root for network namespaces";
@@ -72,7 +78,7 @@ std::optional<Cluster> Cluster::fromEnvFile(const std::string& path, std::string
   }
   std::stringstream text;
   text << in.rdbuf();
-  auto values = parseEnv(text.str());
+  auto values = parseEnvLines(text.str());
   Cluster c;
   c.prefix_ = values["PREFIX"];
   c.state_ = values["STATE"];
@@ -141,10 +147,6 @@ std::vector<pid_t> Cluster::pidsIn(int i) const {
   return pids;
 }
 
-unsigned long long Cluster::netnsInode(int i) const {
-  struct stat st {};
-  const std::string path = "/run/netns/" + ns(i);
-  return ::stat(path.c_str(), &st) == 0 ? static_cast<unsigned long long>(st.st_ino) : 0;
-}
+unsigned long long Cluster::netnsInode(int i) const { return netnsInodeOf(ns(i)); }
 
 }  // namespace hvd::e2e

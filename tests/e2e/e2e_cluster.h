@@ -4,6 +4,7 @@
 
 #include <sys/types.h>
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -13,6 +14,13 @@ namespace hvd::e2e {
 // Empty when this process can build network namespaces (root, `ip netns` works); otherwise why
 // not, for a skip message.
 std::string whyNoNetns();
+
+// KEY=VALUE lines (what the cluster scripts' `up` prints and writes to STATE/env), by key.
+std::map<std::string, std::string> parseEnvLines(const std::string& text);
+
+// Inode of network namespace `ns` (/run/netns/NS): what /proc/PID/ns/net of its processes
+// refers to; 0 when it does not exist.
+unsigned long long netnsInodeOf(const std::string& ns);
 
 class Cluster {
  public:

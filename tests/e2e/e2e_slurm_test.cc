@@ -10,7 +10,6 @@
 // of the test, as on a cluster's shared filesystem. One cluster per test process (up takes about a
 // second); ctest's e2e_slurm_down fixture removes it should a test be killed. Skipped, with the
 // reason, only where network namespaces are unavailable.
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -18,7 +17,6 @@
 #include <map>
 #include <optional>
 #include <regex>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -48,13 +46,7 @@ class E2eSlurm : public ::testing::Test {
       down();
       return;
     }
-    std::istringstream lines(up.output);
-    for (std::string line; std::getline(lines, line);) {
-      const size_t eq = line.find('=');
-      if (eq != std::string::npos && line.find(' ') == std::string::npos) {
-        (*slurmEnv)[line.substr(0, eq)] = line.substr(eq + 1);
-      }
-    }
+    *slurmEnv = parseEnvLines(up.output);
   }
   static void TearDownTestSuite() {
     if (skipReason->empty()) down();
@@ -101,9 +93,7 @@ class E2eSlurm : public ::testing::Test {
   }
 
   static unsigned long long netnsInode(int node) {
-    struct stat st {};
-    const std::string path = "/run/netns/" + var("NS_" + std::to_string(node));
-    return ::stat(path.c_str(), &st) == 0 ? static_cast<unsigned long long>(st.st_ino) : 0;
+    return netnsInodeOf(var("NS_" + std::to_string(node)));
   }
 
   // Four identity lines: ranks 0-1 on node 0 and 2-3 on node 1, in the nodes' own namespaces.

@@ -123,7 +123,7 @@ TEST_F(HvdrunSlurm, AStepThatCannotStartItsAgentsIsNamedAndLeavesNothing) {
              failing.string());
   EXPECT_EQ(r.status, 69) << r.err;
   EXPECT_NE(r.err.find("srun: error: Unable to create step"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("ended (exit status 3) before the hvdagent of nodes n0,n1 was ready"),
+  EXPECT_NE(r.err.find("ended (exit code 3) before the hvdagent of nodes n0,n1 was ready"),
             std::string::npos)
       << r.err;
 

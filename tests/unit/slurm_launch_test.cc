@@ -71,11 +71,9 @@ TEST(SlurmLaunch, ReadyLinesRoundTripAndAnythingElseIsNotOne) {
   ASSERT_TRUE(parsed);
   EXPECT_EQ(parsed->first, "node01");
   EXPECT_EQ(parsed->second, "10.0.0.7:40123");
-  EXPECT_EQ(parseReadyLine("hvdagent-ready [fe80::1]:5").value_or(std::make_pair("", "")).first,
-            "");
-  for (const char* bad :
-       {"", "hvdagent-ready", "hvdagent-ready node01", "hvdagent-ready  x", "hvdagent-ready a b c",
-        "[0] hvdagent-ready a b", "hvdagent: listening"}) {
+  for (const char* bad : {"", "hvdagent-ready", "hvdagent-ready [fe80::1]:5",
+                          "hvdagent-ready node01", "hvdagent-ready  x", "hvdagent-ready a b c",
+                          "[0] hvdagent-ready a b", "hvdagent: listening"}) {
     EXPECT_FALSE(parseReadyLine(bad)) << bad;
   }
 }
