@@ -34,6 +34,20 @@ running() {
   [[ "${stat:0:1}" != Z ]]
 }
 
+# Creates network namespace NS with a veth pair (VETH here, eth0 there) whose end here joins
+# BRIDGE, and gives eth0 ADDR/24, loopback, and a default route via SUBNET.1 (the bridge).
+add_namespace_on_bridge() { # NS VETH BRIDGE ADDR SUBNET
+  local ns="$1" veth="$2" bridge="$3" addr="$4" subnet="$5"
+  ip netns add "$ns"
+  ip link add "$veth" type veth peer name eth0 netns "$ns"
+  ip link set "$veth" master "$bridge"
+  ip link set "$veth" up
+  ip -n "$ns" link set lo up
+  ip -n "$ns" addr add "$addr/24" dev eth0
+  ip -n "$ns" link set eth0 up
+  ip -n "$ns" route add default via "$subnet.1"
+}
+
 # SIGTERM to the processes named by the pid files PIDFILE... that are among INSIDE (" pid pid ",
 # the processes in the cluster's namespaces: a stale pid file, after a reboot, must not name
 # someone else's process), then a wait of at most $STOP_GRACE_S seconds for them to end.

@@ -266,14 +266,7 @@ cmd_up() {
     ns="$(ns_name "$prefix" "$i")"
     veth="$(veth_name "$prefix" "$i")"
     addr="$subnet.$((i + 2))"
-    ip netns add "$ns"
-    ip link add "$veth" type veth peer name eth0 netns "$ns"
-    ip link set "$veth" master "$br"
-    ip link set "$veth" up
-    ip -n "$ns" link set lo up
-    ip -n "$ns" addr add "$addr/24" dev eth0
-    ip -n "$ns" link set eth0 up
-    ip -n "$ns" route add default via "$subnet.1"
+    add_namespace_on_bridge "$ns" "$veth" "$br" "$addr" "$subnet"
     mkdir -p "$state/h$i"
     hosts+="${hosts:+,}$addr"
   done

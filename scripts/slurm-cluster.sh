@@ -382,14 +382,7 @@ cmd_up() {
   local ns veth addr="$subnet.254"
   ns="$(ctl_ns "$prefix")"
   veth="$(ctl_veth "$prefix")"
-  ip netns add "$ns"
-  ip link add "$veth" type veth peer name eth0 netns "$ns"
-  ip link set "$veth" master "$prefix-br"
-  ip link set "$veth" up
-  ip -n "$ns" link set lo up
-  ip -n "$ns" addr add "$addr/24" dev eth0
-  ip -n "$ns" link set eth0 up
-  ip -n "$ns" route add default via "$subnet.1"
+  add_namespace_on_bridge "$ns" "$veth" "$prefix-br" "$addr" "$subnet"
 
   mkdir -p "$state/run" "$state/log" "$state/ctld" "$state/spool"
   SLURM_CONF_FILE="$state/slurm.conf"
