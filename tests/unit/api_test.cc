@@ -42,6 +42,10 @@ TEST_F(Api, SingleRankCollectivesThroughTheCApi) {
   float gathered[3] = {0, 0, 0};
   ASSERT_EQ(hvd_allgather(in, 3, gathered, counts, HVD_FLOAT32), HVD_OK) << hvd_last_error();
   EXPECT_EQ(gathered[1], 2.5f);
+  int16_t shorts[2] = {-300, 32767};
+  ASSERT_EQ(hvd_allreduce(shorts, shorts, 2, HVD_INT16, HVD_MAX), HVD_OK) << hvd_last_error();
+  EXPECT_EQ(shorts[0], -300);
+  EXPECT_EQ(shorts[1], 32767);
   EXPECT_EQ(hvd_barrier(), HVD_OK);
 }
 
@@ -51,6 +55,7 @@ TEST_F(Api, NegativeCountsAndUnknownTypesAreInvalidArguments) {
   EXPECT_EQ(hvd_allreduce(&x, &x, -1, HVD_FLOAT32, HVD_SUM), HVD_ERR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(hvd_last_error()).find("count is negative"), std::string::npos)
       << hvd_last_error();
+  EXPECT_EQ(hvd_allreduce(&x, &x, 1, 9, HVD_SUM), HVD_ERR_INVALID_ARGUMENT);  // one past int16
   EXPECT_EQ(hvd_allreduce(&x, &x, 1, 42, HVD_SUM), HVD_ERR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(hvd_last_error()).find("unknown data type 42"), std::string::npos)
       << hvd_last_error();
@@ -92,6 +97,15 @@ TEST_F(Api, ShutdownThenInitAgain) {
 TEST(Types, NamesParseAndUnknownNamesAreListed) {
   EXPECT_EQ(hvd::parseDataType("float"), hvd::DataType::kFloat32);
   EXPECT_EQ(hvd::parseDataType("bfloat16"), hvd::DataType::kBFloat16);
+  EXPECT_EQ(hvd::parseDataType("int16"), hvd::DataType::kInt16);
+  EXPECT_EQ(hvd::parseDataType("short"), hvd::DataType::kInt16);
+  EXPECT_STREQ(hvd::dataTypeName(hvd::DataType::kInt16), "int16");
+  EXPECT_EQ(hvd::dataTypeSize(hvd::DataType::kInt16), 2u);
+  // Appended: the values before it are wire and C ABI values and keep their places.
+  EXPECT_EQ(static_cast<int>(hvd::DataType::kInt16), HVD_INT16);
+  EXPECT_EQ(HVD_INT16, 8);
+  EXPECT_EQ(HVD_FLOAT64, 7);
+  EXPECT_EQ(hvd::kNumDataTypes, 9);
   EXPECT_EQ(hvd::parseReduceOp("avg"), hvd::ReduceOp::kAverage);
   try {
     hvd::parseDataType("complex64");

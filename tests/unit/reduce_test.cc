@@ -68,6 +68,30 @@ TEST(Reduce, IntegersWrapAndAverageTruncates) {
   EXPECT_EQ(a[1], -2);  // truncation toward zero
 }
 
+TEST(Reduce, EveryOpOnInt16WrapsLikeTheHardwareAndAverageTruncates) {
+  std::vector<int16_t> a{32000, -32000, 300, -7, 181}, b{1000, -1000, -200, 3, 182}, out(5);
+  coll::reduceTo(ReduceOp::kSum, DataType::kInt16, out.data(), a.data(), b.data(), 5);
+  EXPECT_EQ(out, (std::vector<int16_t>{-32536, 32536, 100, -4, 363}));  // 33000 - 65536, ...
+  coll::reduceTo(ReduceOp::kMin, DataType::kInt16, out.data(), a.data(), b.data(), 5);
+  EXPECT_EQ(out, (std::vector<int16_t>{1000, -32000, -200, -7, 181}));
+  coll::reduceTo(ReduceOp::kMax, DataType::kInt16, out.data(), a.data(), b.data(), 5);
+  EXPECT_EQ(out, (std::vector<int16_t>{32000, -1000, 300, 3, 182}));
+  coll::reduceTo(ReduceOp::kProduct, DataType::kInt16, out.data(), a.data(), b.data(), 5);
+  // 32000000 mod 2^16 = 18432; -60000 + 65536; 181 * 182 = 32942 - 65536.
+  EXPECT_EQ(out, (std::vector<int16_t>{18432, 18432, 5536, -21, -32594}));
+  coll::reduceInto(ReduceOp::kAverage, DataType::kInt16, a.data(), b.data(), 5);
+  coll::finishAverage(DataType::kInt16, a.data(), 5, 2);
+  EXPECT_EQ(a, (std::vector<int16_t>{-16268, 16268, 50, -2, 181}));  // the wrapped sum / 2
+}
+
+TEST(Reduce, Int16ProductOfTheExtremesHasNoSignedOverflow) {
+  // The product runs on the unsigned bits: -1 * -1 is 65535 * 65535, which overflows the int
+  // that uint16 promotes to unless the kernel widens it to unsigned (UBSan checks this).
+  std::vector<int16_t> a{-32768, -1, 32767, -1}, b{-32768, -32768, 32767, -1};
+  coll::reduceInto(ReduceOp::kProduct, DataType::kInt16, a.data(), b.data(), 4);
+  EXPECT_EQ(a, (std::vector<int16_t>{0, -32768, 1, 1}));  // 2^30, 2^15, (2^15-1)^2 mod 2^16, 1
+}
+
 TEST(Reduce, HalfAccumulatesInFloatAndRoundsOnce) {
   std::vector<uint16_t> a{floatToHalf(2048.0f)}, b{floatToHalf(1.0f)};
   coll::reduceInto(ReduceOp::kSum, DataType::kFloat16, a.data(), b.data(), 1);

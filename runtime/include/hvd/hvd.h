@@ -32,6 +32,7 @@ typedef enum {
   HVD_BFLOAT16 = 5,
   HVD_FLOAT32 = 6,
   HVD_FLOAT64 = 7,
+  HVD_INT16 = 8,
 } hvd_datatype;
 
 typedef enum {

@@ -16,8 +16,10 @@ enum class DataType : int {
   kBFloat16 = 5,
   kFloat32 = 6,
   kFloat64 = 7,
+  // Appended, not placed beside kInt8: the values are wire codes and C ABI values (HVD_INT16).
+  kInt16 = 8,
 };
-constexpr int kNumDataTypes = 8;
+constexpr int kNumDataTypes = 9;
 
 enum class ReduceOp : int {
   kSum = 0,
@@ -34,7 +36,7 @@ size_t dataTypeSize(DataType type);
 const char* dataTypeName(DataType type);
 // "sum", "average", ...
 const char* reduceOpName(ReduceOp op);
-// Parses the names above (and the aliases float, double, half, int, avg, prod); throws
+// Parses the names above (and the aliases float, double, half, int, short, avg, prod); throws
 // InvalidArgumentError naming the text and the accepted names.
 DataType parseDataType(const std::string& text);
 ReduceOp parseReduceOp(const std::string& text);

@@ -18,16 +18,22 @@
 namespace hvd::coll {
 namespace {
 
+// Unsigned types narrower than int promote to (signed) int, where uint16 * uint16 can overflow:
+// their arithmetic is done in unsigned int, which wraps, and truncated back.
+template <typename T>
+using Arith =
+    std::conditional_t<std::is_unsigned_v<T> && sizeof(T) < sizeof(unsigned), unsigned, T>;
+
 struct Sum {
   template <typename T>
   static T apply(T a, T b) {
-    return a + b;
+    return static_cast<T>(static_cast<Arith<T>>(a) + static_cast<Arith<T>>(b));
   }
 };
 struct Prod {
   template <typename T>
   static T apply(T a, T b) {
-    return a * b;
+    return static_cast<T>(static_cast<Arith<T>>(a) * static_cast<Arith<T>>(b));
   }
 };
 struct Min {
@@ -107,6 +113,8 @@ void dispatchType(DataType type, void* acc, const void* a, const void* b, size_t
       return dispatchInt<Op, int8_t>(acc, a, b, n);
     case DataType::kUInt8:
       return dispatchInt<Op, uint8_t>(acc, a, b, n);
+    case DataType::kInt16:
+      return dispatchInt<Op, int16_t>(acc, a, b, n);
     case DataType::kInt32:
       return dispatchInt<Op, int32_t>(acc, a, b, n);
     case DataType::kInt64:
@@ -202,6 +210,8 @@ void finishAverage(DataType type, void* data, size_t count, int divisor) {
       return divideInt(static_cast<int8_t*>(data), count, divisor);
     case DataType::kUInt8:
       return divideInt(static_cast<uint8_t*>(data), count, divisor);
+    case DataType::kInt16:
+      return divideInt(static_cast<int16_t*>(data), count, divisor);
     case DataType::kInt32:
       return divideInt(static_cast<int32_t*>(data), count, divisor);
     case DataType::kInt64:

@@ -19,6 +19,8 @@ inline double loadElement(DataType type, const void* base, size_t i) {
       return static_cast<const int8_t*>(base)[i];
     case DataType::kUInt8:
       return static_cast<const uint8_t*>(base)[i];
+    case DataType::kInt16:
+      return static_cast<const int16_t*>(base)[i];
     case DataType::kInt32:
       return static_cast<const int32_t*>(base)[i];
     case DataType::kInt64:
@@ -42,6 +44,9 @@ inline void storeElement(DataType type, void* base, size_t i, double v) {
       return;
     case DataType::kUInt8:
       static_cast<uint8_t*>(base)[i] = static_cast<uint8_t>(static_cast<int64_t>(v));
+      return;
+    case DataType::kInt16:
+      static_cast<int16_t*>(base)[i] = static_cast<int16_t>(static_cast<int64_t>(v));
       return;
     case DataType::kInt32:
       static_cast<int32_t*>(base)[i] = static_cast<int32_t>(static_cast<int64_t>(v));

@@ -11,8 +11,8 @@ struct TypeInfo {
 };
 
 constexpr TypeInfo kTypes[kNumDataTypes] = {
-    {"int8", 1},    {"uint8", 1},    {"int32", 4},   {"int64", 8},
-    {"float16", 2}, {"bfloat16", 2}, {"float32", 4}, {"float64", 8},
+    {"int8", 1},     {"uint8", 1},   {"int32", 4},   {"int64", 8}, {"float16", 2},
+    {"bfloat16", 2}, {"float32", 4}, {"float64", 8}, {"int16", 2},
 };
 
 constexpr const char* kOps[kNumReduceOps] = {"sum", "average", "min", "max", "product"};
@@ -21,7 +21,8 @@ int checkedType(DataType type) {
   const int index = static_cast<int>(type);
   if (index < 0 || index >= kNumDataTypes) {
     throw InvalidArgumentError("unknown data type " + std::to_string(index) +
-                               " (valid: 0..7, int8 to float64)");
+                               " (valid: 0..8: int8, uint8, int32, int64, float16, bfloat16, "
+                               "float32, float64, int16)");
   }
   return index;
 }
@@ -51,9 +52,10 @@ DataType parseDataType(const std::string& text) {
   if (text == "bf16") return DataType::kBFloat16;
   if (text == "int") return DataType::kInt32;
   if (text == "char") return DataType::kInt8;
+  if (text == "short") return DataType::kInt16;
   throw InvalidArgumentError("unknown data type '" + text +
-                             "' (expected int8, uint8, int32, int64, float16, bfloat16, float32 "
-                             "or float64)");
+                             "' (expected int8, uint8, int16, int32, int64, float16, bfloat16, "
+                             "float32 or float64)");
 }
 
 ReduceOp parseReduceOp(const std::string& text) {

@@ -67,7 +67,7 @@ std::vector<size_t> checkedCounts(const char* what, const int64_t* counts) {
 hvd::DataType dataType(int type) {
   if (type < 0 || type >= hvd::kNumDataTypes) {
     throw hvd::InvalidArgumentError("unknown data type " + std::to_string(type) +
-                                    " (valid: HVD_INT8 .. HVD_FLOAT64)");
+                                    " (valid: HVD_INT8 .. HVD_FLOAT64, HVD_INT16)");
   }
   return static_cast<hvd::DataType>(type);
 }
