@@ -26,6 +26,8 @@ void storeInput(hvd::DataType t, int64_t v, uint8_t* dst) {
       return storeAs(static_cast<int8_t>(v), dst);
     case hvd::DataType::kUInt8:
       return storeAs(static_cast<uint8_t>(v), dst);
+    case hvd::DataType::kInt16:
+      return storeAs(static_cast<int16_t>(v), dst);
     case hvd::DataType::kInt32:
       return storeAs(static_cast<int32_t>(v), dst);
     case hvd::DataType::kInt64:
@@ -145,6 +147,9 @@ Pattern reducedPattern(const Options& o, int n, int salt) {
         break;
       case hvd::DataType::kUInt8:
         storeIntResult<uint8_t>(o.op, wrapped, exact, n, dst);
+        break;
+      case hvd::DataType::kInt16:
+        storeIntResult<int16_t>(o.op, wrapped, exact, n, dst);
         break;
       case hvd::DataType::kInt32:
         storeIntResult<int32_t>(o.op, wrapped, exact, n, dst);

@@ -64,6 +64,8 @@ const char* typeColumn(hvd::DataType t) {
       return "int8";
     case hvd::DataType::kUInt8:
       return "uint8";
+    case hvd::DataType::kInt16:
+      return "int16";
     case hvd::DataType::kInt32:
       return "int32";
     case hvd::DataType::kInt64:

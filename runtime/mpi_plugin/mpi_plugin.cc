@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/half.h"
+#include "hvd/types.hpp"
 #include "mpi/plugin_abi.h"
 
 struct hvd_mpi_comm {
@@ -25,9 +26,26 @@ struct hvd_mpi_comm {
 
 namespace {
 
-// hvd::DataType and hvd::ReduceOp values (hvd/types.hpp); the loader checks them statically.
-enum : int { kInt8, kUInt8, kInt32, kInt64, kFloat16, kBFloat16, kFloat32, kFloat64 };
+// hvd::DataType and hvd::ReduceOp values (hvd/types.hpp), checked against them below.
+enum : int {
+  kInt8,
+  kUInt8,
+  kInt32,
+  kInt64,
+  kFloat16,
+  kBFloat16,
+  kFloat32,
+  kFloat64,
+  kInt16,
+  kNumTypes
+};
 enum : int { kSum, kAverage, kMin, kMax, kProduct };
+static_assert(kInt16 == static_cast<int>(hvd::DataType::kInt16) &&
+                  kFloat64 == static_cast<int>(hvd::DataType::kFloat64) &&
+                  kNumTypes == hvd::kNumDataTypes,
+              "the plugin's type codes must be hvd::DataType's values");
+static_assert(kProduct == static_cast<int>(hvd::ReduceOp::kProduct),
+              "the plugin's op codes must be hvd::ReduceOp's values");
 
 // One MPI call moves at most this many elements (MPI counts are int).
 constexpr uint64_t kMaxChunk = uint64_t{1} << 30;
@@ -132,6 +150,9 @@ bool toMpiType(int dtype, MPI_Datatype* out) {
     case kUInt8:
       *out = MPI_UINT8_T;
       return true;
+    case kInt16:
+      *out = MPI_INT16_T;
+      return true;
     case kInt32:
       *out = MPI_INT32_T;
       return true;
@@ -158,6 +179,7 @@ size_t typeSize(int dtype) {
     case kInt8:
     case kUInt8:
       return 1;
+    case kInt16:
     case kFloat16:
     case kBFloat16:
       return 2;

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <sstream>
 
 #include "collectives/host_collectives.h"
@@ -11,9 +12,11 @@
 namespace hvd::testing {
 namespace {
 
-constexpr DataType kAllTypes[] = {DataType::kInt8,    DataType::kUInt8,   DataType::kInt32,
-                                  DataType::kInt64,   DataType::kFloat16, DataType::kBFloat16,
-                                  DataType::kFloat32, DataType::kFloat64};
+constexpr DataType kAllTypes[] = {DataType::kInt8,     DataType::kUInt8,   DataType::kInt16,
+                                  DataType::kInt32,    DataType::kInt64,   DataType::kFloat16,
+                                  DataType::kBFloat16, DataType::kFloat32, DataType::kFloat64};
+// A type added to hvd::DataType is checked by every matrix once it is listed here.
+static_assert(std::size(kAllTypes) == kNumDataTypes, "kAllTypes must list every DataType");
 constexpr ReduceOp kAllOps[] = {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin, ReduceOp::kMax,
                                 ReduceOp::kProduct};
 
@@ -72,6 +75,9 @@ void storeExpected(DataType type, ReduceOp op, void* base, size_t i, int size, i
       return;
     case DataType::kUInt8:
       static_cast<uint8_t*>(base)[i] = static_cast<uint8_t>(static_cast<uint8_t>(exact) / size);
+      return;
+    case DataType::kInt16:
+      static_cast<int16_t*>(base)[i] = static_cast<int16_t>(static_cast<int16_t>(exact) / size);
       return;
     case DataType::kInt32:
       static_cast<int32_t*>(base)[i] = static_cast<int32_t>(exact) / size;

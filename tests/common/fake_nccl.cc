@@ -104,9 +104,10 @@ struct Fault {
   uint64_t after = 0;
 };
 
+// As with the real library (gpu/dl_nccl_api.cc), int16 has no NCCL type.
 bool validType(DataType type) {
   const int v = static_cast<int>(type);
-  return v >= 0 && v < kNumDataTypes;
+  return v >= 0 && v < kNumDataTypes && type != DataType::kInt16;
 }
 
 bool validOp(ReduceOp op) {

@@ -12,7 +12,8 @@
 //  * Collectives are rendezvous of the communicator's ranks by call order: the last rank to
 //    arrive computes the result into every rank's output, and each call returns once its
 //    output is written (the stream is ignored; NCCL may legally behave so). Ranks that disagree
-//    about a call (kind, count, type, op, root) all get kInvalidUsage. send copies its data to
+//    about a call (kind, count, type, op, root) all get kInvalidUsage. int16, which NCCL lacks,
+//    is kInvalidArgument, as from the real library. send copies its data to
 //    the peer's mailbox and returns; recv waits for it. Between groupStart and groupEnd calls are
 //    queued per thread and run at the outermost groupEnd, sends first.
 //  * commAbort makes every pending and later call on that communicator return kSystemError at

@@ -150,6 +150,33 @@ TEST(DeviceBackend, HostBuffersTakeNoDevicePathAndDeviceBuffersTakeNccl) {
   EXPECT_EQ(job.ncclLoads_.load(), 2);
 }
 
+TEST(DeviceBackend, Int16WhichNcclLacksIsStagedThroughHostMemoryWithExactValues) {
+  Job job(3);
+  expectNoErrors(job.run([&](int r, DeviceBackend& backend) {
+    auto* s = static_cast<int16_t*>(job.cuda.allocOn(0, 8 * sizeof(int16_t)));
+    for (int i = 0; i < 4; ++i) s[i] = static_cast<int16_t>(12000 * (r + 1) + i);
+    gpu::DeviceCollectives* d = backend.route({s});
+    ASSERT_NE(d, nullptr);
+    EXPECT_STREQ(d->name(), "nccl");
+    d->allreduce(s, s, 4, DataType::kInt16, {ReduceOp::kSum});
+    for (int i = 0; i < 4; ++i) {
+      // 12000 * (1 + 2 + 3) + 3i = 72000 + 3i, wrapped to int16 as the CPU kernels wrap.
+      EXPECT_EQ(s[i], static_cast<int16_t>(72000 + 3 * i - 65536)) << i;
+    }
+    for (int i = 0; i < 4; ++i) s[i] = static_cast<int16_t>(-100 * r - i);
+    d->allreduce(s, s + 4, 4, DataType::kInt16, {ReduceOp::kAverage});
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(s[4 + i], static_cast<int16_t>(-100 - i)) << i;
+    s[0] = static_cast<int16_t>(-7 * r);
+    d->allgather(s, 1, s + 4, {1, 1, 1}, DataType::kInt16);
+    EXPECT_EQ(std::vector<int16_t>(s + 4, s + 7), (std::vector<int16_t>{0, -7, -14}));
+    // Other types still take NCCL on the same backend.
+    float* f = job.device(inputOf(r, 2));
+    d->allreduce(f, f, 2, DataType::kFloat32, {ReduceOp::kSum});
+    EXPECT_EQ(f[1], sumAt(3, 1));
+  }));
+  EXPECT_EQ(job.world.counters().collectives, 3) << "one float32 allreduce on each rank";
+}
+
 TEST(DeviceBackend, WithoutADriverEveryBufferIsHostMemoryAndNcclIsNeverLoaded) {
   Job job(1);
   job.driver = false;

@@ -45,11 +45,15 @@ TEST(Request, BatchRoundTripsEveryField) {
   b.root = 2;
   b.device = 1;
   b.splits = {1, 2, 3};
-  const std::string bytes = serializeRequests({a, b});
+  Request c = allreduce("int16", {5}, DataType::kInt16);  // the highest dtype code, 8
+  const std::string bytes = serializeRequests({a, b, c});
   const auto back = parseRequests(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
-  ASSERT_EQ(back.size(), 2u);
+  ASSERT_EQ(back.size(), 3u);
   EXPECT_TRUE(sameMetadata(back[0], a));
   EXPECT_TRUE(sameMetadata(back[1], b));
+  EXPECT_TRUE(sameMetadata(back[2], c));
+  EXPECT_EQ(back[2].dtype, DataType::kInt16);
+  EXPECT_EQ(back[2].bytes(), 10u);
   const std::string empty = serializeRequests({});
   EXPECT_TRUE(parseRequests(reinterpret_cast<const uint8_t*>(empty.data()), empty.size()).empty());
 }
@@ -123,6 +127,9 @@ TEST(Mismatch, NamesTheOpTensorFieldAndRanksGroupedByValue) {
             "allreduce 'w': shape [289] on rank 2, [17,17] on ranks 0,1");
   EXPECT_EQ(check({allreduce("w", {2}, DataType::kFloat64), allreduce("w", {2})}),
             "allreduce 'w': dtype float64 on rank 0, float32 on rank 1");
+  EXPECT_EQ(check({allreduce("w", {2}, DataType::kInt32), allreduce("w", {2}, DataType::kInt16),
+                   allreduce("w", {2}, DataType::kInt16)}),
+            "allreduce 'w': dtype int32 on rank 0, int16 on ranks 1,2");
   auto maxOp = allreduce("w", {2});
   maxOp.reduceOp = ReduceOp::kMax;
   EXPECT_EQ(check({allreduce("w", {2}), maxOp, allreduce("w", {2})}),
@@ -222,6 +229,13 @@ TEST(Fusion, PlansBatchesOfCompatibleAllreducesUpToTheThresholdAndKeepsGroupsWho
     half.push_back(run(r));
   }
   EXPECT_EQ(planBatches(half, 40), (Batches{{0, 2}}));
+  // int16 fuses with int16 only, at 2 bytes an element.
+  std::vector<Response> shorts;
+  shorts.push_back(run(allreduce("s1", {10}, DataType::kInt16)));  // 20 bytes
+  shorts.push_back(run(allreduce("s2", {10}, DataType::kInt16)));
+  shorts.push_back(run(allreduce("i", {5}, DataType::kInt32)));  // 20 bytes, other type
+  shorts.push_back(run(allreduce("s3", {10}, DataType::kInt16)));
+  EXPECT_EQ(planBatches(shorts, 40), (Batches{{0, 2}, {2, 3}, {3, 4}}));
 }
 
 TEST(Fusion, ConvertScaledCastsAndScales) {
@@ -237,6 +251,12 @@ TEST(Fusion, ConvertScaledCastsAndScales) {
   EXPECT_EQ(copy[1], 2);
   EXPECT_THROW(convertScaled(DataType::kInt32, ints, DataType::kInt32, copy, 2, 2.0, 1),
                InternalError);
+  int16_t shorts[2] = {-7, 32767}, shortCopy[2];
+  convertScaled(DataType::kInt16, shorts, DataType::kInt16, shortCopy, 2, 1.0, 1);
+  EXPECT_EQ(shortCopy[0], -7);
+  EXPECT_EQ(shortCopy[1], 32767);
+  EXPECT_THROW(convertScaled(DataType::kInt16, shorts, DataType::kFloat16, shortCopy, 2, 1.0, 1),
+               InternalError);  // fp16 compression is for floating point only
 }
 
 // The controller driven by hand for 3 ranks: what every rank computes from the same inputs.

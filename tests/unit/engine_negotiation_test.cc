@@ -196,6 +196,25 @@ TEST_P(Join, EachRankJoiningFirstInTurnContributesZerosAndJoinReturnsTheLastRank
 INSTANTIATE_TEST_SUITE_P(Cache, Join, ::testing::Values(true, false),
                          [](const auto& info) { return info.param ? "cache" : "nocache"; });
 
+TEST(Join, AJoinedRankContributesInt16ZerosAndTheSumStillWraps) {
+  Cluster cluster(3);
+  cluster.run([&](int rank, Engine& engine) {
+    if (rank == 0) {
+      EXPECT_EQ(engine.join(), 2);
+      return;
+    }
+    std::vector<int16_t> x(6);
+    for (int i = 0; i < 6; ++i) x[i] = static_cast<int16_t>(20000 + rank * 1000 + i);
+    engine.allreduce("j16", x.data(), x.data(), {3, 2}, DataType::kInt16, {ReduceOp::kSum}).wait();
+    for (int i = 0; i < 6; ++i) {
+      // 21000 + 22000 + 2i = 43000 + 2i, wrapped to int16; rank 0's zeros add nothing.
+      EXPECT_EQ(x[i], static_cast<int16_t>(43000 + 2 * i - 65536)) << "rank " << rank << " " << i;
+    }
+    if (rank == 2) std::this_thread::sleep_for(30ms);
+    EXPECT_EQ(engine.join(), 2);
+  });
+}
+
 TEST(Join, RanksJoiningAtOnceAllReturnTheSameLastRank) {
   // Which cycle each join lands in is up to the scheduler; whatever it is, every rank agrees.
   // (Ties inside one cycle go to the highest rank: Controller.JoinTiesGoToTheHighestRank.)

@@ -2,6 +2,7 @@
 // from two threads per rank, grouping, scaling, compression, every reduce op, cache and fusion
 // on and off (identical results), and that fusion really fuses.
 #include <algorithm>
+#include <iterator>
 #include <mutex>
 #include <random>
 
@@ -22,7 +23,8 @@ double valueOf(int rank, int op, size_t i) {
 
 const DataType kTypes[] = {DataType::kFloat32, DataType::kFloat64, DataType::kInt32,
                            DataType::kInt64,   DataType::kFloat16, DataType::kBFloat16,
-                           DataType::kInt8,    DataType::kUInt8};
+                           DataType::kInt8,    DataType::kUInt8,   DataType::kInt16};
+static_assert(std::size(kTypes) == kNumDataTypes, "kTypes must list every DataType");
 
 // One async op of the mixed workload: its inputs, outputs, and the check of its result.
 struct MixedOp {
@@ -42,7 +44,7 @@ MixedOp makeMixed(int index, int rank, int np) {
   MixedOp op;
   op.index = index;
   op.kind = static_cast<MixedOp::Kind>(index % 6);
-  op.type = kTypes[index % 8];
+  op.type = kTypes[index % std::size(kTypes)];
   op.count = kCounts[(index / 6) % 6];
   if (op.kind == MixedOp::kAllreduceAverage && !isFloat(op.type)) op.kind = MixedOp::kAllreduceSum;
   size_t rows = op.count;
@@ -354,6 +356,10 @@ TEST(Engine, PrescaleAndPostscaleApplyBeforeAndAfterTheReduction) {
     int32_t x[2] = {1, 2};
     EXPECT_THROW(
         engine.allreduce("int.scaled", x, x, {2}, DataType::kInt32, {ReduceOp::kSum, 2.0, 1.0}),
+        InvalidArgumentError);
+    int16_t s[2] = {1, 2};
+    EXPECT_THROW(
+        engine.allreduce("int16.scaled", s, s, {2}, DataType::kInt16, {ReduceOp::kSum, 1.0, 0.5}),
         InvalidArgumentError);
   });
 }

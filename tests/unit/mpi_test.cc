@@ -102,8 +102,13 @@ int finish(char* err, size_t len) {
 }
 
 void scale(int dtype, const void* in, void* out, uint64_t count) {
-  // The tests use int32 and float32 only.
-  if (dtype == static_cast<int>(DataType::kInt32)) {
+  // The tests use int32, int16 and float32 only. int16 wraps as MPI_SUM on MPI_INT16_T does.
+  if (dtype == static_cast<int>(DataType::kInt16)) {
+    for (uint64_t i = 0; i < count; ++i) {
+      static_cast<int16_t*>(out)[i] =
+          static_cast<int16_t>(static_cast<const int16_t*>(in)[i] * kRanks);
+    }
+  } else if (dtype == static_cast<int>(DataType::kInt32)) {
     for (uint64_t i = 0; i < count; ++i) {
       static_cast<int32_t*>(out)[i] = static_cast<const int32_t*>(in)[i] * kRanks;
     }
@@ -176,6 +181,27 @@ TEST_F(MpiCollectivesTest, AverageIsAnMpiSumDividedAfterwardsAsTheRingDivides) {
   EXPECT_EQ(f, (std::vector<float>{3.0f / 3.0f, 1.5f / 3.0f}));
   c.allreduce(f.data(), f.data(), 2, DataType::kFloat32, {ReduceOp::kMax});
   EXPECT_EQ(fake_.lastOp, static_cast<int>(ReduceOp::kMax));
+}
+
+TEST_F(MpiCollectivesTest, Int16TravelsAsItsOwnTypeAndAveragesLikeTheOtherIntegers) {
+  auto c = make();
+  std::vector<int16_t> in = {7, -7, 20000, 1}, out(4);
+  c.allreduce(in.data(), out.data(), 4, DataType::kInt16, {ReduceOp::kAverage});
+  EXPECT_EQ(fake_.lastOp, static_cast<int>(ReduceOp::kSum));
+  // 60000 wraps to -5536 before the division, as in the ring; -5536 / 3 truncates to -1845.
+  EXPECT_EQ(out, (std::vector<int16_t>{7, -7, -1845, 1}));
+  c.allreduce(in.data(), in.data(), 4, DataType::kInt16, {ReduceOp::kSum});
+  EXPECT_TRUE(fake_.lastInPlace);
+  EXPECT_EQ(in, (std::vector<int16_t>{21, -21, -5536, 3}));
+  // Rows of 2 int16 over 3 ranks; rank 0 gets the first 2 rows, at 2 bytes an element.
+  std::vector<int16_t> rows = {1, 2, 3, 4, 5, 6, 7, 8}, mine(4, 0);
+  auto r1 = make(/*rank=*/1);
+  ReducescatterOptions options;
+  options.op = ReduceOp::kAverage;
+  options.rowElements = 2;
+  r1.reducescatter(rows.data(), mine.data(), 8, DataType::kInt16, options);
+  // 4 rows over 3 ranks: 2, 1, 1; rank 1's row is elements 4..5.
+  EXPECT_EQ(std::vector<int16_t>(mine.begin(), mine.begin() + 2), (std::vector<int16_t>{5, 6}));
 }
 
 TEST_F(MpiCollectivesTest, OverlappingAllreduceBuffersRunInPlace) {

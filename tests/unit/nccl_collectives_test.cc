@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <mutex>
 #include <thread>
 
 #include "common/fake_cuda.h"
@@ -32,6 +33,7 @@ struct Job {
   FakeNcclWorld world;
   FakeCuda cuda;
   store::MemoryStore store;
+  gpu::NcclCollectivesOptions options;
 
   // Runs body(rank, collectives, cache) on every rank; returns each rank's error.
   std::vector<std::exception_ptr> run(
@@ -52,7 +54,7 @@ struct Job {
           return gpu::bootstrapComm(api, store, spec);
         });
         try {
-          gpu::NcclCollectives nccl(cuda, cache, r, np);
+          gpu::NcclCollectives nccl(cuda, cache, r, np, options);
           body(r, nccl, cache);
         } catch (...) {
           errors[r] = std::current_exception();
@@ -169,6 +171,98 @@ TEST(NcclCollectives, HostBuffersAndTwoDevicesAreRefusedBeforeAnyCommunicator) {
     }
     EXPECT_TRUE(cache.created().empty());
   }));
+}
+
+TEST(NcclCollectives, Int16WithoutAnotherPathIsRefusedNamingTheTypeBeforeAnyNcclCall) {
+  EXPECT_FALSE(gpu::ncclHasType(DataType::kInt16));
+  EXPECT_TRUE(gpu::ncclHasType(DataType::kInt8));
+  EXPECT_TRUE(gpu::ncclHasType(DataType::kFloat64));
+  Job job(2);
+  expectNoErrors(job.run([&](int, gpu::NcclCollectives& nccl, gpu::CommCache& cache) {
+    auto* buf = static_cast<int16_t*>(job.cuda.allocOn(0, 8 * sizeof(int16_t)));
+    const std::vector<size_t> ones{1, 1};
+    const std::vector<std::pair<const char*, std::function<void()>>> calls = {
+        {"allreduce", [&] { nccl.allreduce(buf, buf, 4, DataType::kInt16, {}); }},
+        {"broadcast", [&] { nccl.broadcast(buf, 4, DataType::kInt16, {0}); }},
+        {"allgather", [&] { nccl.allgather(buf, 1, buf + 4, ones, DataType::kInt16); }},
+        {"reducescatter", [&] { nccl.reducescatter(buf, buf + 4, 4, DataType::kInt16, {}); }},
+        {"alltoall", [&] { nccl.alltoall(buf, ones, buf + 4, ones, DataType::kInt16); }},
+    };
+    for (const auto& [op, call] : calls) {
+      try {
+        call();
+        ADD_FAILURE() << op << ": int16 accepted";
+      } catch (const InvalidArgumentError& e) {
+        EXPECT_EQ(std::string(e.what()),
+                  std::string(op) +
+                      ": NCCL has no int16 type; run int16 device buffers with "
+                      "HVD_GPU_BACKEND=host (host-staged), or convert them to a type NCCL has "
+                      "(int32)");
+      }
+    }
+    EXPECT_TRUE(cache.created().empty()) << "refused before any communicator";
+  }));
+  EXPECT_EQ(job.world.counters().collectives, 0);
+}
+
+// Records what reaches it, for the calls NcclCollectives hands to its other path.
+class RecordingCollectives final : public gpu::DeviceCollectives {
+ public:
+  void allreduce(const void* in, void* out, size_t count, DataType type,
+                 const AllreduceOptions& o) override {
+    note("allreduce", in, out, count, type, static_cast<int>(o.op));
+  }
+  void allgather(const void* in, size_t count, void* out, const std::vector<size_t>& counts,
+                 DataType type) override {
+    note("allgather", in, out, count, type, static_cast<int>(counts.size()));
+  }
+  void broadcast(void* buffer, size_t count, DataType type, const BroadcastOptions& o) override {
+    note("broadcast", buffer, buffer, count, type, o.root);
+  }
+  void reducescatter(const void* in, void* out, size_t count, DataType type,
+                     const ReducescatterOptions& o) override {
+    note("reducescatter", in, out, count, type, static_cast<int>(o.rowElements));
+  }
+  void alltoall(const void* in, const std::vector<size_t>& sendCounts, void* out,
+                const std::vector<size_t>&, DataType type) override {
+    note("alltoall", in, out, sendCounts.size(), type, 0);
+  }
+  const char* name() const override { return "recording"; }
+
+  std::vector<std::string> calls;
+
+ private:
+  void note(const char* op, const void* in, const void* out, size_t count, DataType type,
+            int extra) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    calls.push_back(std::string(op) + " " + dataTypeName(type) + " " + std::to_string(count) + " " +
+                    std::to_string(extra) + (in == out ? " in-place" : ""));
+  }
+  std::mutex mutex_;
+};
+
+TEST(NcclCollectives, Int16RunsOnTheOtherPathWithEveryArgumentAndOtherTypesStayOnNccl) {
+  Job job(1);
+  RecordingCollectives other;
+  job.options.otherTypes = &other;
+  expectNoErrors(job.run([&](int, gpu::NcclCollectives& nccl, gpu::CommCache& cache) {
+    auto* s = static_cast<int16_t*>(job.cuda.allocOn(0, 8 * sizeof(int16_t)));
+    nccl.allreduce(s, s, 3, DataType::kInt16, {ReduceOp::kMin});
+    nccl.broadcast(s, 5, DataType::kInt16, {0});
+    nccl.allgather(s, 2, s + 4, {2}, DataType::kInt16);
+    nccl.reducescatter(s, s + 4, 4, DataType::kInt16, {ReduceOp::kSum, 2});
+    nccl.alltoall(s, {1}, s + 4, {1}, DataType::kInt16);
+    EXPECT_TRUE(cache.created().empty()) << "int16 needs no communicator";
+    float* f = job.device(std::vector<float>{1.5f, 2.5f});
+    nccl.allreduce(f, f, 2, DataType::kFloat32, {ReduceOp::kSum});
+    EXPECT_EQ(std::vector<float>(f, f + 2), (std::vector<float>{1.5f, 2.5f}));
+    EXPECT_EQ(cache.created(), (std::vector<std::string>{"global"}));
+  }));
+  EXPECT_EQ(other.calls,
+            (std::vector<std::string>{"allreduce int16 3 2 in-place",
+                                      "broadcast int16 5 0 in-place", "allgather int16 2 1",
+                                      "reducescatter int16 4 2", "alltoall int16 1 0"}));
+  EXPECT_EQ(job.world.counters().collectives, 1) << "only the float32 allreduce reached NCCL";
 }
 
 TEST(NcclCollectives, AnAsyncErrorFailsTheCallNamingTheCommunicatorRankAndHost) {

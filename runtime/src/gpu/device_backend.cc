@@ -62,6 +62,7 @@ DeviceBackend::DeviceBackend(DeviceBackendOptions options, transport::Context& c
 DeviceBackend::~DeviceBackend() {
   // Dependency order: the collectives use the communicators, the watchdog polls them.
   collectives_.reset();
+  staged_.reset();
   watchdog_.reset();
   comms_.reset();
   nccl_.reset();
@@ -136,14 +137,19 @@ void DeviceBackend::createCollectives() {
       });
   watchdog_ = std::make_unique<Watchdog>(*nccl_, std::move(w));
 
+  // The types NCCL lacks (int16) are staged through host memory, as without NCCL.
+  staged_ = std::make_unique<StagedCollectives>(*cuda_, context_);
   NcclCollectivesOptions o;
   o.hierarchical = layout_.get();
   o.watchdog = watchdog_.get();
+  o.otherTypes = staged_.get();
   collectives_ =
       std::make_unique<NcclCollectives>(*cuda_, *comms_, options_.rank, options_.size, o);
   description_ =
       "nccl " + ncclVersionText(nccl_->version()) + (layout_ != nullptr ? ", hierarchical" : "");
-  if (options_.rank == 0) log()->info("device buffers run over {}", description_);
+  if (options_.rank == 0) {
+    log()->info("device buffers run over {} (int16, which NCCL lacks, host-staged)", description_);
+  }
 }
 
 void DeviceBackend::exchangeLayout() {

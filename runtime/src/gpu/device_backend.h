@@ -7,7 +7,8 @@
 //    flag check, and CPU jobs never touch NCCL or CUDA.
 //  * auto (the default): NCCL when libnccl.so.2 loads, else device buffers are staged through
 //    pinned host memory over the CPU transports; the choice is logged once.
-//    nccl: NCCL or an error naming why it cannot be loaded. host: always staged.
+//    nccl: NCCL or an error naming why it cannot be loaded. host: always staged. Under NCCL,
+//    the types NCCL lacks (int16) are staged too.
 //  * NCCL communicators are bootstrapped through `store` (the job's, under this Runtime's
 //    prefix) on first use and cached; a watchdog polls them (gpu/watchdog.h) and aborts them
 //    all on a peer failure, an op older than the timeout, or stop(), after which every pending
@@ -124,6 +125,7 @@ class DeviceBackend {
   std::unique_ptr<HierarchicalLayout> layout_;
   std::unique_ptr<CommCache> comms_;
   std::unique_ptr<Watchdog> watchdog_;
+  std::unique_ptr<DeviceCollectives> staged_;       // under NCCL, for the types NCCL lacks
   std::unique_ptr<DeviceCollectives> collectives_;  // uses all of the above: destroyed first
   std::string description_ = "none";
 };

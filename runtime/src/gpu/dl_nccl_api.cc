@@ -80,6 +80,9 @@ bool toNccl(DataType type, ncclDataType_t* out) {
     case DataType::kFloat64:
       *out = ncclFloat64;
       return true;
+    case DataType::kInt16:
+      // NCCL has no 16-bit integer type; NcclCollectives sends such calls elsewhere first.
+      return false;
   }
   return false;
 }

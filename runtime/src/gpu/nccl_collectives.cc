@@ -46,6 +46,8 @@ class InFlight {
 
 }  // namespace
 
+bool ncclHasType(DataType type) { return type != DataType::kInt16; }
+
 NcclCollectives::NcclCollectives(CudaApi& cuda, CommCache& comms, int rank, int size,
                                  NcclCollectivesOptions options)
     : cuda_(cuda), comms_(comms), rank_(rank), size_(size), options_(options), stream_(cuda) {}
@@ -118,6 +120,19 @@ void NcclCollectives::throwAborted(const std::string& comm, const char* op) {
                      "' was cut short on rank " + std::to_string(rank_) + ": " + why);
 }
 
+DeviceCollectives* NcclCollectives::otherTypes(const char* op, DataType type) {
+  if (ncclHasType(type)) return nullptr;
+  // After an abort every device call fails with its reason, whichever path it would take.
+  if (options_.watchdog != nullptr && options_.watchdog->failed()) throwAborted("global", op);
+  if (options_.otherTypes == nullptr) {
+    throw InvalidArgumentError(std::string(op) + ": NCCL has no " + dataTypeName(type) +
+                               " type; run " + dataTypeName(type) +
+                               " device buffers with HVD_GPU_BACKEND=host (host-staged), or "
+                               "convert them to a type NCCL has (int32)");
+  }
+  return options_.otherTypes;
+}
+
 void* NcclCollectives::scratch(size_t bytes) {
   if (scratchBytes_ < bytes) {
     if (scratch_ != nullptr) cuda_.freeDevice(scratch_);
@@ -131,6 +146,9 @@ void* NcclCollectives::scratch(size_t bytes) {
 
 void NcclCollectives::allreduce(const void* input, void* output, size_t count, DataType type,
                                 const AllreduceOptions& options) {
+  if (DeviceCollectives* other = otherTypes("allreduce", type)) {
+    return other->allreduce(input, output, count, type, options);
+  }
   run("allreduce", {input, output}, [&](NcclCommunicator& comm) {
     if (options_.hierarchical != nullptr && count > 0) {
       hierarchicalAllreduce(comm, input, output, count, type, options.op);
@@ -183,6 +201,9 @@ void NcclCollectives::hierarchicalAllreduce(NcclCommunicator& global, const void
 
 void NcclCollectives::broadcast(void* buffer, size_t count, DataType type,
                                 const BroadcastOptions& options) {
+  if (DeviceCollectives* other = otherTypes("broadcast", type)) {
+    return other->broadcast(buffer, count, type, options);
+  }
   if (options.root < 0 || options.root >= size_) {
     throw InvalidArgumentError("broadcast: root " + std::to_string(options.root) +
                                " is not a rank of a job of " + std::to_string(size_));
@@ -198,6 +219,9 @@ void NcclCollectives::broadcast(void* buffer, size_t count, DataType type,
 
 void NcclCollectives::allgather(const void* input, size_t count, void* output,
                                 const std::vector<size_t>& counts, DataType type) {
+  if (DeviceCollectives* other = otherTypes("allgather", type)) {
+    return other->allgather(input, count, output, counts, type);
+  }
   if (counts.size() != static_cast<size_t>(size_) || counts[rank_] != count) {
     throw InvalidArgumentError("allgather: counts must have one entry per rank (" +
                                std::to_string(size_) + ") and this rank's must equal its count");
@@ -229,6 +253,9 @@ void NcclCollectives::allgather(const void* input, size_t count, void* output,
 
 void NcclCollectives::reducescatter(const void* input, void* output, size_t count, DataType type,
                                     const ReducescatterOptions& options) {
+  if (DeviceCollectives* other = otherTypes("reducescatter", type)) {
+    return other->reducescatter(input, output, count, type, options);
+  }
   const auto counts = coll::reducescatterCounts(count, size_, options.rowElements);
   const size_t mine = counts[rank_];
   run("reducescatter", {input, output}, [&](NcclCommunicator& comm) {
@@ -253,6 +280,9 @@ void NcclCollectives::reducescatter(const void* input, void* output, size_t coun
 
 void NcclCollectives::alltoall(const void* input, const std::vector<size_t>& sendCounts,
                                void* output, const std::vector<size_t>& recvCounts, DataType type) {
+  if (DeviceCollectives* other = otherTypes("alltoall", type)) {
+    return other->alltoall(input, sendCounts, output, recvCounts, type);
+  }
   if (sendCounts.size() != static_cast<size_t>(size_) ||
       recvCounts.size() != static_cast<size_t>(size_)) {
     throw InvalidArgumentError("alltoall: send and receive counts need one entry per rank (" +

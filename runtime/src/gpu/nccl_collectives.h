@@ -17,6 +17,9 @@
 //    ones. reducescatter: ncclReduceScatter when every rank receives the same number of
 //    elements; otherwise an allreduce into a device scratch buffer and a copy of this rank's
 //    rows. alltoall: a group of ncclSend/ncclRecv pairs.
+//  * NCCL has no int16: a call of a type it lacks runs on `otherTypes` (DeviceBackend passes its
+//    host-staged collectives), or, without one, is an InvalidArgumentError naming the type
+//    before any NCCL call, never a call with a wrong NCCL type.
 //  * With a watchdog, every call is registered as an op in flight on its first communicator from
 //    before its first enqueue until it returns,
 //    so one that outlives the op timeout aborts the job's communicators; an aborted call's
@@ -48,11 +51,16 @@ struct HierarchicalLayout {
   int crossSize = 1;
 };
 
+// Whether NCCL has an element type for `type` (every hvd type but int16).
+bool ncclHasType(DataType type);
+
 struct NcclCollectivesOptions {
   // Null: every allreduce runs over "global".
   const HierarchicalLayout* hierarchical = nullptr;
   // Null: no op tracking (tests of the collectives alone).
   Watchdog* watchdog = nullptr;
+  // Runs the calls whose type NCCL lacks (ncclHasType); null: they are refused.
+  DeviceCollectives* otherTypes = nullptr;
 };
 
 class NcclCollectives final : public DeviceCollectives {
@@ -90,6 +98,8 @@ class NcclCollectives final : public DeviceCollectives {
   // Waits for everything queued on the stream, or throws if the communicator was aborted.
   void complete(NcclCommunicator& comm, const char* op);
   [[noreturn]] void throwAborted(const std::string& comm, const char* op);
+  // Null when NCCL runs `type`; else options_.otherTypes, or throws if there is none.
+  DeviceCollectives* otherTypes(const char* op, DataType type);
   void hierarchicalAllreduce(NcclCommunicator& global, const void* input, void* output,
                              size_t count, DataType type, ReduceOp op);
   void* scratch(size_t bytes);
