@@ -27,7 +27,7 @@
 
 enum { kPeriod = 17 };  // the input pattern repeats every 17 elements
 
-typedef enum { K_F32, K_F64, K_I8, K_U8, K_I32, K_I64 } Kind;
+typedef enum { K_F32, K_F64, K_I8, K_U8, K_I16, K_I32, K_I64 } Kind;
 
 typedef struct {
   const char* name;    // canonical -d name, printed in the title line
@@ -57,13 +57,14 @@ static int g_rank = 0;
 
 static const TypeInfo* find_type(const char* s) {
   // Built at run time: MPI_Datatype handles need not be constant expressions in every MPI.
-  static TypeInfo types[6];
+  static TypeInfo types[7];
   types[0] = (TypeInfo){"float32", "float", "float", K_F32, sizeof(float), MPI_FLOAT};
   types[1] = (TypeInfo){"float64", "double", "double", K_F64, sizeof(double), MPI_DOUBLE};
   types[2] = (TypeInfo){"int8", NULL, "int8", K_I8, sizeof(int8_t), MPI_INT8_T};
   types[3] = (TypeInfo){"uint8", NULL, "uint8", K_U8, sizeof(uint8_t), MPI_UINT8_T};
   types[4] = (TypeInfo){"int32", "int", "int32", K_I32, sizeof(int32_t), MPI_INT32_T};
   types[5] = (TypeInfo){"int64", NULL, "int64", K_I64, sizeof(int64_t), MPI_INT64_T};
+  types[6] = (TypeInfo){"int16", "short", "int16", K_I16, sizeof(int16_t), MPI_INT16_T};
   for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); ++i) {
     if (strcmp(s, types[i].name) == 0 || (types[i].alias && strcmp(s, types[i].alias) == 0)) {
       return &types[i];
@@ -99,7 +100,7 @@ static void usage(const char* argv0) {
   if (g_rank != 0) return;
   fprintf(stderr,
           "usage: %s [--coll allreduce] [-b minbytes] [-e maxbytes] [-f factor] [-n iters]\n"
-          "          [-w warmup] [-c 0|1] [-d float|double|int8|uint8|int32|int64]\n"
+          "          [-w warmup] [-c 0|1] [-d float|double|int8|uint8|int16|int32|int64]\n"
           "          [-o sum|prod|min|max]\n"
           "sizes take K/M/G suffixes (binary); defaults: -b 8 -e 64M -f 2 -n 20 -w 5 -c 1\n",
           argv0);
@@ -217,6 +218,11 @@ static void store(const TypeInfo* t, void* dst, int64_t v) {
     }
     case K_U8: {
       uint8_t x = (uint8_t)v;
+      memcpy(dst, &x, sizeof(x));
+      break;
+    }
+    case K_I16: {
+      int16_t x = (int16_t)(uint16_t)v;
       memcpy(dst, &x, sizeof(x));
       break;
     }
