@@ -135,4 +135,10 @@ Handle barrierAsync();
 // every rank takes part again: join() may be called again for the next epoch.
 int join();
 
+// CUDA buffers: submit calls order the op after the work queued on the legacy default stream.
+// A program that computes on a stream of its own (torch's current stream) calls this before
+// submitting: the device's later copies and collectives wait, on the device, for what `stream`
+// (a cudaStream_t) holds now. The caller's thread does not block. No-op without a CUDA driver.
+void orderAfterStream(int device, void* stream);
+
 }  // namespace hvd

@@ -163,4 +163,9 @@ Handle barrierAsync() { return theEngine().barrier(); }
 
 int join() { return theEngine().join(); }
 
+void orderAfterStream(int device, void* stream) {
+  if (device < 0) throw InvalidArgumentError("orderAfterStream: device " + std::to_string(device));
+  runtime().devices().orderAfter(device, stream);
+}
+
 }  // namespace hvd

@@ -1,83 +1,26 @@
-// The C ABI: converts arguments, calls the C++ API, and turns exceptions into status codes plus
-// a thread-local message. Nothing throws across this boundary.
+// The C ABI of hvd.h: converts arguments, calls the C++ API, and turns exceptions into status codes
+// plus a thread-local message. Nothing throws across this boundary.
 #include <string>
 #include <vector>
 
+#include "core/c_api_support.h"
 #include "hvd/hvd.h"
 #include "hvd/hvd.hpp"
 
 namespace {
 
-thread_local std::string lastError;
-
-hvd_status statusOf(hvd::ErrorKind kind) {
-  switch (kind) {
-    case hvd::ErrorKind::kInvalidArgument:
-      return HVD_ERR_INVALID_ARGUMENT;
-    case hvd::ErrorKind::kTimeout:
-      return HVD_ERR_TIMEOUT;
-    case hvd::ErrorKind::kPeer:
-      return HVD_ERR_PEER;
-    case hvd::ErrorKind::kBackend:
-      return HVD_ERR_BACKEND;
-    case hvd::ErrorKind::kInternal:
-      return HVD_ERR_INTERNAL;
-  }
-  return HVD_ERR_INTERNAL;
-}
-
-template <typename F>
-hvd_status guarded(F&& body) {
-  try {
-    body();
-    lastError.clear();
-    return HVD_OK;
-  } catch (const hvd::Error& e) {
-    lastError = e.what();
-    return statusOf(e.kind());
-  } catch (const std::bad_alloc&) {
-    lastError = "out of memory";
-    return HVD_ERR_BACKEND;
-  } catch (const std::exception& e) {
-    lastError = e.what();
-    return HVD_ERR_INTERNAL;
-  } catch (...) {
-    lastError = "unknown error";
-    return HVD_ERR_INTERNAL;
-  }
-}
-
-size_t checkedCount(const char* what, int64_t count) {
-  if (count < 0) {
-    throw hvd::InvalidArgumentError(std::string(what) + " is negative (" + std::to_string(count) +
-                                    ")");
-  }
-  return static_cast<size_t>(count);
-}
+using hvd::capi::checkedCount;
+using hvd::capi::dataType;
+using hvd::capi::guarded;
+using hvd::capi::reduceOp;
 
 std::vector<size_t> checkedCounts(const char* what, const int64_t* counts) {
   if (counts == nullptr) throw hvd::InvalidArgumentError(std::string(what) + " is null");
   std::vector<size_t> out(hvd::size());
   for (size_t i = 0; i < out.size(); ++i) {
-    out[i] = checkedCount((std::string(what) + "[" + std::to_string(i) + "]").c_str(), counts[i]);
+    out[i] = checkedCount(std::string(what) + "[" + std::to_string(i) + "]", counts[i]);
   }
   return out;
-}
-
-hvd::DataType dataType(int type) {
-  if (type < 0 || type >= hvd::kNumDataTypes) {
-    throw hvd::InvalidArgumentError("unknown data type " + std::to_string(type) +
-                                    " (valid: HVD_INT8 .. HVD_FLOAT64, HVD_INT16)");
-  }
-  return static_cast<hvd::DataType>(type);
-}
-
-hvd::ReduceOp reduceOp(int op) {
-  if (op < 0 || op >= hvd::kNumReduceOps) {
-    throw hvd::InvalidArgumentError("unknown reduce op " + std::to_string(op) +
-                                    " (valid: HVD_SUM .. HVD_PRODUCT)");
-  }
-  return static_cast<hvd::ReduceOp>(op);
 }
 
 hvd_status query(int* out, int (*getter)()) {
@@ -91,7 +34,7 @@ hvd_status query(int* out, int (*getter)()) {
 
 extern "C" {
 
-const char* hvd_last_error(void) { return lastError.c_str(); }
+const char* hvd_last_error(void) { return hvd::capi::lastError().c_str(); }
 
 const char* hvd_status_name(hvd_status status) {
   switch (status) {

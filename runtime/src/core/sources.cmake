@@ -1,6 +1,8 @@
 target_sources(hvd PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/api.cc
   ${CMAKE_CURRENT_LIST_DIR}/c_api.cc
+  ${CMAKE_CURRENT_LIST_DIR}/c_api_support.cc
+  ${CMAKE_CURRENT_LIST_DIR}/c_engine_api.cc
   ${CMAKE_CURRENT_LIST_DIR}/config.cc
   ${CMAKE_CURRENT_LIST_DIR}/runtime.cc
   ${CMAKE_CURRENT_LIST_DIR}/scheduler_env.cc)

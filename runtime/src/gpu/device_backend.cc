@@ -230,6 +230,18 @@ void DeviceBackend::synchronize(int device) {
   api->synchronizeStream(nullptr);
 }
 
+void DeviceBackend::orderAfter(int device, CudaStreamHandle stream) {
+  CudaApi* api = cuda();
+  if (api == nullptr || stream == nullptr) return;
+  api->setDevice(device);
+  // An event destroyed after it was waited on is released once the wait is satisfied (CUDA's
+  // rule), so one event per call costs no bookkeeping here.
+  CudaEventHandle event = api->createEvent();
+  api->recordEvent(event, stream);
+  api->streamWaitEvent(nullptr, event);
+  api->destroyEvent(event);
+}
+
 void* DeviceBackend::scratch(int device, size_t bytes) {
   CudaApi* api = cuda();
   if (api == nullptr) throw InternalError("device scratch without a CUDA driver");

@@ -89,6 +89,11 @@ class DeviceBackend {
   void copy(int device, void* dst, const void* src, size_t bytes);
   void synchronize(int device);
   void* scratch(int device, size_t bytes);
+  // Makes the legacy default stream of `device` wait (on the device, not the calling thread)
+  // for what is queued on `stream` now: a caller computing on a stream of its own (torch's
+  // current stream) gets every later copy and collective ordered after that work. No-op for a
+  // null stream (the legacy default stream itself) or without a driver.
+  void orderAfter(int device, CudaStreamHandle stream);
 
   // Aborts the NCCL communicators (a job stop) and returns once they are; later device calls
   // fail with `reason`. No-op before the first NCCL call.

@@ -1,0 +1,179 @@
+"""Lifecycle, topology and build queries of hvd.torch (Horovod's horovod.common.basics)."""
+
+import os
+
+from hvd import _capi
+
+Average = _capi.AVERAGE
+Sum = _capi.SUM
+Min = _capi.MIN
+Max = _capi.MAX
+Product = _capi.PRODUCT
+# Horovod's Adasum has no hvd implementation: its value only exists so that scripts naming it
+# import, and every op given it raises (see check_op).
+Adasum = 100
+
+_NOT_INITIALIZED = "Horovod has not been initialized; use hvd.init()."
+
+
+def check_op(op):
+    """The op constant a collective accepts; Adasum is refused with the alternative."""
+    if op == Adasum:
+        raise NotImplementedError(
+            "hvd has no Adasum reduction: use op=hvd.Average (the default) or hvd.Sum, "
+            "optionally with a gradient_predivide_factor")
+    if op not in (Average, Sum, Min, Max, Product):
+        raise ValueError("unknown reduction op %r (use hvd.Average, hvd.Sum, hvd.Min, hvd.Max "
+                         "or hvd.Product)" % (op,))
+    return op
+
+
+def init(comm=None, process_sets=None):
+    """Joins the job: reads the worker environment hvdrun (or srun, mpirun) set and connects to
+    the other ranks. Idempotent."""
+    if comm is not None:
+        raise NotImplementedError(
+            "hvd.init(comm=...): hvd does not run on a caller's MPI communicator; launch the "
+            "job with hvdrun (or mpirun/srun, which hvd.init() reads) and call hvd.init()")
+    if process_sets is not None:
+        raise NotImplementedError(
+            "hvd.init(process_sets=...): process sets are not supported yet; use the global "
+            "set (omit process_sets)")
+    lib = _capi.lib()
+    lib.check(lib.init(), submit=True)
+    from hvd.torch import mpi_ops  # the per-init naming counters start anew
+    mpi_ops._reset()
+
+
+def shutdown():
+    """Leaves the job; pending ops fail. hvd.init() may be called again afterwards."""
+    lib = _capi.lib()
+    lib.check(lib.shutdown())
+
+
+def is_initialized():
+    return bool(_capi.lib().is_initialized())
+
+
+def _query(fn_name):
+    lib = _capi.lib()
+    if not lib.is_initialized():
+        raise ValueError(_NOT_INITIALIZED)
+    return lib.query(getattr(lib, fn_name))
+
+
+def size():
+    return _query("size")
+
+
+def rank():
+    return _query("rank")
+
+
+def local_size():
+    return _query("local_size")
+
+
+def local_rank():
+    return _query("local_rank")
+
+
+def cross_size():
+    return _query("cross_size")
+
+
+def cross_rank():
+    return _query("cross_rank")
+
+
+def is_homogeneous():
+    """True when every host runs the same number of ranks."""
+    from hvd.torch import mpi_ops
+    import torch
+    counts = mpi_ops.allgather(torch.tensor([local_size()], dtype=torch.int64),
+                               name="hvd.is_homogeneous")
+    return bool((counts == counts[0]).all())
+
+
+def nccl_built():
+    """NCCL's version code (major*10000 + minor*100 + patch, as NCCL_VERSION_CODE) when this
+    libhvd has the NCCL backend and an NCCL library loads, else 0."""
+    lib = _capi.lib()
+    if not lib.nccl_built():
+        return 0
+    version = (lib.nccl_version() or b"").decode()
+    parts = [int(p) for p in version.split(".") if p.isdigit()]
+    if len(parts) < 3:
+        return 0
+    major, minor, patch = parts[:3]
+    # NCCL changed its code's formula at 2.9: major*1000 + minor*100 + patch before that.
+    if (major, minor) < (2, 9):
+        return major * 1000 + minor * 100 + patch
+    return major * 10000 + minor * 100 + patch
+
+
+def cuda_built():
+    return bool(_capi.lib().nccl_built())
+
+
+def rocm_built():
+    return False
+
+
+def mpi_built():
+    """True when libhvd's MPI plugin (libhvd_mpi.so) sits next to libhvd."""
+    path = _capi.lib().path
+    return os.path.isfile(os.path.join(os.path.dirname(os.path.realpath(path)), "libhvd_mpi.so"))
+
+
+def mpi_enabled():
+    """True when the collectives run over MPI (HVD_CPU_BACKEND=mpi)."""
+    backend = os.environ.get("HVD_CPU_BACKEND") or os.environ.get("HOROVOD_CPU_OPERATIONS") or ""
+    return backend.lower() == "mpi" and mpi_built()
+
+
+def mpi_threads_supported():
+    return mpi_enabled()
+
+
+def gloo_built():
+    return False
+
+
+def gloo_enabled():
+    return False
+
+
+def nccl_enabled():
+    return nccl_built() != 0
+
+
+def ddl_built():
+    return False
+
+
+def ccl_built():
+    return False
+
+
+def start_timeline(file_path, mark_cycles=False):
+    """Starts writing the timeline (a Chrome trace, rank 0 writes it) to file_path."""
+    if not file_path:
+        raise ValueError("start_timeline: file_path is empty")
+    lib = _capi.lib()
+    lib.check(lib.start_timeline(os.fsencode(file_path), 1 if mark_cycles else 0), submit=True)
+
+
+def stop_timeline():
+    """Stops the timeline; returns once its file is complete."""
+    lib = _capi.lib()
+    lib.check(lib.stop_timeline(), submit=True)
+
+
+def engine_stats():
+    """hvd's own: what this rank's engine did so far (cycles, collectives, bytes, ...)."""
+    lib = _capi.lib()
+    stats = _capi.EngineStats()
+    stats.struct_size = _capi.ctypes.sizeof(_capi.EngineStats)
+    lib.check(lib.get_engine_stats(_capi.ctypes.byref(stats)), submit=True)
+    return {name: getattr(stats, name) for name, _ in _capi.EngineStats._fields_[1:]}

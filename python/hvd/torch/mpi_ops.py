@@ -1,0 +1,785 @@
+"""The collectives of hvd.torch (Horovod's horovod.torch.mpi_ops) over libhvd's engine.
+
+Every op is a named engine op: the engine matches it across ranks by name, checks that type,
+shape, op and root agree (a mismatch fails the op on every rank, naming the tensor and the
+ranks), fuses small tensors and runs them in the background. A name given by the caller is
+prefixed by the op ("allreduce.fc1.weight"); an unnamed op is named after its handle
+("allreduce.noname.7"), handles being numbered from 1 per process across every op, as in
+Horovod, so ranks must submit their unnamed ops in the same order.
+
+The *_async forms return an int handle for poll() and synchronize(); synchronize returns the
+op's output (the tensor itself for the in-place forms, a tuple for grouped ops, (output,
+received_splits) for alltoall). Arguments that are wrong on this rank raise ValueError at
+submit; failures while the op runs (peers, mismatches, shutdown) raise HorovodInternalError
+from synchronize. Tensors stay the caller's and must not be modified until the op is done.
+CUDA tensors go to libhvd's GPU backend (NCCL, or staged through host memory), ordered after
+torch's current stream.
+"""
+
+import ctypes
+import itertools
+import threading
+
+import torch
+
+from hvd import _capi
+from hvd.exceptions import HorovodInternalError
+from hvd.torch.basics import _NOT_INITIALIZED, Average, Sum, check_op, rank, size
+from hvd.torch.compression import Compression, FP16Compressor
+from hvd.torch.process_sets import check_process_set, global_process_set
+
+_DTYPES = {
+    torch.uint8: _capi.UINT8,
+    torch.int8: _capi.INT8,
+    torch.int16: _capi.INT16,
+    torch.int32: _capi.INT32,
+    torch.int64: _capi.INT64,
+    torch.float16: _capi.FLOAT16,
+    torch.bfloat16: _capi.BFLOAT16,
+    torch.float32: _capi.FLOAT32,
+    torch.float64: _capi.FLOAT64,
+}
+_WIDE_FLOATS = (torch.float32, torch.float64)  # what the engine's fp16 compression applies to
+
+
+class _Pending:
+    """One Python handle: the engine handles behind it, how to turn them into the result, and
+    the buffers the engine reads until they are done."""
+
+    __slots__ = ("handles", "finish", "keep")
+
+    def __init__(self, handles, finish, keep):
+        self.handles = handles
+        self.finish = finish
+        self.keep = keep
+
+
+_lock = threading.Lock()
+_pending = {}
+_handle_ids = itertools.count(1)
+
+
+def _reset():
+    """Handles (and so unnamed ops) are numbered from 1 again after init, on every rank."""
+    global _handle_ids
+    with _lock:
+        _handle_ids = itertools.count(1)
+
+
+def _new_handle():
+    with _lock:
+        return next(_handle_ids)
+
+
+def _op_name(prefix, name, hid):
+    if not name:
+        return "%s.noname.%d" % (prefix, hid)
+    if not isinstance(name, str):
+        raise ValueError("%s: name must be a str, got %s" % (prefix, type(name).__name__))
+    return "%s.%s" % (prefix, name)
+
+
+def _dtype_code(tensor, what):
+    if not isinstance(tensor, torch.Tensor):
+        raise ValueError("%s: expected a torch.Tensor, got %s" % (what, type(tensor).__name__))
+    code = _DTYPES.get(tensor.dtype)
+    if code is None:
+        raise ValueError("%s: tensor type %s is not supported (supported: %s)" % (
+            what, tensor.dtype, ", ".join(str(t).replace("torch.", "") for t in _DTYPES)))
+    if tensor.layout != torch.strided:
+        raise ValueError("%s: %s tensors are not supported (dense tensors only)" %
+                         (what, tensor.layout))
+    return code
+
+
+def _device_of(tensor, what):
+    """(device index, stream) for the C ABI: -1 for host memory."""
+    device = tensor.device
+    if device.type == "cpu":
+        return -1, None
+    if device.type != "cuda":
+        raise ValueError("%s: tensors on %s are not supported (cpu or cuda)" % (what, device))
+    stream = torch.cuda.current_stream(device).cuda_stream
+    return device.index, (stream or None)
+
+
+def _contiguous(tensor):
+    return tensor if tensor.is_contiguous() else tensor.contiguous()
+
+
+def _submit(fn, *args):
+    handle = ctypes.c_void_p()
+    lib = _capi.lib()
+    status = fn(*args, ctypes.byref(handle))
+    if status != _capi.OK:
+        if not lib.is_initialized():
+            raise HorovodInternalError(_NOT_INITIALIZED)  # Horovod's error for ops before init
+        lib.check(status, submit=True)
+    return handle
+
+
+def _register(hid, handles, finish, keep=None):
+    with _lock:
+        _pending[hid] = _Pending(handles, finish, keep)
+    return hid
+
+
+def _abandon(handles):
+    """A multi-part submit failed part-way: the parts already queued still read their buffers,
+    so wait for them (they fail or finish) before the buffers can go."""
+    lib = _capi.lib()
+    for h in handles:
+        lib.handle_wait(h)
+        lib.handle_release(h)
+
+
+def _engine_output(handle, dtype, device):
+    """The engine-allocated result of an op, as a tensor of `dtype` on `device`."""
+    lib = _capi.lib()
+    ndim = ctypes.c_int()
+    lib.check(lib.handle_output_shape(handle, None, 0, ctypes.byref(ndim)))
+    dims = (ctypes.c_int64 * max(ndim.value, 1))()
+    lib.check(lib.handle_output_shape(handle, dims, ndim.value, ctypes.byref(ndim)))
+    data = ctypes.c_void_p()
+    nbytes = ctypes.c_int64()
+    lib.check(lib.handle_output(handle, ctypes.byref(data), ctypes.byref(nbytes)))
+    out = torch.empty(tuple(dims[:ndim.value]), dtype=dtype)
+    if nbytes.value:
+        ctypes.memmove(out.data_ptr(), data.value, nbytes.value)
+    return out if device.type == "cpu" else out.to(device)
+
+
+def _received_splits(handle, like):
+    lib = _capi.lib()
+    count = ctypes.c_int()
+    lib.check(lib.handle_received_splits(handle, None, 0, ctypes.byref(count)))
+    splits = (ctypes.c_int64 * max(count.value, 1))()
+    lib.check(lib.handle_received_splits(handle, splits, count.value, ctypes.byref(count)))
+    if like is not None:  # Horovod: the received splits take the given splits' type and place
+        return torch.tensor(splits[:count.value], dtype=like.dtype, device=like.device)
+    return torch.tensor(splits[:count.value], dtype=torch.int32)
+
+
+def _resolve_op(op, average, what):
+    if op is not None and average is not None:
+        raise ValueError("%s: the op parameter supersedes average. Please provide only one of "
+                         "them." % what)
+    if op is None:
+        op = Average if average is None or average else Sum
+    return check_op(op)
+
+
+def _is_fp16(compression):
+    return compression is FP16Compressor or isinstance(compression, FP16Compressor)
+
+
+# --- allreduce ------------------------------------------------------------------------------
+
+def _allreduce_async(tensor, in_place, name, op, prescale, postscale, fp16=False):
+    hid = _new_handle()
+    what = "allreduce"
+    dtype = _dtype_code(tensor, what)
+    device, stream = _device_of(tensor, what)
+    work = _contiguous(tensor)
+    target = work if in_place else torch.empty_like(work, memory_format=torch.contiguous_format)
+    shape, ndim = _capi.shape_array(work.shape)
+    o = _capi.options(op=op, prescale=prescale, postscale=postscale, fp16=fp16, device=device,
+                      stream=stream)
+    h = _submit(_capi.lib().allreduce_async, _op_name("allreduce", name, hid).encode(),
+                work.data_ptr(), target.data_ptr(), shape, ndim, dtype, ctypes.byref(o))
+
+    def finish(_handles):
+        if in_place and target is not tensor:
+            tensor.copy_(target)
+            return tensor
+        return target
+
+    return _register(hid, [h], finish, keep=work)
+
+
+def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+                    postscale_factor=1.0, process_set=global_process_set):
+    """Starts an allreduce of `tensor` into a new tensor; synchronize() returns it."""
+    check_process_set(process_set)
+    op = _resolve_op(op, average, "allreduce_async")
+    return _allreduce_async(tensor, False, name, op, prescale_factor, postscale_factor)
+
+
+def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+                     postscale_factor=1.0, process_set=global_process_set):
+    """Starts an in-place allreduce of `tensor`; synchronize() returns the tensor."""
+    check_process_set(process_set)
+    op = _resolve_op(op, average, "allreduce_async_")
+    return _allreduce_async(tensor, True, name, op, prescale_factor, postscale_factor)
+
+
+class _AllreduceFn(torch.autograd.Function):
+    """y = reduce over ranks of x: the gradient is the same reduction of the gradients."""
+
+    @staticmethod
+    def forward(ctx, tensor, name, op, prescale, postscale, fp16):
+        ctx.op, ctx.prescale, ctx.postscale = op, prescale, postscale
+        return synchronize(_allreduce_async(tensor, False, name, op, prescale, postscale, fp16))
+
+    @staticmethod
+    def backward(ctx, grad):
+        return (allreduce(grad, op=ctx.op, prescale_factor=ctx.prescale,
+                          postscale_factor=ctx.postscale), None, None, None, None, None)
+
+
+def allreduce(tensor, average=None, name=None, compression=Compression.none, op=None,
+              prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set):
+    """The reduction of `tensor` over all ranks (Average by default), as a new tensor.
+    Differentiable."""
+    check_process_set(process_set)
+    op = _resolve_op(op, average, "allreduce")
+    if _is_fp16(compression) and tensor.dtype in _WIDE_FLOATS:
+        # The engine casts to float16 and back itself: the same bytes on the wire, no copies.
+        return _AllreduceFn.apply(tensor, name, op, prescale_factor, postscale_factor, True)
+    compressed, cctx = compression.compress(tensor)
+    out = _AllreduceFn.apply(compressed, name, op, prescale_factor, postscale_factor, False)
+    return compression.decompress(out, cctx)
+
+
+def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+               postscale_factor=1.0, process_set=global_process_set):
+    """In-place allreduce; returns `tensor`."""
+    return synchronize(allreduce_async_(tensor, average, name, op, prescale_factor,
+                                        postscale_factor, process_set))
+
+
+# --- grouped allreduce ------------------------------------------------------------------------
+
+def _member_names(prefix, name, hid, n):
+    base = _op_name(prefix, name, hid)
+    return ["%s_%dof%d" % (base, i + 1, n) for i in range(n)]
+
+
+def _grouped_allreduce_async(tensors, in_place, name, op, prescale, postscale, fp16=False):
+    """The members are negotiated and reduced as one; the engine groups tensors of one type and
+    device, so mixed lists become one engine group per (type, device), all under one handle."""
+    if not isinstance(tensors, (list, tuple)) or not tensors:
+        raise ValueError("grouped_allreduce: expected a non-empty list of tensors")
+    hid = _new_handle()
+    names = _member_names("grouped_allreduce", name, hid, len(tensors))
+    works = [_contiguous(t) for t in tensors]
+    targets = works if in_place else [
+        torch.empty_like(w, memory_format=torch.contiguous_format) for w in works]
+    by_kind = {}
+    for i, t in enumerate(works):
+        key = (_dtype_code(t, "grouped_allreduce"), _device_of(t, "grouped_allreduce"))
+        by_kind.setdefault(key, []).append(i)
+    lib = _capi.lib()
+    handles = []
+    try:
+        for (dtype, (device, stream)), members in by_kind.items():
+            n = len(members)
+            c_names = (ctypes.c_char_p * n)(*[names[i].encode() for i in members])
+            ins = (ctypes.c_void_p * n)(*[works[i].data_ptr() for i in members])
+            outs = (ctypes.c_void_p * n)(*[targets[i].data_ptr() for i in members])
+            shape_arrays = [_capi.shape_array(works[i].shape) for i in members]
+            shapes = (ctypes.POINTER(ctypes.c_int64) * n)(
+                *[ctypes.cast(a, ctypes.POINTER(ctypes.c_int64)) for a, _ in shape_arrays])
+            ndims = (ctypes.c_int * n)(*[d for _, d in shape_arrays])
+            o = _capi.options(op=op, prescale=prescale, postscale=postscale, fp16=fp16,
+                              device=device, stream=stream)
+            handles.append(_submit(lib.grouped_allreduce_async, n, c_names, ins, outs, shapes,
+                                   ndims, dtype, ctypes.byref(o)))
+    except Exception:
+        _abandon(handles)
+        raise
+
+    def finish(_handles):
+        if not in_place:
+            return tuple(targets)
+        for t, w in zip(tensors, works):
+            if w is not t:
+                t.copy_(w)
+        return tuple(tensors)
+
+    return _register(hid, handles, finish, keep=works)
+
+
+def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0,
+                            postscale_factor=1.0, process_set=global_process_set):
+    """Starts a grouped allreduce into new tensors; synchronize() returns them (a tuple)."""
+    check_process_set(process_set)
+    op = _resolve_op(op, average, "grouped_allreduce_async")
+    return _grouped_allreduce_async(tensors, False, name, op, prescale_factor, postscale_factor)
+
+
+def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
+                             postscale_factor=1.0, process_set=global_process_set):
+    """Starts a grouped allreduce in place; synchronize() returns the tensors (a tuple)."""
+    check_process_set(process_set)
+    op = _resolve_op(op, average, "grouped_allreduce_async_")
+    return _grouped_allreduce_async(tensors, True, name, op, prescale_factor, postscale_factor)
+
+
+class _GroupedAllreduceFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, name, op, prescale, postscale, fp16, *tensors):
+        ctx.op, ctx.prescale, ctx.postscale = op, prescale, postscale
+        return synchronize(_grouped_allreduce_async(list(tensors), False, name, op, prescale,
+                                                    postscale, fp16))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        reduced = grouped_allreduce(list(grads), op=ctx.op, prescale_factor=ctx.prescale,
+                                    postscale_factor=ctx.postscale)
+        return (None, None, None, None, None) + tuple(reduced)
+
+
+def grouped_allreduce(tensors, average=None, name=None, compression=Compression.none, op=None,
+                      prescale_factor=1.0, postscale_factor=1.0,
+                      process_set=global_process_set):
+    """The reductions of `tensors`, negotiated and reduced as one; a list of new tensors.
+    Differentiable."""
+    check_process_set(process_set)
+    op = _resolve_op(op, average, "grouped_allreduce")
+    if not isinstance(tensors, (list, tuple)) or not tensors:
+        raise ValueError("grouped_allreduce: expected a non-empty list of tensors")
+    if _is_fp16(compression) and all(t.dtype in _WIDE_FLOATS for t in tensors):
+        return list(_GroupedAllreduceFn.apply(name, op, prescale_factor, postscale_factor, True,
+                                              *tensors))
+    pairs = [compression.compress(t) for t in tensors]
+    outs = _GroupedAllreduceFn.apply(name, op, prescale_factor, postscale_factor, False,
+                                     *[c for c, _ in pairs])
+    return [compression.decompress(o, c) for o, (_, c) in zip(outs, pairs)]
+
+
+def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
+                       postscale_factor=1.0, process_set=global_process_set):
+    """In-place grouped allreduce; returns the tensors (a tuple)."""
+    return synchronize(grouped_allreduce_async_(tensors, average, name, op, prescale_factor,
+                                                postscale_factor, process_set))
+
+
+# --- allgather ---------------------------------------------------------------------------------
+
+def _allgather_submit(tensor, op_name):
+    """Submits one allgather; returns (engine handle, the input the engine reads)."""
+    what = "allgather"
+    dtype = _dtype_code(tensor, what)
+    if tensor.dim() == 0:
+        raise ValueError("allgather: a scalar (0-dim) tensor has no dimension to gather along; "
+                         "reshape it to [1]")
+    device, stream = _device_of(tensor, what)
+    work = _contiguous(tensor)
+    shape, ndim = _capi.shape_array(work.shape)
+    o = _capi.options(device=device, stream=stream)
+    h = _submit(_capi.lib().allgather_async, op_name.encode(), work.data_ptr(), shape, ndim,
+                dtype, ctypes.byref(o))
+    return h, work
+
+
+def _gathered(handles, tensors):
+    return tuple(_engine_output(h, t.dtype, t.device) for h, t in zip(handles, tensors))
+
+
+def allgather_async(tensor, name=None, process_set=global_process_set):
+    """Starts gathering every rank's `tensor` along dimension 0 (which may differ across
+    ranks, the other dimensions may not)."""
+    check_process_set(process_set)
+    hid = _new_handle()
+    h, work = _allgather_submit(tensor, _op_name("allgather", name, hid))
+    return _register(hid, [h], lambda hs: _gathered(hs, [tensor])[0], keep=work)
+
+
+def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
+    """Starts an allgather of each of `tensors`; synchronize() returns the results (a tuple)."""
+    check_process_set(process_set)
+    if not isinstance(tensors, (list, tuple)) or not tensors:
+        raise ValueError("grouped_allgather: expected a non-empty list of tensors")
+    hid = _new_handle()
+    submitted = []
+    try:
+        for t, n in zip(tensors, _member_names("grouped_allgather", name, hid, len(tensors))):
+            submitted.append(_allgather_submit(t, n))
+    except Exception:
+        _abandon([h for h, _ in submitted])
+        raise
+    return _register(hid, [h for h, _ in submitted], lambda hs: _gathered(hs, tensors),
+                     keep=[w for _, w in submitted])
+
+
+def _rows_offset(rows):
+    """This rank's first row in the concatenation of every rank's `rows` rows."""
+    every = allgather(torch.tensor([rows], dtype=torch.int32))
+    return int(every[:rank()].sum())
+
+
+class _AllgatherFn(torch.autograd.Function):
+    """y = concat over ranks of x_r. Horovod's gradient of x_r: this rank's rows of the average
+    over ranks of y's gradients."""
+
+    @staticmethod
+    def forward(ctx, tensor, name):
+        ctx.rows = tensor.shape[0] if tensor.dim() > 0 else 0
+        return synchronize(allgather_async(tensor, name))
+
+    @staticmethod
+    def backward(ctx, grad):
+        averaged = allreduce(grad, op=Average)
+        return averaged.narrow(0, _rows_offset(ctx.rows), ctx.rows), None
+
+
+def allgather(tensor, name=None, process_set=global_process_set):
+    """Every rank's `tensor` concatenated along dimension 0, in rank order. Differentiable."""
+    check_process_set(process_set)
+    return _AllgatherFn.apply(tensor, name)
+
+
+class _GroupedAllgatherFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, name, *tensors):
+        ctx.rows = [t.shape[0] if t.dim() > 0 else 0 for t in tensors]
+        return synchronize(grouped_allgather_async(list(tensors), name))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        averaged = grouped_allreduce(list(grads), op=Average)
+        offsets = [_rows_offset(r) for r in ctx.rows]
+        return (None,) + tuple(g.narrow(0, o, r) for g, o, r in zip(averaged, offsets, ctx.rows))
+
+
+def grouped_allgather(tensors, name=None, process_set=global_process_set):
+    """The allgather of each of `tensors` (a list). Differentiable."""
+    check_process_set(process_set)
+    if not isinstance(tensors, (list, tuple)) or not tensors:
+        raise ValueError("grouped_allgather: expected a non-empty list of tensors")
+    return list(_GroupedAllgatherFn.apply(name, *tensors))
+
+
+# --- broadcast ---------------------------------------------------------------------------------
+
+def _broadcast_async(tensor, root_rank, name, in_place):
+    what = "broadcast"
+    dtype = _dtype_code(tensor, what)
+    if isinstance(root_rank, bool) or not isinstance(root_rank, int):
+        raise ValueError("broadcast: root_rank must be an int, got %r" % (root_rank,))
+    hid = _new_handle()
+    device, stream = _device_of(tensor, what)
+    target = _contiguous(tensor) if in_place else tensor.clone(
+        memory_format=torch.contiguous_format)
+    shape, ndim = _capi.shape_array(target.shape)
+    o = _capi.options(root=root_rank, device=device, stream=stream)
+    h = _submit(_capi.lib().broadcast_async, _op_name("broadcast", name, hid).encode(),
+                target.data_ptr(), shape, ndim, dtype, ctypes.byref(o))
+
+    def finish(_handles):
+        if in_place and target is not tensor:
+            tensor.copy_(target)
+            return tensor
+        return target
+
+    return _register(hid, [h], finish, keep=target)
+
+
+def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
+    """Starts broadcasting root_rank's `tensor` into a new tensor on every rank."""
+    check_process_set(process_set)
+    return _broadcast_async(tensor, root_rank, name, False)
+
+
+def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_set):
+    """Starts broadcasting root_rank's `tensor` into `tensor` on every rank."""
+    check_process_set(process_set)
+    return _broadcast_async(tensor, root_rank, name, True)
+
+
+class _BroadcastFn(torch.autograd.Function):
+    """Horovod's definition: the root's gradient is the average over ranks of the output's
+    gradients; the other ranks' inputs reach no output, so theirs is zero."""
+
+    @staticmethod
+    def forward(ctx, tensor, root_rank, name):
+        ctx.root_rank = root_rank
+        return synchronize(_broadcast_async(tensor, root_rank, name, False))
+
+    @staticmethod
+    def backward(ctx, grad):
+        averaged = allreduce(grad, op=Average)
+        if rank() != ctx.root_rank:
+            averaged = torch.zeros_like(averaged)
+        return averaged, None, None
+
+
+def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
+    """root_rank's `tensor`, as a new tensor on every rank. Differentiable."""
+    check_process_set(process_set)
+    return _BroadcastFn.apply(tensor, root_rank, name)
+
+
+def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
+    """root_rank's `tensor` copied into `tensor` on every rank; returns it."""
+    return synchronize(broadcast_async_(tensor, root_rank, name, process_set))
+
+
+# --- alltoall ----------------------------------------------------------------------------------
+
+def _splits_list(splits):
+    if splits is None:
+        return []
+    if isinstance(splits, torch.Tensor):
+        if splits.dim() != 1 or splits.dtype.is_floating_point or splits.dtype == torch.bool:
+            raise ValueError("alltoall: splits must be a 1-D integer tensor or a list of ints")
+        return [int(s) for s in splits.tolist()]
+    try:
+        return [int(s) for s in splits]
+    except (TypeError, ValueError):
+        raise ValueError("alltoall: splits must be a 1-D integer tensor or a list of ints, got "
+                         "%r" % (splits,)) from None
+
+
+def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set):
+    """Starts an alltoall; synchronize() returns (output, received_splits)."""
+    check_process_set(process_set)
+    what = "alltoall"
+    dtype = _dtype_code(tensor, what)
+    if tensor.dim() == 0:
+        raise ValueError("alltoall: a scalar (0-dim) tensor has no dimension to split")
+    values = _splits_list(splits)
+    if any(s < 0 for s in values):
+        raise ValueError("alltoall: splits must not be negative (got %s)" % values)
+    hid = _new_handle()
+    device, stream = _device_of(tensor, what)
+    work = _contiguous(tensor)
+    shape, ndim = _capi.shape_array(work.shape)
+    split_array = (ctypes.c_int64 * max(len(values), 1))(*values)
+    o = _capi.options(device=device, stream=stream)
+    h = _submit(_capi.lib().alltoall_async, _op_name("alltoall", name, hid).encode(),
+                work.data_ptr(), shape, ndim, split_array, len(values), dtype, ctypes.byref(o))
+    like = splits if isinstance(splits, torch.Tensor) else None
+
+    def finish(handles):
+        return (_engine_output(handles[0], tensor.dtype, tensor.device),
+                _received_splits(handles[0], like))
+
+    return _register(hid, [h], finish, keep=work)
+
+
+class _AlltoallFn(torch.autograd.Function):
+    """Rows travel from rank p to rank q; their gradients travel back the same way."""
+
+    @staticmethod
+    def forward(ctx, tensor, splits, name):
+        output, received = synchronize(alltoall_async(tensor, splits, name))
+        ctx.received = received
+        ctx.mark_non_differentiable(received)
+        return output, received
+
+    @staticmethod
+    def backward(ctx, grad, _unused):
+        back, _ = synchronize(alltoall_async(grad.contiguous(), ctx.received))
+        return back, None, None
+
+
+def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
+    """Sends splits[p] rows of `tensor` (dimension 0, in order) to each rank p (an equal split
+    when splits is None) and returns the rows received, in rank order; with splits given,
+    returns (output, received_splits). Differentiable."""
+    check_process_set(process_set)
+    output, received = _AlltoallFn.apply(tensor, splits, name)
+    return output if splits is None else (output, received)
+
+
+# --- reducescatter -----------------------------------------------------------------------------
+
+def _reducescatter_op(op):
+    op = check_op(op)
+    if op not in (Average, Sum):
+        raise ValueError("reducescatter: op must be hvd.Average or hvd.Sum")
+    return op
+
+
+def _reducescatter_submit(tensor, op_name, op, prescale, postscale, fp16=False):
+    """Submits one reducescatter; returns (engine handle, the input the engine reads)."""
+    what = "reducescatter"
+    dtype = _dtype_code(tensor, what)
+    if tensor.dim() == 0:
+        raise ValueError("reducescatter: a scalar (0-dim) tensor has no dimension to scatter")
+    device, stream = _device_of(tensor, what)
+    work = _contiguous(tensor)
+    shape, ndim = _capi.shape_array(work.shape)
+    o = _capi.options(op=op, prescale=prescale, postscale=postscale, fp16=fp16, device=device,
+                      stream=stream)
+    h = _submit(_capi.lib().reducescatter_async, op_name.encode(), work.data_ptr(), shape, ndim,
+                dtype, ctypes.byref(o))
+    return h, work
+
+
+def _reducescatter_async(tensor, name, op, prescale, postscale, fp16=False):
+    hid = _new_handle()
+    h, work = _reducescatter_submit(tensor, _op_name("reducescatter", name, hid), op, prescale,
+                                    postscale, fp16)
+    return _register(hid, [h], lambda hs: _gathered(hs, [tensor])[0], keep=work)
+
+
+def reducescatter_async(tensor, name=None, op=Average, process_set=global_process_set,
+                        prescale_factor=1.0, postscale_factor=1.0):
+    """Starts a reduction of `tensor` over ranks that leaves each rank its share of dimension
+    0 (the first rows % size ranks get one row more)."""
+    check_process_set(process_set)
+    return _reducescatter_async(tensor, name, _reducescatter_op(op), prescale_factor,
+                                postscale_factor)
+
+
+def _reducescatter_grad_scale(op, prescale, postscale):
+    # Horovod's backward: the gathered gradients times size() for Sum, as they are for
+    # Average; the scale factors apply to the gradient as they did to the input.
+    return (size() if op == Sum else 1) * prescale * postscale
+
+
+class _ReducescatterFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, name, op, prescale, postscale, fp16):
+        ctx.scale = _reducescatter_grad_scale(op, prescale, postscale)
+        return synchronize(_reducescatter_async(tensor, name, op, prescale, postscale, fp16))
+
+    @staticmethod
+    def backward(ctx, grad):
+        gathered = allgather(grad)
+        return (gathered * ctx.scale if ctx.scale != 1 else gathered), None, None, None, None, \
+            None
+
+
+def reducescatter(tensor, name=None, compression=Compression.none, op=Average,
+                  process_set=global_process_set, prescale_factor=1.0, postscale_factor=1.0):
+    """This rank's share of the reduction of `tensor` over all ranks. Differentiable."""
+    check_process_set(process_set)
+    op = _reducescatter_op(op)
+    if _is_fp16(compression) and tensor.dtype in _WIDE_FLOATS:
+        return _ReducescatterFn.apply(tensor, name, op, prescale_factor, postscale_factor, True)
+    compressed, cctx = compression.compress(tensor)
+    out = _ReducescatterFn.apply(compressed, name, op, prescale_factor, postscale_factor, False)
+    return compression.decompress(out, cctx)
+
+
+def grouped_reducescatter_async(tensors, name=None, op=Average,
+                                process_set=global_process_set, prescale_factor=1.0,
+                                postscale_factor=1.0):
+    """Starts a reducescatter of each of `tensors`; synchronize() returns the shares (a
+    tuple)."""
+    check_process_set(process_set)
+    op = _reducescatter_op(op)
+    if not isinstance(tensors, (list, tuple)) or not tensors:
+        raise ValueError("grouped_reducescatter: expected a non-empty list of tensors")
+    hid = _new_handle()
+    submitted = []
+    try:
+        for t, n in zip(tensors, _member_names("grouped_reducescatter", name, hid,
+                                               len(tensors))):
+            submitted.append(_reducescatter_submit(t, n, op, prescale_factor, postscale_factor))
+    except Exception:
+        _abandon([h for h, _ in submitted])
+        raise
+    return _register(hid, [h for h, _ in submitted], lambda hs: _gathered(hs, tensors),
+                     keep=[w for _, w in submitted])
+
+
+class _GroupedReducescatterFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, name, op, prescale, postscale, *tensors):
+        ctx.scale = _reducescatter_grad_scale(op, prescale, postscale)
+        return synchronize(grouped_reducescatter_async(list(tensors), name, op,
+                                                       prescale_factor=prescale,
+                                                       postscale_factor=postscale))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        gathered = grouped_allgather(list(grads))
+        if ctx.scale != 1:
+            gathered = [g * ctx.scale for g in gathered]
+        return (None, None, None, None) + tuple(gathered)
+
+
+def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=Average,
+                          process_set=global_process_set, prescale_factor=1.0,
+                          postscale_factor=1.0):
+    """This rank's share of the reduction of each of `tensors` (a list). Differentiable."""
+    check_process_set(process_set)
+    op = _reducescatter_op(op)
+    if not isinstance(tensors, (list, tuple)) or not tensors:
+        raise ValueError("grouped_reducescatter: expected a non-empty list of tensors")
+    pairs = [compression.compress(t) for t in tensors]
+    outs = _GroupedReducescatterFn.apply(name, op, prescale_factor, postscale_factor,
+                                         *[c for c, _ in pairs])
+    return [compression.decompress(o, c) for o, (_, c) in zip(outs, pairs)]
+
+
+# --- sparse gradients ---------------------------------------------------------------------------
+
+def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
+    """Horovod's reduction of a sparse COO tensor: every rank's indices and values are gathered
+    (duplicates stay; torch sums them when the tensor is coalesced), values divided by size()
+    for Average. Returns a callable that waits and gives the sparse result."""
+    check_process_set(process_set)
+    op = check_op(op)
+    if op not in (Average, Sum):
+        raise ValueError("sparse allreduce: op must be hvd.Average or hvd.Sum")
+    indices = allgather_async(tensor._indices().transpose(0, 1).contiguous(),
+                              name="%s.indices" % name)
+    values = allgather_async(tensor._values(), name="%s.values" % name)
+
+    def result():
+        gathered_indices = synchronize(indices)
+        gathered_values = synchronize(values)
+        if op == Average:
+            gathered_values = gathered_values / size()
+        return torch.sparse_coo_tensor(gathered_indices.transpose(0, 1), gathered_values,
+                                       tensor.size())
+
+    return result
+
+
+# --- barrier, join, handles --------------------------------------------------------------------
+
+def barrier(process_set=global_process_set):
+    """Returns once every rank has called barrier()."""
+    check_process_set(process_set)
+    hid = _new_handle()
+    synchronize(_register(hid, [_submit(_capi.lib().barrier_async)], lambda _: None))
+
+
+def join(device=-1):
+    """This rank has no more data: until every rank has joined it takes part in the others'
+    allreduces with zeros. Returns the rank that joined last, the same on every rank."""
+    _new_handle()  # join takes a handle in Horovod: unnamed ops after it are numbered alike
+    lib = _capi.lib()
+    last = ctypes.c_int()
+    status = lib.join(ctypes.byref(last))
+    if status != _capi.OK:
+        raise HorovodInternalError(_NOT_INITIALIZED if not lib.is_initialized() else lib.error())
+    return last.value
+
+
+def poll(handle):
+    """True once the op of `handle` finished (its synchronize will not block)."""
+    with _lock:
+        pending = _pending.get(handle)
+    if pending is None:
+        raise ValueError("Handle %r was not created or has been cleared." % (handle,))
+    lib = _capi.lib()
+    return all(lib.handle_poll(h) for h in pending.handles)
+
+
+def synchronize(handle):
+    """Waits for the op of `handle` and returns its output; raises HorovodInternalError if it
+    failed. An unknown handle (already synchronized) gives None, as in Horovod."""
+    with _lock:
+        pending = _pending.pop(handle, None)
+    if pending is None:
+        return None
+    lib = _capi.lib()
+    try:
+        failure = None
+        for h in pending.handles:
+            if lib.handle_wait(h) != _capi.OK and failure is None:
+                failure = lib.error()
+        if failure is not None:
+            raise HorovodInternalError(failure)
+        return pending.finish(pending.handles)
+    finally:
+        for h in pending.handles:
+            lib.handle_release(h)

@@ -1,0 +1,310 @@
+"""DistributedOptimizer (Horovod's horovod.torch.optimizer): wraps a torch optimizer so that
+every gradient is averaged over the ranks before step() applies it.
+
+Each parameter's gradient accumulator gets a hook: the moment the backward pass has produced
+the gradient (after backward_passes_per_step passes), its allreduce is submitted to the engine,
+so communication overlaps the rest of the backward pass. step() (or synchronize()) waits for
+them all; a parameter whose gradient this rank did not compute this step is reduced with zeros,
+so the ranks that did compute it do not stall.
+"""
+
+import contextlib
+import warnings
+
+import torch
+
+from hvd.torch.basics import Adasum, Average, check_op, size
+from hvd.torch.compression import Compression
+from hvd.torch.mpi_ops import (_is_fp16, _WIDE_FLOATS, allreduce_async_,
+                               grouped_allreduce_async_, sparse_allreduce_async, synchronize)
+from hvd.torch.process_sets import check_process_set, global_process_set
+
+
+def _split(items, parts):
+    """`items` in `parts` consecutive groups whose sizes differ by at most one."""
+    base, extra = divmod(len(items), parts)
+    groups, start = [], 0
+    for i in range(parts):
+        end = start + base + (1 if i < extra else 0)
+        if end > start:
+            groups.append(items[start:end])
+        start = end
+    return groups
+
+
+class _DistributedMixin:
+    """Placed before the wrapped optimizer's class in a class made for it, so that isinstance
+    checks against the original class still hold and super() reaches its step()."""
+
+    def __init__(self, params, named_parameters, compression, backward_passes_per_step, op,
+                 gradient_predivide_factor, groups, sparse_as_dense):
+        super().__init__(params)
+        self._compression = compression
+        self.backward_passes_per_step = backward_passes_per_step
+        self.op = op
+        self.gradient_predivide_factor = gradient_predivide_factor
+        self.sparse_as_dense = sparse_as_dense
+        self._parameter_names = self._names(named_parameters)
+        self._requires_update = [p for g in self.param_groups for p in g["params"]
+                                 if p.requires_grad]
+        self._groups = self._make_groups(groups)
+        self._group_of = {p: g for g in self._groups for p in g}
+        self._allreduce_delay = {p: backward_passes_per_step for p in self._requires_update}
+        self._handles = {}  # parameter (or group tuple) -> (handle, compression context)
+        self._ready = {}    # group -> parameters of it whose gradients are ready
+        self._synchronized = False
+        self._should_synchronize = True
+        self._grad_accs = []
+        if size() > 1:
+            self._register_hooks()
+
+    # --- names and groups ------------------------------------------------------------------
+
+    def _names(self, named_parameters):
+        if named_parameters is not None:
+            named_parameters = list(named_parameters)
+        else:
+            named_parameters = [("allreduce.noname.%d.%d" % (i, j), p)
+                                for i, group in enumerate(self.param_groups)
+                                for j, p in enumerate(group["params"])]
+        if any(not isinstance(item, tuple) for item in named_parameters):
+            raise ValueError("named_parameters should be a sequence of tuples (name, parameter), "
+                             "usually produced by model.named_parameters().")
+        seen, duplicates = set(), []
+        for name, _ in named_parameters:
+            if name in seen and name not in duplicates:
+                duplicates.append(name)
+            seen.add(name)
+        if duplicates:
+            raise ValueError("Parameter names in named_parameters must be unique. Found "
+                             "duplicates: %s" % ", ".join(duplicates))
+        named_ids = {id(p) for _, p in named_parameters}
+        unnamed = [id(p) for g in self.param_groups for p in g["params"]
+                   if id(p) not in named_ids]
+        if unnamed:
+            raise ValueError("named_parameters was specified, but one or more model parameters "
+                             "were not named. Python object ids: %s" %
+                             ", ".join(str(i) for i in unnamed))
+        return {p: name for name, p in named_parameters}
+
+    def _make_groups(self, groups):
+        """Tuples of parameters reduced together in one grouped allreduce; None: each alone."""
+        if groups is None:
+            return []
+        if isinstance(groups, list):
+            chosen, taken = [], set()
+            for group in groups:
+                for p in group:
+                    if not isinstance(p, torch.Tensor):
+                        raise ValueError("groups must consist of torch.Tensor.")
+                    if p in taken:
+                        raise ValueError("A parameter can only appear once in groups.")
+                    taken.add(p)
+                members = tuple(p for p in group if p.requires_grad)
+                if members:
+                    chosen.append(members)
+            return chosen
+        if isinstance(groups, bool) or not isinstance(groups, int) or groups <= 0:
+            raise ValueError("groups should be a non-negative integer or a list of list of "
+                             "torch.Tensor.")
+        return [tuple(g) for g in _split(self._requires_update, groups)]
+
+    # --- hooks -----------------------------------------------------------------------------
+
+    def _register_hooks(self):
+        for p in self._requires_update:
+            if hasattr(p, "register_post_accumulate_grad_hook"):  # torch >= 2.1
+                self._grad_accs.append(p.register_post_accumulate_grad_hook(self._make_hook(p)))
+            else:
+                accumulator = p.expand_as(p).grad_fn.next_functions[0][0]
+                accumulator.register_hook(self._make_hook(p))
+                self._grad_accs.append(accumulator)  # it would be freed, and the hook with it
+
+    def _make_hook(self, p):
+        def hook(*_ignored):
+            if self._allreduce_delay[p] <= 0:
+                raise AssertionError(
+                    "Gradients were computed more than backward_passes_per_step times before "
+                    "call to step(). Increase backward_passes_per_step to accumulate gradients "
+                    "locally.")
+            assert not p.grad.requires_grad
+            self._allreduce_delay[p] -= 1
+            if self._allreduce_delay[p] > 0:
+                self._handles.setdefault(p, (None, None))
+                return
+            group = self._group_of.get(p)
+            if group is None:
+                self._handles[p] = self._allreduce_grad_async(p)
+                return
+            ready = self._ready.setdefault(group, set())
+            ready.add(p)
+            if len(ready) == len(group):
+                self._handles[group] = self._grouped_allreduce_async(group)
+        return hook
+
+    # --- reduction -------------------------------------------------------------------------
+
+    def _scale_factors(self):
+        if self.op == Average:
+            # The engine's Average divides by size() after the postscale factor.
+            return 1.0 / self.gradient_predivide_factor, self.gradient_predivide_factor
+        return 1.0, 1.0
+
+    def _allreduce_grad_async(self, p):
+        if p.grad is None:
+            # This rank did not compute it, another may have: take part with zeros.
+            p.grad = torch.zeros_like(p.data)
+        name = self._parameter_names.get(p)
+        prescale, postscale = self._scale_factors()
+        if p.grad.is_sparse:
+            if self.sparse_as_dense:
+                p.grad = p.grad.to_dense()
+            else:
+                return sparse_allreduce_async(p.grad, name=name, op=self.op), None
+        tensor = p.grad
+        if _is_fp16(self._compression) and tensor.dtype in _WIDE_FLOATS:
+            from hvd.torch.mpi_ops import _allreduce_async
+            return _allreduce_async(tensor, True, name, self.op, prescale, postscale,
+                                    fp16=True), None
+        compressed, ctx = self._compression.compress(tensor)
+        handle = allreduce_async_(compressed, name=name, op=self.op, prescale_factor=prescale,
+                                  postscale_factor=postscale)
+        return handle, (compressed, ctx)
+
+    def _grouped_allreduce_async(self, group):
+        for p in group:
+            if p.grad is None:
+                p.grad = torch.zeros_like(p.data)
+            elif p.grad.is_sparse:
+                p.grad = p.grad.to_dense()  # grouped reductions are dense
+        pairs = [self._compression.compress(p.grad) for p in group]
+        handle = grouped_allreduce_async_([c for c, _ in pairs],
+                                          name=self._parameter_names.get(group[0]), op=self.op)
+        return handle, pairs
+
+    def _write_back(self, key, handle, ctx):
+        output = handle() if callable(handle) else synchronize(handle)
+        if isinstance(key, tuple):
+            for p, out, (_, c) in zip(key, output, ctx):
+                self._assign(p, self._compression.decompress(out, c))
+                self._allreduce_delay[p] = self.backward_passes_per_step
+            self._ready.pop(key, None)
+            return
+        if ctx is not None:
+            output = self._compression.decompress(output, ctx[1])
+        self._assign(key, output)
+        self._allreduce_delay[key] = self.backward_passes_per_step
+
+    @staticmethod
+    def _assign(p, value):
+        if value is p.grad:
+            return
+        if p.grad.is_sparse or value.is_sparse:
+            p.grad = value
+        else:
+            p.grad.copy_(value)
+
+    def synchronize(self):
+        """Waits for every gradient's allreduce (submitting, with zeros where needed, those
+        this rank's backward pass did not reach) and writes the results into p.grad."""
+        if size() > 1:
+            for p in self._requires_update:
+                group = self._group_of.get(p)
+                if group is not None:
+                    if group not in self._handles or self._handles[group][0] is None:
+                        self._handles[group] = self._grouped_allreduce_async(group)
+                elif p not in self._handles or self._handles[p][0] is None:
+                    self._handles[p] = self._allreduce_grad_async(p)
+            for key, (handle, ctx) in list(self._handles.items()):
+                self._write_back(key, handle, ctx)
+        self._handles.clear()
+        self._ready.clear()
+        for p in self._requires_update:
+            self._allreduce_delay[p] = self.backward_passes_per_step
+        self._synchronized = True
+
+    @contextlib.contextmanager
+    def skip_synchronize(self):
+        """For a step() after an explicit synchronize() (e.g. to clip the reduced gradients):
+        step() inside this context does not synchronize again."""
+        self._should_synchronize = False
+        try:
+            yield
+        finally:
+            self._should_synchronize = True
+
+    def step(self, closure=None):
+        if self._should_synchronize:
+            if self._synchronized:
+                warnings.warn(
+                    "optimizer.step() called without optimizer.skip_synchronize() context after "
+                    "optimizer.synchronize(). This can cause training slowdown. You may want to "
+                    "consider using optimizer.skip_synchronize() context if you use "
+                    "optimizer.synchronize() in your code.")
+            self.synchronize()
+        self._synchronized = False
+        return super().step(closure)
+
+    def _hvd_local_step(self, closure=None):
+        """The wrapped optimizer's own step, with no reduction (broadcast_optimizer_state)."""
+        return super().step(closure)
+
+    def zero_grad(self, *args, **kwargs):
+        if self._handles:
+            raise AssertionError(
+                "optimizer.zero_grad() was called after loss.backward() but before "
+                "optimizer.step() or optimizer.synchronize(). This is prohibited as it can "
+                "cause a race condition.")
+        return super().zero_grad(*args, **kwargs)
+
+    def set_backward_passes_per_step(self, passes):
+        self.backward_passes_per_step = passes
+        for p in self._allreduce_delay:
+            self._allreduce_delay[p] = passes
+
+    def load_state_dict(self, *args, **kwargs):
+        self._handles.clear()
+        self._ready.clear()
+        self._synchronized = False
+        self._should_synchronize = True
+        for p in self._allreduce_delay:
+            self._allreduce_delay[p] = self.backward_passes_per_step
+        return super().load_state_dict(*args, **kwargs)
+
+
+def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none,
+                         backward_passes_per_step=1, op=Average, gradient_predivide_factor=1.0,
+                         num_groups=0, groups=None, sparse_as_dense=False,
+                         process_set=global_process_set):
+    """An optimizer of the same class as `optimizer`, over the same parameter groups and
+    state, whose step() first averages (op) every gradient over the ranks.
+
+    named_parameters: model.named_parameters(), whose names identify the gradients across
+    ranks. compression: Compression.none or Compression.fp16. backward_passes_per_step: the
+    gradients of that many backward passes are summed locally before one reduction.
+    gradient_predivide_factor: the gradient is divided by it before the sum and by
+    size()/factor after. groups: an int (that many groups of consecutive parameters) or a list
+    of lists of parameters, each reduced as one grouped allreduce. sparse_as_dense: sparse
+    gradients are reduced as dense tensors.
+    """
+    check_process_set(process_set)
+    if op == Adasum:
+        check_op(op)  # raises, naming the alternative
+    check_op(op)
+    if gradient_predivide_factor != 1.0 and op != Average:
+        raise ValueError("gradient_predivide_factor not supported with op != Average")
+    if num_groups != 0:
+        warnings.warn("Parameter `num_groups` has been replaced by `groups` and will be removed "
+                      "in v0.23.0.", DeprecationWarning)
+        if groups is None:
+            groups = num_groups
+    if backward_passes_per_step <= 0:
+        raise ValueError("backward_passes_per_step must be > 0")
+    base = optimizer.__class__
+    cls = type(base.__name__, (_DistributedMixin, base), {"__module__": __name__})
+    wrapped = cls(optimizer.param_groups, named_parameters, compression,
+                  backward_passes_per_step, op, gradient_predivide_factor, groups,
+                  sparse_as_dense)
+    if optimizer.state_dict()["state"]:
+        wrapped.load_state_dict(optimizer.state_dict())  # e.g. a checkpoint loaded before
+    return wrapped
