@@ -163,4 +163,12 @@ Handle barrierAsync() { return theEngine().barrier(); }
 
 int join() { return theEngine().join(); }
 
+void startTimeline(const std::string& path, bool markCycles) {
+  runtime().startTimeline(path, markCycles);
+}
+
+void stopTimeline() { runtime().stopTimeline(); }
+
+EngineStats engineStats() { return runtime().engineStats(); }
+
 }  // namespace hvd
