@@ -165,6 +165,29 @@ TEST(Config, EngineKnobsAreReadUnderHvdAndHorovodNamesAndHvdWins) {
   EXPECT_EQ(c.timelinePath, "v.json");
 }
 
+TEST(Config, TimelineDynamicAndMarkCyclesUnderBothNames) {
+  Config c = parseConfig(FakeEnv().reader());
+  EXPECT_FALSE(c.timelineDynamic);
+  EXPECT_FALSE(c.timelineMarkCycles);
+  // DYNAMIC is Horovod's "the program starts it", not a file name.
+  c = parseConfig(FakeEnv().set("HOROVOD_TIMELINE", "DYNAMIC").reader());
+  EXPECT_TRUE(c.timelineDynamic);
+  EXPECT_EQ(c.timelinePath, "");
+  c = parseConfig(FakeEnv().set("HVD_TIMELINE", "DYNAMIC").reader());
+  EXPECT_TRUE(c.timelineDynamic);
+  EXPECT_EQ(c.timelinePath, "");
+  c = parseConfig(FakeEnv().set("HVD_TIMELINE", "t.json").reader());
+  EXPECT_FALSE(c.timelineDynamic);
+  c = parseConfig(FakeEnv().set("HOROVOD_TIMELINE_MARK_CYCLES", "1").reader());
+  EXPECT_TRUE(c.timelineMarkCycles);
+  FakeEnv both;
+  both.set("HOROVOD_TIMELINE_MARK_CYCLES", "1").set("HVD_TIMELINE_MARK_CYCLES", "0");
+  EXPECT_FALSE(parseConfig(both.reader()).timelineMarkCycles);
+  EXPECT_NE(errorOf(FakeEnv().set("HVD_TIMELINE_MARK_CYCLES", "yes"))
+                .find("HVD_TIMELINE_MARK_CYCLES='yes'"),
+            std::string::npos);
+}
+
 TEST(Config, MalformedEngineKnobsNameTheVariable) {
   EXPECT_NE(errorOf(FakeEnv().set("HVD_CYCLE_TIME", "fast")).find("HVD_CYCLE_TIME='fast'"),
             std::string::npos);

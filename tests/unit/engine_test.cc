@@ -3,6 +3,8 @@
 // on and off (identical results), and that fusion really fuses.
 #include <algorithm>
 #include <iterator>
+#include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <random>
 
@@ -364,31 +366,120 @@ TEST(Engine, PrescaleAndPostscaleApplyBeforeAndAfterTheReduction) {
   });
 }
 
+// `v` as a buffer of type `t` holds it (the engine's own conversion, common/element.h).
+double asStored(DataType t, double v) {
+  uint8_t b[8];
+  storeElement(t, b, 0, v);
+  return loadElement(t, b, 0);
+}
+
+// Values that float16 cannot hold, so that compression changes the result: multiples of 2^-8
+// in [0.5, 1) plus less than half a float16 ulp there (2^-12), exact in float32. Their float16
+// roundings are those multiples of 2^-8, whose sums over 4 ranks (below 4) float16 holds
+// exactly: the engine's float16 sum is the same in any reduction order, so the test can
+// compute it.
+double notHalfExact(int rank, size_t i) {
+  return 0.5 + static_cast<double>((rank * 37 + i * 11) % 128) / 256 + 0.00005 * (rank + 1);
+}
+
 TEST(Engine, Fp16CompressionSendsHalfAndCastsBack) {
-  Cluster cluster(4);
+  constexpr int kRanks = 4;
+  constexpr size_t kCount = 1000;
+  Cluster cluster(kRanks);
   cluster.run([&](int rank, Engine& engine) {
     for (DataType t : {DataType::kFloat32, DataType::kFloat64}) {
       for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMax}) {
-        auto in = buffer(t, 1000, [&](size_t i) { return valueOf(rank, 2, i); });
+        auto in = buffer(t, kCount, [&](size_t i) { return notHalfExact(rank, i); });
         auto out = in;
+        auto plain = in;
         OpOptions o;
         o.op = op;
         o.fp16Compression = true;
         const std::string name = std::string("fp16.") + dataTypeName(t) + "." + reduceOpName(op);
-        engine.allreduce(name, in.data(), out.data(), {1000}, t, o).wait();
-        for (size_t i = 0; i < 1000; ++i) {
-          double want = op == ReduceOp::kMax ? -100 : 0;
-          for (int r = 0; r < 4; ++r) {
-            want =
-                op == ReduceOp::kMax ? std::max(want, valueOf(r, 2, i)) : want + valueOf(r, 2, i);
+        const uint64_t before = engine.stats().bytes;
+        engine.allreduce(name, in.data(), out.data(), {kCount}, t, o).wait();
+        const uint64_t compressedBytes = engine.stats().bytes - before;
+        o.fp16Compression = false;
+        engine.allreduce(name + ".plain", in.data(), plain.data(), {kCount}, t, o).wait();
+        const uint64_t plainBytes = engine.stats().bytes - before - compressedBytes;
+        // Each rank sends its tensor as float16: 2 bytes an element, against the type's size.
+        EXPECT_EQ(compressedBytes, kCount * 2) << name;
+        EXPECT_EQ(plainBytes, kCount * dataTypeSize(t)) << name;
+
+        for (size_t i = 0; i < kCount; ++i) {
+          // The engine's definition: each input cast to float16, reduced in float16 (exact
+          // here, see notHalfExact), cast back; an average divides after the cast back.
+          double viaHalf = op == ReduceOp::kMax ? -100 : 0;
+          double exact = op == ReduceOp::kMax ? -100 : 0;
+          for (int r = 0; r < kRanks; ++r) {
+            const double x = asStored(t, notHalfExact(r, i));
+            const double h = asStored(DataType::kFloat16, x);
+            viaHalf = op == ReduceOp::kMax ? std::max(viaHalf, h) : viaHalf + h;
+            exact = op == ReduceOp::kMax ? std::max(exact, x) : exact + x;
           }
-          if (op == ReduceOp::kAverage) want /= 4;
-          ASSERT_TRUE(closeUlps(t, loadElement(t, out.data(), i), want, 2))
-              << name << " element " << i << ": " << loadElement(t, out.data(), i) << " vs "
-              << want;
+          if (op == ReduceOp::kAverage) viaHalf /= kRanks;
+          const double got = loadElement(t, out.data(), i);
+          ASSERT_EQ(got, asStored(t, viaHalf)) << name << " element " << i;
+          // Compression was not ignored: the uncompressed op gives another value.
+          ASSERT_NE(got, loadElement(t, plain.data(), i)) << name << " element " << i;
+          if (op != ReduceOp::kAverage) {
+            ASSERT_EQ(loadElement(t, plain.data(), i), asStored(t, exact)) << name << " " << i;
+          }
         }
       }
     }
+  });
+}
+
+// EngineStats::bytes: the payload of each data collective as sent (hvd/engine.hpp).
+TEST(Engine, StatsCountPayloadBytesAsSentForEveryOpType) {
+  Cluster cluster(2);
+  cluster.run([&](int rank, Engine& engine) {
+    auto delta = [&](const std::function<Handle()>& submit) {
+      const uint64_t before = engine.stats().bytes;
+      submit().wait();
+      return engine.stats().bytes - before;
+    };
+    std::vector<float> a(5, 1.0f), b(7, 2.0f);
+    for (bool compressed : {false, true}) {
+      OpOptions o{ReduceOp::kSum};
+      o.fp16Compression = compressed;
+      const std::string n = compressed ? "bytes.g16." : "bytes.g32.";
+      // A fused batch counts its fused buffer: 12 elements.
+      EXPECT_EQ(delta([&] {
+                  return engine.groupedAllreduce({n + "a", n + "b"}, {a.data(), b.data()},
+                                                 {a.data(), b.data()}, {{5}, {7}},
+                                                 DataType::kFloat32, o);
+                }),
+                compressed ? 24u : 48u);
+    }
+    // Allgather: the gathered result (1 + 2 rows of 3 float64).
+    std::vector<double> rows(static_cast<size_t>(3 * (rank + 1)), 1.0);
+    EXPECT_EQ(
+        delta([&] {
+          return engine.allgather("bytes.gather", rows.data(), {rank + 1, 3}, DataType::kFloat64);
+        }),
+        72u);
+    std::vector<int32_t> ints(10, rank);
+    EXPECT_EQ(delta([&] {
+                return engine.broadcast("bytes.bcast", ints.data(), {10}, DataType::kInt32, 1);
+              }),
+              40u);
+    std::vector<float> rs(8, 1.0f);
+    EXPECT_EQ(delta([&] {
+                return engine.reducescatter("bytes.rs", rs.data(), {4, 2}, DataType::kFloat32,
+                                            {ReduceOp::kSum});
+              }),
+              32u);
+    // Alltoall: what this rank sends (4 rows of 1 byte, split unevenly).
+    std::vector<int8_t> bytes(4, 1);
+    const std::vector<int64_t> splits =
+        rank == 0 ? std::vector<int64_t>{1, 3} : std::vector<int64_t>{2, 2};
+    EXPECT_EQ(delta([&] {
+                return engine.alltoall("bytes.a2a", bytes.data(), {4, 1}, splits, DataType::kInt8);
+              }),
+              4u);
+    EXPECT_EQ(delta([&] { return engine.barrier(); }), 0u);
   });
 }
 
@@ -452,12 +543,39 @@ TEST(Engine, EveryReduceOpOnEveryTypeIsExact) {
   });
 }
 
+// Each round holds one rank back until the others have seen their n-th barrier stay pending
+// through several cycles of their engines (engine threads cycle together whether or not the
+// held rank's thread submits, so a barrier that completed without it would be done by then),
+// then lets it submit: every n-th barrier completes only after that.
 TEST(Engine, BarriersCompleteWhenEveryRankSubmittedTheNth) {
-  Cluster cluster(3);
+  constexpr int kRanks = 3;
+  constexpr int kRounds = 5;
+  Cluster cluster(kRanks);
+  std::mutex mutex;
+  std::condition_variable changed;
+  int checked[kRounds] = {};  // ranks that saw their n-th barrier pending while one was held
   cluster.run([&](int rank, Engine& engine) {
-    for (int i = 0; i < 5; ++i) {
-      if (rank == i % 3) std::this_thread::sleep_for(20ms);
-      engine.barrier().wait();
+    for (int n = 0; n < kRounds; ++n) {
+      const int held = n % kRanks;
+      if (rank == held) {
+        std::unique_lock<std::mutex> lock(mutex);
+        ASSERT_TRUE(changed.wait_for(lock, 60s, [&] { return checked[n] == kRanks - 1; }))
+            << "round " << n << ": the other ranks never checked their barriers";
+      }
+      Handle h = engine.barrier();
+      if (rank != held) {
+        const uint64_t submitted = engine.stats().cycles;
+        while (engine.stats().cycles < submitted + 3) std::this_thread::sleep_for(1ms);
+        EXPECT_FALSE(h.poll()) << "rank " << rank << "'s barrier " << n << " completed before rank "
+                               << held << " submitted its own";
+        {
+          std::lock_guard<std::mutex> lock(mutex);
+          ++checked[n];
+        }
+        changed.notify_all();
+      }
+      ASSERT_TRUE(h.waitFor(60s)) << "rank " << rank << ": barrier " << n << " never completed";
+      EXPECT_TRUE(h.poll());
     }
   });
 }
@@ -479,6 +597,29 @@ TEST(Engine, StopsInStepWithPendingOpsFailingClearly) {
     pending = cluster.engine(0).allreduce("never", x, x, {4}, DataType::kFloat32, {});
   }
   EXPECT_NE(errorOf(pending).find("shut down"), std::string::npos) << errorOf(pending);
+}
+
+// hvd::engineStats(): an InvalidArgumentError before init, zeros until the first async op
+// starts the engine (asking does not start it), then this rank's counters.
+TEST(Engine, StatsThroughTheApiAreZeroUntilTheEngineStarts) {
+  ASSERT_FALSE(hvd::isInitialized());
+  EXPECT_THROW(hvd::engineStats(), InvalidArgumentError);
+  for (const char* name : {"HVD_RANK", "HVD_LOCAL_RANK", "HVD_CROSS_RANK"}) setenv(name, "0", 1);
+  for (const char* name : {"HVD_SIZE", "HVD_LOCAL_SIZE", "HVD_CROSS_SIZE"}) setenv(name, "1", 1);
+  setenv("HVD_JOB_ID", "engine-stats-test", 1);
+  hvd::init();
+  const hvd::EngineStats idle = hvd::engineStats();
+  EXPECT_EQ(idle.cycles, 0u);
+  EXPECT_EQ(idle.responses, 0u);
+  EXPECT_EQ(idle.bytes, 0u);
+  std::vector<float> x(25, 1.0f);
+  hvd::allreduceAsync("api.stats", x.data(), x.data(), {25}, DataType::kFloat32).wait();
+  const hvd::EngineStats ran = hvd::engineStats();
+  EXPECT_GE(ran.cycles, 1u);
+  EXPECT_EQ(ran.responses, 1u);
+  EXPECT_EQ(ran.collectives, 1u);
+  EXPECT_EQ(ran.bytes, 100u);
+  hvd::shutdown();
 }
 
 }  // namespace

@@ -2,7 +2,11 @@
 // small RFC 8259 parser below, which also rejects invalid UTF-8) after every flush, at
 // destruction and after a SIGKILL; each tensor is a row with its metadata once; B/E events pair
 // per tensor with non-decreasing timestamps; hostile tensor names cannot break the file; the
-// drop path keeps memory bounded and says how much it dropped.
+// drop path keeps memory bounded and says how much it dropped. Then the dynamic timeline
+// (hvd::startTimeline / stopTimeline) through the engine and the public API: nothing before a
+// start, the ops in between by name, a complete file once stop returns, a second start to
+// another file, cycle marks only when asked, the epoch key, errors, and swaps while ops are in
+// flight or submitted from other threads.
 #include "engine/timeline.h"
 
 #include <gtest/gtest.h>
@@ -25,7 +29,10 @@
 
 #include "common/chrome_trace.h"
 #include "common/test_support.h"
+#include "engine_support.h"
+#include "hvd/engine.hpp"
 #include "hvd/error.hpp"
+#include "hvd/hvd.hpp"
 
 namespace hvd::engine {
 namespace {
@@ -330,6 +337,307 @@ TEST(Timeline, SigkilledChildLeavesAValidFileWithTheFlushedEvents) {
   EXPECT_EQ(begins, 50);
   EXPECT_EQ(ends, 50);
   EXPECT_EQ(openBegins, 1);
+}
+
+// ---- The dynamic timeline (engine and API) ----
+
+using enginetest::Cluster;
+
+// One float32 sum allreduce named `name` on every rank of `cluster`.
+void allreduceEverywhere(Cluster& cluster, const std::string& name) {
+  cluster.run([&](int rank, Engine& engine) {
+    float x[4] = {1, 2, 3, static_cast<float>(rank)};
+    engine.allreduce(name, x, x, {4}, DataType::kFloat32, {ReduceOp::kSum}).wait();
+  });
+}
+
+// Blocks until `engine` has started `n` more cycles (each rank's engine cycles on its own
+// thread, in step with the others).
+void waitCycles(Engine& engine, uint64_t n) {
+  const uint64_t from = engine.stats().cycles;
+  while (engine.stats().cycles < from + n)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
+// The CYCLE_START markers of a trace; each must be a global instant on the timeline's row.
+int cycleMarks(const Trace& t) {
+  int n = 0;
+  for (const Json& e : t.doc.array) {
+    if (e.str("name") != "CYCLE_START") continue;
+    EXPECT_EQ(e.str("ph"), "i");
+    EXPECT_EQ(e.str("s"), "g");
+    EXPECT_EQ(e.num("pid"), 0);
+    ++n;
+  }
+  return n;
+}
+
+// The phases an allreduce leaves on its row when it ran while the timeline was written.
+void expectRan(const Trace& t, const std::string& name) {
+  EXPECT_EQ(countEvents(t, name, "B", "NEGOTIATE_ALLREDUCE"), 1) << name;
+  EXPECT_EQ(countEvents(t, name, "E", "NEGOTIATE_ALLREDUCE"), 1) << name;
+  EXPECT_EQ(countEvents(t, name, "B", "ALLREDUCE"), 1) << name;
+  EXPECT_EQ(countEvents(t, name, "E", "ALLREDUCE"), 1) << name;
+}
+
+TEST(DynamicTimeline, NothingUntilStartThenTheOpsByNameAndACompleteFileOnStop) {
+  TempDir dir;
+  const std::string path = dir.file("dynamic.json");
+  const std::string other = dir.file("rank1.json");
+  Cluster cluster(2);  // no HVD_TIMELINE: what HVD_TIMELINE=DYNAMIC configures
+  allreduceEverywhere(cluster, "before.start");
+  EXPECT_FALSE(std::filesystem::exists(path));
+  cluster.engine(0).startTimeline(path, false);
+  cluster.engine(1).startTimeline(other, false);  // rank 0 alone writes
+  ASSERT_TRUE(std::filesystem::exists(path));
+  allreduceEverywhere(cluster, "between.a");
+  allreduceEverywhere(cluster, "between.b");
+  cluster.engine(1).stopTimeline();
+  cluster.engine(0).stopTimeline();
+  const std::string atStop = readFile(path);
+  const Trace t = checkTrace(path);  // complete as soon as stop returned
+  expectRan(t, "between.a");
+  expectRan(t, "between.b");
+  EXPECT_EQ(t.pidOf.count("before.start"), 0u);
+  EXPECT_EQ(t.pidOf.size(), 2u);
+  allreduceEverywhere(cluster, "after.stop");
+  cluster.engine(0).stopTimeline();  // none runs: a no-op
+  EXPECT_EQ(readFile(path), atStop) << "nothing is written after stop";
+  EXPECT_FALSE(std::filesystem::exists(other));
+}
+
+TEST(DynamicTimeline, ASecondStartWritesAnotherFileAndCompletesTheFirst) {
+  TempDir dir;
+  const std::string first = dir.file("first.json");
+  const std::string second = dir.file("second.json");
+  Cluster cluster(2);
+  cluster.engine(0).startTimeline(first, false);
+  allreduceEverywhere(cluster, "op.first");
+  cluster.engine(0).startTimeline(second, false);  // replaces the first, no stop between
+  const std::string firstText = readFile(first);
+  const Trace a = checkTrace(first);
+  expectRan(a, "op.first");
+  allreduceEverywhere(cluster, "op.second");
+  // The file being written again: Horovod keeps appending to it rather than truncating.
+  cluster.engine(0).startTimeline(second, false);
+  allreduceEverywhere(cluster, "op.third");
+  cluster.engine(0).stopTimeline();
+  const Trace b = checkTrace(second);
+  expectRan(b, "op.second");
+  expectRan(b, "op.third");
+  EXPECT_EQ(b.pidOf.count("op.first"), 0u);
+  EXPECT_EQ(readFile(first), firstText) << "the first file is left alone once replaced";
+}
+
+TEST(DynamicTimeline, ConfiguredTimelineIsStoppedAndReplacedTheSameWay) {
+  TempDir dir;
+  EngineOptions options;
+  options.timelinePath = dir.file("configured.json");  // HVD_TIMELINE=path
+  Cluster cluster(2, options);
+  allreduceEverywhere(cluster, "op.configured");
+  cluster.engine(0).stopTimeline();
+  expectRan(checkTrace(options.timelinePath), "op.configured");
+  const std::string later = dir.file("later.json");
+  cluster.engine(0).startTimeline(later, false);
+  allreduceEverywhere(cluster, "op.later");
+  cluster.engine(0).stopTimeline();
+  const Trace t = checkTrace(later);
+  expectRan(t, "op.later");
+  EXPECT_EQ(t.pidOf.count("op.configured"), 0u);
+}
+
+TEST(DynamicTimeline, CycleMarksOnlyWhenAsked) {
+  TempDir dir;
+  const std::string plain = dir.file("plain.json");
+  const std::string marked = dir.file("marked.json");
+  Cluster cluster(2);
+  cluster.engine(0).startTimeline(plain, false);
+  for (int i = 0; i < 3; ++i) allreduceEverywhere(cluster, "plain." + std::to_string(i));
+  cluster.engine(0).stopTimeline();
+  EXPECT_EQ(cycleMarks(checkTrace(plain)), 0);
+  cluster.engine(0).startTimeline(marked, true);
+  for (int i = 0; i < 3; ++i) allreduceEverywhere(cluster, "marked." + std::to_string(i));
+  waitCycles(cluster.engine(0), 20);  // idle cycles: no marks
+  cluster.engine(0).stopTimeline();
+  // One mark per cycle that ran ops: each op waited for its own, so at least three, and idle
+  // cycles add none.
+  const int marks = cycleMarks(checkTrace(marked));
+  EXPECT_GE(marks, 3);
+  EXPECT_LE(marks, 6);
+
+  // HVD_TIMELINE_MARK_CYCLES=1 with HVD_TIMELINE=path.
+  EngineOptions options;
+  options.timelinePath = dir.file("env.json");
+  options.timelineMarkCycles = true;
+  {
+    Cluster configured(2, options);
+    allreduceEverywhere(configured, "env.op");
+  }
+  EXPECT_GE(cycleMarks(checkTrace(options.timelinePath)), 1);
+}
+
+TEST(DynamicTimeline, TheTraceCarriesItsStartTimeSinceTheEpoch) {
+  TempDir dir;
+  const std::string path = dir.file("epoch.json");
+  auto micros = [] {
+    return std::chrono::duration_cast<std::chrono::microseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  };
+  Cluster cluster(1);
+  const int64_t before = micros();
+  cluster.engine(0).startTimeline(path, false);
+  const int64_t after = micros();
+  cluster.engine(0).stopTimeline();
+  const Trace t = checkTrace(path);
+  int found = 0;
+  for (const Json& e : t.doc.array) {
+    const Json* args = e.find("args");
+    if (e.str("ph") != "M" || e.num("pid") != 0 || args == nullptr) continue;
+    if (args->find("start_time_since_epoch_in_micros") == nullptr) continue;
+    ++found;
+    EXPECT_EQ(e.str("name"), "process_name");
+    const double start = args->num("start_time_since_epoch_in_micros");
+    EXPECT_GE(start, static_cast<double>(before));
+    EXPECT_LE(start, static_cast<double>(after));
+  }
+  EXPECT_EQ(found, 1);
+}
+
+TEST(DynamicTimeline, EmptyOrUnwritablePathIsAnErrorAndTheRunningTimelineGoesOn) {
+  TempDir dir;
+  const std::string path = dir.file("running.json");
+  const std::string unwritable = dir.file("no-such-dir") + "/trace.json";
+  Cluster cluster(2);
+  cluster.engine(0).startTimeline(path, false);
+  for (int r = 0; r < 2; ++r) {
+    try {
+      cluster.engine(r).startTimeline("", false);
+      ADD_FAILURE() << "rank " << r << ": no error for an empty path";
+    } catch (const InvalidArgumentError& e) {
+      EXPECT_NE(std::string(e.what()).find("path is empty"), std::string::npos) << e.what();
+    }
+  }
+  try {
+    cluster.engine(0).startTimeline(unwritable, false);
+    ADD_FAILURE() << "no error for " << unwritable;
+  } catch (const BackendError& e) {
+    EXPECT_NE(std::string(e.what()).find(unwritable), std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW(cluster.engine(1).startTimeline(unwritable, false));  // rank 1 opens nothing
+  allreduceEverywhere(cluster, "op.still.recorded");
+  cluster.engine(0).stopTimeline();
+  expectRan(checkTrace(path), "op.still.recorded");
+}
+
+TEST(DynamicTimeline, StartAndStopWithOpsInFlightKeepPhasesPaired) {
+  TempDir dir;
+  const std::string path = dir.file("inflight.json");
+  float x0[2] = {1, 2};
+  float x1[2] = {3, 4};
+  Cluster cluster(2);
+  // Rank 0 has submitted, rank 1 not yet: the op is negotiating when the timeline starts.
+  Handle a0 = cluster.engine(0).allreduce("at.start", x0, x0, {2}, DataType::kFloat32, {});
+  waitCycles(cluster.engine(0), 3);
+  cluster.engine(0).startTimeline(path, false);
+  Handle a1 = cluster.engine(1).allreduce("at.start", x1, x1, {2}, DataType::kFloat32, {});
+  ASSERT_TRUE(a0.waitFor(std::chrono::seconds(60)));
+  ASSERT_TRUE(a1.waitFor(std::chrono::seconds(60)));
+  EXPECT_EQ(x0[0], 2.0f);  // the op itself is undisturbed: the average of 1 and 3
+  // And one negotiating when it stops.
+  Handle b0 = cluster.engine(0).allreduce("at.stop", x0, x0, {2}, DataType::kFloat32, {});
+  waitCycles(cluster.engine(0), 3);
+  cluster.engine(0).stopTimeline();
+  const Trace t = checkTrace(path);  // every B has its E
+  expectRan(t, "at.start");
+  EXPECT_EQ(countEvents(t, "at.stop", "B", "NEGOTIATE_ALLREDUCE"), 1);
+  EXPECT_EQ(countEvents(t, "at.stop", "E", "NEGOTIATE_ALLREDUCE"), 1);
+  EXPECT_EQ(countEvents(t, "at.stop", "B", "ALLREDUCE"), 0);
+  Handle b1 = cluster.engine(1).allreduce("at.stop", x1, x1, {2}, DataType::kFloat32, {});
+  ASSERT_TRUE(b0.waitFor(std::chrono::seconds(60)));
+  ASSERT_TRUE(b1.waitFor(std::chrono::seconds(60)));
+}
+
+TEST(DynamicTimeline, StartAndStopFromOtherThreadsWhileEveryRankSubmits) {
+  TempDir dir;
+  constexpr int kFiles = 8;
+  constexpr int kOps = 150;
+  Cluster cluster(2);
+  std::atomic<bool> done{false};
+  std::vector<std::thread> togglers;
+  for (int r = 0; r < 2; ++r) {
+    togglers.emplace_back([&, r] {
+      for (int k = 0; k < kFiles; ++k) {
+        cluster.engine(r).startTimeline(dir.file("busy" + std::to_string(k) + ".json"), k % 2);
+        std::this_thread::sleep_for(std::chrono::milliseconds(3));
+        if (k % 3 == 0) cluster.engine(r).stopTimeline();
+      }
+      cluster.engine(r).stopTimeline();
+      while (!done) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    });
+  }
+  cluster.run([&](int rank, Engine& engine) {
+    for (int i = 0; i < kOps; ++i) {
+      float x[8] = {1, 2, 3, 4, 5, 6, 7, static_cast<float>(rank)};
+      engine.allreduce("busy." + std::to_string(i), x, x, {8}, DataType::kFloat32, {ReduceOp::kSum})
+          .wait();
+      EXPECT_EQ(x[7], 1.0f);  // 0 + 1
+    }
+  });
+  done = true;
+  for (auto& t : togglers) t.join();
+  for (int k = 0; k < kFiles; ++k) {
+    const Trace t = checkTrace(dir.file("busy" + std::to_string(k) + ".json"));
+    for (const auto& [name, pid] : t.pidOf) {
+      EXPECT_EQ(name.rfind("busy.", 0), 0u) << name;
+    }
+  }
+}
+
+// The public functions over a one-rank runtime.
+class DynamicTimelineApi : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (const char* name : {"HVD_RANK", "HVD_LOCAL_RANK", "HVD_CROSS_RANK"}) setenv(name, "0", 1);
+    for (const char* name : {"HVD_SIZE", "HVD_LOCAL_SIZE", "HVD_CROSS_SIZE"}) setenv(name, "1", 1);
+    setenv("HVD_JOB_ID", "timeline-test", 1);
+    setenv("HVD_TIMELINE", "DYNAMIC", 1);
+  }
+  void TearDown() override {
+    hvd::shutdown();
+    unsetenv("HVD_TIMELINE");
+  }
+};
+
+TEST_F(DynamicTimelineApi, CallsBeforeInitAreInvalidArguments) {
+  ASSERT_FALSE(hvd::isInitialized());
+  EXPECT_THROW(hvd::startTimeline("/tmp/never.json"), InvalidArgumentError);
+  EXPECT_THROW(hvd::stopTimeline(), InvalidArgumentError);
+  EXPECT_THROW(hvd::engineStats(), InvalidArgumentError);
+}
+
+TEST_F(DynamicTimelineApi, StartBeforeTheFirstAsyncOpAndAgainAfter) {
+  TempDir dir;
+  const std::string first = dir.file("api-first.json");
+  const std::string second = dir.file("api-second.json");
+  hvd::init();
+  EXPECT_THROW(hvd::startTimeline(""), InvalidArgumentError);
+  hvd::stopTimeline();  // none runs
+  // The engine has not started (no async op yet), and starting the timeline does not start it.
+  hvd::startTimeline(first);
+  EXPECT_EQ(hvd::engineStats().cycles, 0u);
+  EXPECT_NO_THROW(checkTrace(first));
+  float x[3] = {1, 2, 3};
+  hvd::allreduceAsync("api.op", x, x, {3}, DataType::kFloat32).wait();
+  hvd::stopTimeline();
+  expectRan(checkTrace(first), "api.op");
+  hvd::startTimeline(second, true);
+  hvd::allreduceAsync("api.op2", x, x, {3}, DataType::kFloat32).wait();
+  hvd::shutdown();  // without stopTimeline: shutdown completes the file
+  const Trace t = checkTrace(second);
+  expectRan(t, "api.op2");
+  EXPECT_GE(cycleMarks(t), 1);
+  EXPECT_EQ(t.pidOf.count("api.op"), 0u);
 }
 
 }  // namespace

@@ -33,7 +33,9 @@
 // * Tuning (environment, also under the HOROVOD_* names): HVD_CYCLE_TIME (ms, default 1),
 //   HVD_FUSION_THRESHOLD (bytes, default 128 MiB, 0 = no fusion), HVD_CACHE_CAPACITY (default
 //   1024, 0 = no response cache), HVD_STALL_CHECK_TIME / HVD_STALL_SHUTDOWN_TIME (seconds,
-//   defaults 60 / 300, 0 = off / never), HVD_TIMELINE (path of a Chrome trace written by rank 0).
+//   defaults 60 / 300, 0 = off / never), HVD_TIMELINE (path of a Chrome trace written by rank 0;
+//   DYNAMIC: none until startTimeline()), HVD_TIMELINE_MARK_CYCLES (1: an instant event per
+//   cycle that ran ops).
 #pragma once
 
 #include <chrono>
@@ -140,5 +142,40 @@ int join();
 // submitting: the device's later copies and collectives wait, on the device, for what `stream`
 // (a cudaStream_t) holds now. The caller's thread does not block. No-op without a CUDA driver.
 void orderAfterStream(int device, void* stream);
+// The timeline (a Chrome trace of every op's phases, for Perfetto or chrome://tracing), started
+// and stopped by the program, as Horovod's hvd.start_timeline() / hvd.stop_timeline(); usually
+// with HVD_TIMELINE=DYNAMIC, which records nothing until then (hvd needs no such setting: a
+// timeline started by HVD_TIMELINE=path is replaced or stopped the same way). Rank 0 writes the
+// file; the calls are not collective, and on other ranks they only check their argument.
+//
+// Starts writing the timeline to `path` (rank 0 writes; other ranks record nothing), replacing
+// one that is being written. markCycles: an instant event per negotiation cycle that did work.
+// Starting again with the path being written keeps appending to it (only markCycles changes).
+// Returns once the engine records into the new file. Ops already in flight appear from their
+// negotiation on. Throws InvalidArgumentError for an empty path and BackendError (naming the
+// path) when rank 0 cannot create the file; the previous timeline, if any, then goes on.
+void startTimeline(const std::string& path, bool markCycles = false);
+// Stops the timeline and returns once its file is complete, valid JSON. No-op when none runs.
+void stopTimeline();
+
+// What this rank's engine did so far: monotonic counters, for tests, benchmarks and monitoring.
+struct EngineStats {
+  uint64_t cycles = 0;        // negotiation cycles (one bit-vector allreduce each)
+  uint64_t negotiations = 0;  // cycles that also exchanged uncached requests
+  uint64_t collectives = 0;   // data collectives run (one per fused batch)
+  uint64_t fusedTensors = 0;  // tensors that shared their collective with others
+  uint64_t cacheHits = 0;     // ops negotiated through the response cache alone
+  uint64_t responses = 0;     // ops run successfully
+  uint64_t errors = 0;        // ops failed by negotiation (mismatch, joined ranks)
+  // Payload bytes of those data collectives, in the type they travel in (an fp16-compressed
+  // float32 allreduce of N elements counts 2N, uncompressed 4N; a fused batch counts its fused
+  // buffer): the tensor for allreduce, broadcast and reducescatter, the gathered result for
+  // allgather, what this rank sends for alltoall. Negotiation traffic is not counted.
+  uint64_t bytes = 0;
+};
+
+// This rank's engine counters; all zero while the engine has not started (it starts with the
+// first async op). Never starts it.
+EngineStats engineStats();
 
 }  // namespace hvd

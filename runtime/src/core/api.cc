@@ -168,4 +168,12 @@ void orderAfterStream(int device, void* stream) {
   runtime().devices().orderAfter(device, stream);
 }
 
+void startTimeline(const std::string& path, bool markCycles) {
+  runtime().startTimeline(path, markCycles);
+}
+
+void stopTimeline() { runtime().stopTimeline(); }
+
+EngineStats engineStats() { return runtime().engineStats(); }
+
 }  // namespace hvd

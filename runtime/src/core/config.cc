@@ -124,7 +124,16 @@ void parseEngineKnobs(const EnvReader& getenv, Config& c) {
         std::chrono::milliseconds(std::llround(parseNonNegative(used, v, 1e6, "seconds") * 1000));
   }
   if (const char* v = engineVariable(getenv, "HVD_TIMELINE", "HOROVOD_TIMELINE", &used)) {
-    c.timelinePath = v;
+    // Horovod's word for "the program starts it" (hvd.start_timeline), not a file name.
+    if (std::string(v) == "DYNAMIC") {
+      c.timelineDynamic = true;
+    } else {
+      c.timelinePath = v;
+    }
+  }
+  if (const char* v = engineVariable(getenv, "HVD_TIMELINE_MARK_CYCLES",
+                                     "HOROVOD_TIMELINE_MARK_CYCLES", &used)) {
+    c.timelineMarkCycles = parseInteger(used, v, 0, 1) == 1;
   }
 }
 

@@ -71,6 +71,9 @@ struct Config {
   std::chrono::milliseconds stallCheckTime{60000};      // HVD_STALL_CHECK_TIME (s; 0: off)
   std::chrono::milliseconds stallShutdownTime{300000};  // HVD_STALL_SHUTDOWN_TIME (s; 0: never)
   std::string timelinePath;                             // HVD_TIMELINE (rank 0 writes it)
+  // HVD_TIMELINE=DYNAMIC: no timeline until hvd::startTimeline() (timelinePath stays empty).
+  bool timelineDynamic = false;
+  bool timelineMarkCycles = false;  // HVD_TIMELINE_MARK_CYCLES: 0 or 1
 
   // One line for the start-up log (the token is shown as "<set>").
   std::string summary() const;

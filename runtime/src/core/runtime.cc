@@ -14,6 +14,7 @@
 #include "common/host.h"
 #include "common/logging.h"
 #include "core/scheduler_env.h"
+#include "engine/timeline.h"
 #include "hvd/error.hpp"
 #include "mpi/mpi_collectives.h"
 #include "store/file_store.h"
@@ -329,8 +330,63 @@ engine::Engine& Runtime::engine() {
   engine::EngineOptions options = engineOptions(config_);
   options.devices = engineDevices_.get();
   options.collectives = engineCollectives_.get();  // null: the engine's own ring
-  engine_ = std::make_unique<engine::Engine>(*engineContext_, options);
+  if (timelineDecided_) {
+    // The program started or stopped a timeline before the engine existed: that wins over
+    // HVD_TIMELINE.
+    options.timelinePath.clear();
+    options.timelineMarkCycles = pendingMarkCycles_;
+  }
+  engine_ = std::make_unique<engine::Engine>(*engineContext_, options, std::move(pendingTimeline_));
   return *engine_;
+}
+
+void Runtime::startTimeline(const std::string& path, bool markCycles) {
+  std::unique_ptr<engine::Timeline> replaced;  // closed after the lock is released
+  engine::Engine* running = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(engineMutex_);
+    running = engine_.get();
+    if (running == nullptr) {
+      if (path.empty()) {
+        throw InvalidArgumentError(
+            "startTimeline: the path is empty (pass the file to write the timeline to; "
+            "stopTimeline() stops it)");
+      }
+      // Nothing records before the engine exists; rank 0 opens the file now (so that its
+      // error is this call's) and hands it to the engine when that starts.
+      if (config_.rank == 0 && !(pendingTimeline_ && pendingTimeline_->path() == path)) {
+        auto fresh = std::make_unique<engine::Timeline>(path, config_.rank);
+        replaced = std::move(pendingTimeline_);
+        pendingTimeline_ = std::move(fresh);
+      }
+      timelineDecided_ = true;
+      pendingMarkCycles_ = markCycles;
+      return;
+    }
+  }
+  // engine_ never changes once set; the engine serialises timeline calls itself.
+  running->startTimeline(path, markCycles);
+}
+
+void Runtime::stopTimeline() {
+  std::unique_ptr<engine::Timeline> stopped;  // closed after the lock is released
+  engine::Engine* running = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(engineMutex_);
+    running = engine_.get();
+    if (running == nullptr) {
+      stopped = std::move(pendingTimeline_);
+      timelineDecided_ = true;
+      pendingMarkCycles_ = false;
+      return;
+    }
+  }
+  running->stopTimeline();
+}
+
+engine::EngineStats Runtime::engineStats() {
+  std::lock_guard<std::mutex> lock(engineMutex_);
+  return engine_ ? engine_->stats() : engine::EngineStats{};
 }
 
 engine::EngineOptions engineOptions(const Config& config) {
@@ -341,6 +397,7 @@ engine::EngineOptions engineOptions(const Config& config) {
   o.stallCheckTime = config.stallCheckTime;
   o.stallShutdownTime = config.stallShutdownTime;
   o.timelinePath = config.timelinePath;
+  o.timelineMarkCycles = config.timelineMarkCycles;
   return o;
 }
 

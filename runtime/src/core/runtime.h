@@ -52,6 +52,12 @@ class Runtime {
   gpu::DeviceBackend& devices() { return *devices_; }
   // Starts the engine on first use (thread-safe); throws what connecting its mesh throws.
   engine::Engine& engine();
+  // hvd::startTimeline / stopTimeline: forwarded to the engine once it runs; before that, rank
+  // 0 opens the file here and hands it to the engine when it starts (neither starts it).
+  void startTimeline(const std::string& path, bool markCycles);
+  void stopTimeline();
+  // The engine's counters; zeros while it has not started (never starts it).
+  engine::EngineStats engineStats();
 
  private:
   // Rank 0 serves the job's store, every rank learns it through MPI_Bcast (mpiRendezvous).
@@ -77,6 +83,10 @@ class Runtime {
   // The engine's device buffers: NCCL communicators of its own, as its CPU mesh is its own.
   std::unique_ptr<gpu::DeviceBackend> engineDevices_;
   std::unique_ptr<coll::HostCollectives> engineCollectives_;  // MPI only; else the engine's ring
+  // A timeline started (or stopped: decided, none pending) before the engine existed.
+  std::unique_ptr<engine::Timeline> pendingTimeline_;
+  bool timelineDecided_ = false;
+  bool pendingMarkCycles_ = false;
   std::unique_ptr<engine::Engine> engine_;  // uses engineContext_: destroyed first
 };
 

@@ -26,7 +26,8 @@ std::string describeOptions(const EngineOptions& o) {
       << (o.stallCheckTime.count() == 0 ? " (off)" : "") << ", stall shutdown "
       << static_cast<double>(o.stallShutdownTime.count()) / 1000.0 << " s"
       << (o.stallShutdownTime.count() == 0 ? " (never)" : "") << ", timeline "
-      << (o.timelinePath.empty() ? "off" : o.timelinePath);
+      << (o.timelinePath.empty() ? "off" : o.timelinePath)
+      << (!o.timelinePath.empty() && o.timelineMarkCycles ? " (cycle marks)" : "");
   if (o.collectives != nullptr) out << ", host data over " << o.collectives->describe();
   return out.str();
 }
@@ -84,18 +85,26 @@ void checkDevice(const std::string& what, const LocalOp& op, const OpOptions& o)
 }  // namespace
 
 Engine::Engine(transport::Context& context, EngineOptions options)
+    : Engine(context, std::move(options), nullptr) {}
+
+Engine::Engine(transport::Context& context, EngineOptions options,
+               std::unique_ptr<Timeline> timeline)
     : context_(context),
       options_(std::move(options)),
       rank_(context.rank()),
       size_(context.size()),
-      timeline_(!options_.timelinePath.empty() && context.rank() == 0
+      timeline_(context.rank() != 0 ? nullptr
+                : timeline          ? std::move(timeline)
+                : !options_.timelinePath.empty()
                     ? std::make_unique<Timeline>(options_.timelinePath, context.rank())
                     : nullptr),
+      markCycles_(options_.timelineMarkCycles),
       controller_(context.rank(), context.size(), options_.cacheCapacity),
       stall_(options_.stallCheckTime, options_.stallShutdownTime),
       executor_(context, options_.fusionThreshold, counters_, timeline_.get(), options_.devices,
                 options_.collectives) {
   if (rank_ == 0) logging::get("engine")->info("{}", describeOptions(options_));
+  if (timeline_) timelinePath_ = timeline_->path();
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -120,7 +129,70 @@ EngineStats Engine::stats() const {
   s.cacheHits = counters_.cacheHits.load();
   s.responses = counters_.responses.load();
   s.errors = counters_.errors.load();
+  s.bytes = counters_.bytes.load();
   return s;
+}
+
+// --- the timeline ---------------------------------------------------------------------------
+
+void Engine::startTimeline(const std::string& path, bool markCycles) {
+  if (path.empty()) {
+    throw InvalidArgumentError(
+        "startTimeline: the path is empty (pass the file to write the timeline to; "
+        "stopTimeline() stops it)");
+  }
+  if (rank_ != 0) return;  // rank 0 alone writes the timeline, as in Horovod
+  std::unique_ptr<Timeline> replaced;
+  std::lock_guard<std::mutex> control(timelineControl_);
+  if (path == timelinePath_) {
+    // Horovod keeps writing the file it has open; only the cycle marks change.
+    swapTimeline(nullptr, false, markCycles);
+    return;
+  }
+  // Opened here, not on the engine thread: a file that cannot be created is this call's
+  // error, and the running timeline (if any) goes on.
+  auto fresh = std::make_unique<Timeline>(path, rank_);
+  replaced = swapTimeline(std::move(fresh), true, markCycles);
+  timelinePath_ = path;
+  replaced.reset();  // flushes and closes the previous file, under timelineControl_ only
+}
+
+void Engine::stopTimeline() {
+  if (rank_ != 0) return;
+  std::lock_guard<std::mutex> control(timelineControl_);
+  if (timelinePath_.empty()) return;
+  std::unique_ptr<Timeline> replaced = swapTimeline(nullptr, true, false);
+  timelinePath_.clear();
+  replaced.reset();  // its destructor writes the rest and the closing bracket, and syncs
+}
+
+std::unique_ptr<Timeline> Engine::swapTimeline(std::unique_ptr<Timeline> timeline, bool replace,
+                                               bool markCycles) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  timelineSwap_ = TimelineSwap{std::move(timeline), replace, markCycles};
+  wake_ = true;
+  cv_.notify_all();
+  timelineSwapped_.wait(lock, [&] { return !timelineSwap_ || threadExited_; });
+  if (timelineSwap_) applyTimelineSwap();  // the engine thread is gone: nobody else records
+  return std::move(retiredTimeline_);
+}
+
+void Engine::applyTimelineSwap() {
+  TimelineSwap swap = std::move(*timelineSwap_);
+  timelineSwap_.reset();
+  markCycles_ = swap.markCycles;
+  if (!swap.replace) return;
+  // Between cycles every active op is negotiating (its one open phase): close that phase in
+  // the old file and open it in the new one, so that both files pair their B/E events.
+  for (LocalOp* op : activeOrder_) {
+    if (timeline_) timeline_->end(op->request.name);
+    if (swap.timeline) {
+      swap.timeline->begin(op->request.name, "NEGOTIATE_" + opTypeUpper(op->request.type));
+    }
+  }
+  retiredTimeline_ = std::move(timeline_);
+  timeline_ = std::move(swap.timeline);
+  executor_.setTimeline(timeline_.get());
 }
 
 void Engine::setPaused(bool paused) {
@@ -350,6 +422,10 @@ void Engine::loop() {
       std::unique_lock<std::mutex> lock(mutex_);
       cv_.wait_until(lock, next, [&] { return wake_; });
       wake_ = false;
+      if (timelineSwap_) {
+        applyTimelineSwap();
+        timelineSwapped_.notify_all();
+      }
       if (!paused_) {
         for (auto& op : incoming_) {
           if (timeline_) {
@@ -381,6 +457,10 @@ void Engine::loop() {
       break;
     }
   }
+  // From here on a timeline call swaps the timeline itself (see swapTimeline).
+  std::lock_guard<std::mutex> lock(mutex_);
+  threadExited_ = true;
+  timelineSwapped_.notify_all();
 }
 
 bool Engine::cycle(bool stop, bool joined) {
@@ -427,7 +507,11 @@ bool Engine::cycle(bool stop, bool joined) {
     return false;
   }
   if (any.uncached) negotiate(fresh);
-  execute(controller_.takeResponses());
+  const std::vector<Response> responses = controller_.takeResponses();
+  // Horovod's cycle markers (HOROVOD_TIMELINE_MARK_CYCLES), only for cycles that did work:
+  // with a cycle every millisecond, idle marks would bury everything else.
+  if (markCycles_ && timeline_ && !responses.empty()) timeline_->marker("CYCLE_START");
+  execute(responses);
 
   if (any.joined) {
     // Every rank has joined: join() returns the last one everywhere; a new epoch starts.

@@ -2,8 +2,9 @@
 // background thread on a Context of their own, checked, fused and run. See hvd/engine.hpp for
 // the user-visible semantics and controller.h for the negotiation protocol.
 //
-// Threads: submit calls, join() and stats() may come from any thread; they touch only the
-// submission queue, the in-flight name set and the join request, under `mutex_`. Everything
+// Threads: submit calls, join(), stats() and the timeline calls may come from any thread; they
+// touch only the submission queue, the in-flight name set, the join request and a timeline
+// swap request, under `mutex_`. Everything
 // else — the replicated negotiation state, the ops being negotiated, the fusion buffer, the
 // Context — belongs to the engine thread alone. Handles are completed through their OpState's
 // own mutex, after the name has left the in-flight set (so a waiter may resubmit the name at
@@ -14,6 +15,14 @@
 // waiting in a collective. Ops still pending then fail with an error saying hvd was shut down.
 // A failing collective (a peer died or timed out) fails every pending op and every later submit
 // with that error; a stall shutdown fails them with an hvd::TimeoutError naming the stalled ops.
+//
+// The timeline belongs to the engine thread, which records into it without a lock of the
+// engine's. startTimeline()/stopTimeline() therefore open the new file in the caller's thread,
+// post the swap under `mutex_` and wait until the engine thread made it between two cycles (or
+// make it themselves once that thread has exited); the replaced timeline comes back to the
+// caller, which flushes and closes it after releasing `mutex_`, so submitting threads never
+// wait for a file. `timelineControl_` serialises the callers (one swap in flight at a time); the
+// engine thread never takes it.
 #pragma once
 
 #include <chrono>
@@ -24,6 +33,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -49,6 +59,7 @@ struct EngineOptions {
   std::chrono::milliseconds stallCheckTime{60000};      // HVD_STALL_CHECK_TIME (0: off)
   std::chrono::milliseconds stallShutdownTime{300000};  // HVD_STALL_SHUTDOWN_TIME (0: never)
   std::string timelinePath;                             // HVD_TIMELINE (rank 0 writes it)
+  bool timelineMarkCycles = false;                      // HVD_TIMELINE_MARK_CYCLES
   // Device buffers (gpu/device_backend.h): where an op's device comes from and what runs it.
   // Null: every buffer is host memory and OpOptions::device >= 0 is refused. Not owned.
   gpu::DeviceBackend* devices = nullptr;
@@ -61,21 +72,16 @@ struct EngineOptions {
   std::function<void(const std::string&)> onStallWarning;
 };
 
-// What the engine did so far (monotonic counters).
-struct EngineStats {
-  uint64_t cycles = 0;        // negotiation cycles (one bit-vector allreduce each)
-  uint64_t negotiations = 0;  // cycles that also exchanged uncached requests
-  uint64_t collectives = 0;   // data collectives run (one per fused batch)
-  uint64_t fusedTensors = 0;  // tensors that shared their collective with others
-  uint64_t cacheHits = 0;     // ops negotiated through the response cache alone
-  uint64_t responses = 0;     // ops run successfully
-  uint64_t errors = 0;        // ops failed by negotiation (mismatch, joined ranks)
-};
+// The counters are public (hvd/engine.hpp); the engine's own name stays for its callers.
+using EngineStats = hvd::EngineStats;
 
 class Engine {
  public:
   // `context` must outlive the engine and be used by nothing else. Starts the thread.
   Engine(transport::Context& context, EngineOptions options);
+  // `timeline`: one the program started before the engine existed (hvd::startTimeline), used
+  // instead of options.timelinePath (rank 0 only; ignored elsewhere).
+  Engine(transport::Context& context, EngineOptions options, std::unique_ptr<Timeline> timeline);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -101,6 +107,11 @@ class Engine {
 
   EngineStats stats() const;
 
+  // hvd::startTimeline / hvd::stopTimeline (hvd/engine.hpp); any thread. On ranks other than 0
+  // they only check the path.
+  void startTimeline(const std::string& path, bool markCycles);
+  void stopTimeline();
+
   // Tests and benchmarks: while paused, submissions queue up but do not enter negotiation
   // (cycles go on), so that a burst of ops is negotiated in one cycle.
   void setPaused(bool paused);
@@ -121,6 +132,13 @@ class Engine {
   void failAll(std::exception_ptr error);
   void checkStalls(Clock::time_point now);
   Clock::time_point now() const;
+  // Posts a timeline change and waits until it took effect; returns the timeline it replaced.
+  // `replace` false: only markCycles changes. Under timelineControl_, not mutex_.
+  std::unique_ptr<Timeline> swapTimeline(std::unique_ptr<Timeline> timeline, bool replace,
+                                         bool markCycles);
+  // Makes the posted change: the engine thread between cycles, or the caller once the engine
+  // thread has exited. Under mutex_.
+  void applyTimelineSwap();
 
   transport::Context& context_;
   const EngineOptions options_;
@@ -138,9 +156,23 @@ class Engine {
   bool paused_ = false;
   bool wake_ = false;  // something for the engine thread: start a cycle now
   uint64_t barriers_ = 0;
+  struct TimelineSwap {
+    std::unique_ptr<Timeline> timeline;
+    bool replace = false;
+    bool markCycles = false;
+  };
+  std::optional<TimelineSwap> timelineSwap_;   // posted by a timeline call, taken by the thread
+  std::unique_ptr<Timeline> retiredTimeline_;  // what the swap replaced, for its caller
+  std::condition_variable timelineSwapped_;
+  bool threadExited_ = false;  // the engine thread left its loop: callers swap themselves
+
+  // The timeline calls, serialised (never taken by the engine thread).
+  std::mutex timelineControl_;
+  std::string timelinePath_;  // under timelineControl_: the file rank 0 writes, "" for none
 
   // Engine thread only.
   std::unique_ptr<Timeline> timeline_;
+  bool markCycles_ = false;  // a CYCLE_START marker per cycle that ran responses
   Controller controller_;
   StallInspector stall_;
   EngineCounters counters_;

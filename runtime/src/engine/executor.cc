@@ -194,6 +194,11 @@ void Executor::allreduceBatch(const std::vector<const Response*>& batch,
                               const std::vector<LocalOp*>& locals) {
   ++counters_.collectives;
   if (batch.size() > 1) counters_.fusedTensors += batch.size();
+  // Counted as sent: a compressed batch travels as float16 on every path (device batches that
+  // need the cast take the host path with the same wire type).
+  size_t elements = 0;
+  for (const Response* r : batch) elements += static_cast<size_t>(r->request.elements());
+  counters_.bytes += elements * dataTypeSize(wireType(batch.front()->request));
   if (batch.front()->request.device >= 0) {
     deviceAllreduceBatch(batch, locals);
   } else {
@@ -375,6 +380,7 @@ void Executor::allgather(const Response& response, LocalOp* local) {
   auto& out = local->state->mutableOutput();
   out.resize(static_cast<size_t>(rows * rowElements) * elem);
   ++counters_.collectives;
+  counters_.bytes += out.size();
   host_.allgather(inputOf(local), counts[me], dataOf(out), counts, meta.dtype);
   Shape shape = local->request.shape;
   shape[0] = rows;
@@ -384,6 +390,7 @@ void Executor::allgather(const Response& response, LocalOp* local) {
 void Executor::broadcast(const Response& response, LocalOp* local) {
   const Request& meta = response.request;
   ++counters_.collectives;
+  counters_.bytes += meta.bytes();
   if (meta.device >= 0) {
     devices(meta)
         .route({local->output})
@@ -409,6 +416,7 @@ void Executor::reducescatter(const Response& response, LocalOp* local) {
   auto& out = local->state->mutableOutput();
   out.resize(mine * elem);
   ++counters_.collectives;
+  counters_.bytes += count * elem;
   ReducescatterOptions options;
   options.op = meta.reduceOp;
   options.rowElements = rowElements;
@@ -439,6 +447,9 @@ void Executor::alltoall(const Response& response, LocalOp* local) {
   auto& out = local->state->mutableOutput();
   out.resize(static_cast<size_t>(rows) * rowElements * elem);
   ++counters_.collectives;
+  size_t sent = 0;
+  for (size_t c : sendCounts) sent += c;
+  counters_.bytes += sent * elem;
   host_.alltoall(inputOf(local), sendCounts, dataOf(out), recvCounts, meta.dtype);
   Shape shape = local->request.shape;
   shape[0] = rows;

@@ -63,6 +63,7 @@ struct EngineCounters {
   std::atomic<uint64_t> cacheHits{0};     // responses that came from the response cache
   std::atomic<uint64_t> responses{0};     // ops run
   std::atomic<uint64_t> errors{0};        // error responses (mismatches, joined ranks)
+  std::atomic<uint64_t> bytes{0};         // payload of the data collectives, as sent (EngineStats)
 };
 
 // Batches of consecutive responses [begin, end): pure logic (see above), for tests.
@@ -75,6 +76,9 @@ class Executor {
   Executor(transport::Context& context, size_t fusionThreshold, EngineCounters& counters,
            Timeline* timeline, gpu::DeviceBackend* devices = nullptr,
            coll::HostCollectives* collectives = nullptr);
+
+  // Where phases go from now on (null: nowhere); the engine thread swaps it between cycles.
+  void setTimeline(Timeline* timeline) { timeline_ = timeline; }
 
   // planBatches() with this executor's fusion threshold.
   std::vector<std::pair<size_t, size_t>> plan(const std::vector<Response>& responses) const {

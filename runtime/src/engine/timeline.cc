@@ -31,11 +31,11 @@ constexpr std::string_view kTail = "\n]\n";
 // this bit marks such entries on a tensor's stack of open phases.
 constexpr uint32_t kDroppedBit = 0x80000000u;
 
-enum class Kind : uint8_t { kBegin, kEnd, kInstant };
+enum class Kind : uint8_t { kBegin, kEnd, kInstant, kMarker };
 
 struct Record {
   int64_t ns;         // since the timeline started
-  uint32_t tensor;    // index into the tensor names; the row (pid) is tensor + 1
+  uint32_t tensor;    // index into the tensor names; the row (pid) is tensor + 1 (markers: 0)
   uint32_t activity;  // index into the activity names
   Kind kind;
 };
@@ -163,8 +163,13 @@ class Timeline::Impl {
     if (fd_ < 0) throwSyscall("timeline: cannot open '" + path + "' for writing");
     // The opening of the array and the row of the timeline itself (pid 0, where notes such as
     // dropped events go); every later event is written as ",\n{...}".
+    // The wall-clock time of ts 0 goes with it: ts counts from start_ on the steady clock, so
+    // the two clocks are read together once.
+    const auto sinceEpoch = std::chrono::duration_cast<std::chrono::microseconds>(
+        std::chrono::system_clock::now().time_since_epoch());
     std::string head = "[\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,\"args\":{\"name\":";
-    head += "\"hvd timeline (rank " + std::to_string(rank) + ")\"}}";
+    head += "\"hvd timeline (rank " + std::to_string(rank) + ")\"";
+    head += ",\"start_time_since_epoch_in_micros\":" + std::to_string(sinceEpoch.count()) + "}}";
     head +=
         ",\n{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":0,\"args\":{\"sort_index\":0}}";
     head += kTail;
@@ -234,6 +239,18 @@ class Timeline::Impl {
     pending_.push_back(Record{now(), t, a, Kind::kInstant});
   }
 
+  void marker(std::string_view what) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const uint32_t a = activities_.intern(what);
+    if (pending_.size() >= maxPending_) {
+      ++dropped_;
+      return;
+    }
+    pending_.push_back(Record{now(), 0, a, Kind::kMarker});
+  }
+
+  const std::string& path() const { return path_; }
+
   void flush() {
     std::unique_lock<std::mutex> lock(mu_);
     const uint64_t ticket = ++flushRequested_;
@@ -288,6 +305,7 @@ class Timeline::Impl {
       batch.swap(pending_);
       const uint64_t dropped = dropped_;
       dropped_ = 0;
+      const int64_t takenAt = now();  // after every record of the batch, before any later one
       newTensors.clear();
       for (size_t i = tensorsWritten_; i < tensorIds_.size(); ++i) {
         newTensors.push_back(tensorIds_[i]);
@@ -302,7 +320,7 @@ class Timeline::Impl {
       lock.unlock();
 
       out.clear();
-      format(batch, newTensors, firstNewTensor, dropped, out);
+      format(batch, newTensors, firstNewTensor, dropped, takenAt, out);
       // A big buffer left over from a burst is given back.
       if (batch.capacity() > (size_t{1} << 16)) std::vector<Record>().swap(batch);
       writeOut(out, sync);
@@ -319,7 +337,7 @@ class Timeline::Impl {
   }
 
   void format(const std::vector<Record>& batch, const std::vector<std::string>& newTensors,
-              size_t firstNewTensor, uint64_t dropped, std::string& out) {
+              size_t firstNewTensor, uint64_t dropped, int64_t takenAt, std::string& out) {
     for (size_t i = 0; i < newTensors.size(); ++i) {
       const std::string pid = std::to_string(firstNewTensor + i + 1);
       out += ",\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":";
@@ -336,17 +354,31 @@ class Timeline::Impl {
       out += ",\n{\"name\":\"";
       appendEscaped(out, activityNames_[r.activity]);
       out += "\",\"ph\":\"";
-      out += r.kind == Kind::kBegin ? "B" : r.kind == Kind::kEnd ? "E" : "i";
-      out += r.kind == Kind::kInstant ? "\",\"s\":\"t\",\"ts\":" : "\",\"ts\":";
+      switch (r.kind) {
+        case Kind::kBegin:
+          out += "B\",\"ts\":";
+          break;
+        case Kind::kEnd:
+          out += "E\",\"ts\":";
+          break;
+        case Kind::kInstant:
+          out += "i\",\"s\":\"t\",\"ts\":";  // thread scope: the tensor's row
+          break;
+        case Kind::kMarker:
+          out += "i\",\"s\":\"g\",\"ts\":";  // global scope: a line across every row
+          break;
+      }
       appendMicros(out, r.ns);
       out += ",\"pid\":";
-      out += std::to_string(r.tensor + 1);
+      out += std::to_string(r.kind == Kind::kMarker ? 0 : r.tensor + 1);
       out += ",\"tid\":0}";
     }
     if (dropped > 0) {
       const std::string n = std::to_string(dropped);
       out += ",\n{\"name\":\"TIMELINE_DROPPED_EVENTS\",\"ph\":\"i\",\"s\":\"p\",\"ts\":";
-      appendMicros(out, now());
+      // When the batch was taken, not now(): records of the next batch may be older than
+      // now(), and row 0 (markers too) must not go back in time.
+      appendMicros(out, takenAt);
       out += ",\"pid\":0,\"tid\":0,\"args\":{\"dropped\":" + n +
              ",\"reason\":\"the timeline writer fell behind\"}}";
     }
@@ -415,6 +447,10 @@ void Timeline::end(std::string_view tensor) { impl_->end(tensor); }
 void Timeline::instant(std::string_view tensor, std::string_view what) {
   impl_->instant(tensor, what);
 }
+
+void Timeline::marker(std::string_view what) { impl_->marker(what); }
+
+const std::string& Timeline::path() const { return impl_->path(); }
 
 void Timeline::flush() { impl_->flush(); }
 

@@ -2,7 +2,10 @@
 // ("Trace Event Format", JSON array form) that opens in Perfetto and chrome://tracing. Each
 // tensor is one row (a "process" named after the tensor, like Horovod's timeline), and each
 // phase of its op is a duration event on it: NEGOTIATE_<OP>, QUEUE, MEMCPY_IN_FUSION_BUFFER,
-// the collective (ALLREDUCE, ALLGATHER, ...), MEMCPY_OUT_FUSION_BUFFER.
+// the collective (ALLREDUCE, ALLGATHER, ...), MEMCPY_OUT_FUSION_BUFFER. Markers (CYCLE_START,
+// HVD_TIMELINE_MARK_CYCLES) are global instant events on the timeline's own row, pid 0, whose
+// metadata also carries "start_time_since_epoch_in_micros" (the wall-clock time of "ts" 0, the
+// key Horovod's timeline writes there) so that tools can align traces of several runs.
 //
 // Written off the hot path: begin()/end() only append to an in-memory buffer under a short
 // lock; a writer thread formats and writes it out every kFlushInterval. The file is valid JSON
@@ -45,6 +48,11 @@ class Timeline {
   void end(std::string_view tensor);
   // A point in time on the tensor's row (e.g. a cache hit), for hints and errors.
   void instant(std::string_view tensor, std::string_view what);
+  // A point in time across every row (the engine's cycle marks).
+  void marker(std::string_view what);
+
+  // The file this timeline writes.
+  const std::string& path() const;
 
   // Writes out everything recorded so far and waits until it is on disk (for tests and
   // shutdown).
