@@ -142,7 +142,6 @@ void Engine::startTimeline(const std::string& path, bool markCycles) {
         "stopTimeline() stops it)");
   }
   if (rank_ != 0) return;  // rank 0 alone writes the timeline, as in Horovod
-  std::unique_ptr<Timeline> replaced;
   std::lock_guard<std::mutex> control(timelineControl_);
   if (path == timelinePath_) {
     // Horovod keeps writing the file it has open; only the cycle marks change.
@@ -152,7 +151,7 @@ void Engine::startTimeline(const std::string& path, bool markCycles) {
   // Opened here, not on the engine thread: a file that cannot be created is this call's
   // error, and the running timeline (if any) goes on.
   auto fresh = std::make_unique<Timeline>(path, rank_);
-  replaced = swapTimeline(std::move(fresh), true, markCycles);
+  std::unique_ptr<Timeline> replaced = swapTimeline(std::move(fresh), true, markCycles);
   timelinePath_ = path;
   replaced.reset();  // flushes and closes the previous file, under timelineControl_ only
 }
