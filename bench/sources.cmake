@@ -63,3 +63,12 @@ if(HVD_BUILD_TESTS AND HVD_FUSION_BENCH)
     TIMEOUT 120 FAIL_REGULAR_EXPRESSION "wrong=[1-9]")
 endif()
 # --- end of fusion benchmark -------------------------------------------------------------------
+
+# --- Torch step benchmark (bench/torch_step.sh) ------------------------------------------------
+# hvd-op-latency: one tiny named allreduce through the engine from C++ (submit, wait, round
+# trip), the reference of hvd.torch's per-op cost (bench/torch_step.py latency), under hvdrun.
+if(HVD_FUSION_BENCH)
+  add_executable(hvd-op-latency ${CMAKE_CURRENT_LIST_DIR}/op_latency.cc)
+  target_link_libraries(hvd-op-latency PRIVATE hvd hvd_warnings)
+endif()
+# --- end of torch step benchmark ---------------------------------------------------------------
