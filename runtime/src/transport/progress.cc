@@ -74,7 +74,17 @@ int Schedule::send(int peer, const void* data, size_t bytes, int afterRecv, bool
 }
 
 int Schedule::recv(int peer, size_t bytes, size_t align, const RecvAction& action) {
-  recvs_.push_back(Recv{peer, bytes, align, action, 0, -1});
+  recvs_.push_back(Recv{peer, bytes, align, action, 0, -1, false, false});
+  return static_cast<int>(recvs_.size()) - 1;
+}
+
+int Schedule::recvFramed(int peer, void* header, size_t headerBytes, size_t bodyBytes, size_t align,
+                         const RecvAction& body) {
+  RecvAction copy;
+  copy.kind = RecvAction::Kind::kCopy;
+  copy.dst = static_cast<uint8_t*>(header);
+  recvs_.push_back(Recv{peer, headerBytes, sizeof(uint64_t), copy, 0, -1, true, false});
+  recvs_.push_back(Recv{peer, bodyBytes, align, body, 0, -1, false, true});
   return static_cast<int>(recvs_.size()) - 1;
 }
 
@@ -232,7 +242,7 @@ class Runner {
       ++remaining_;
     }
     for (size_t i = 0; i < recvs.size(); ++i) {
-      if (recvs[i].bytes == 0) continue;
+      if (recvs[i].bytes == 0 && !recvs[i].framed) continue;
       stateFor(recvs[i].peer).recvs.push_back(static_cast<int>(i));
       ++remaining_;
     }
@@ -250,17 +260,20 @@ class Runner {
       // Receive first: it may unblock a send of this very pass (ring forwarding).
       while (state.nextRecv < state.recvs.size()) {
         auto& op = recvs[state.recvs[state.nextRecv]];
-        const size_t want = std::min(op.bytes - op.done, piece);
-        size_t got = 0;
-        if (!tryForwarding(state, op, want, &got)) {
-          got = state.link->tryRecv(want, op.align, op.done, op.action);
+        if (op.done < op.bytes) {  // a framed body may have nothing to receive
+          const size_t want = std::min(op.bytes - op.done, piece);
+          size_t got = 0;
+          if (!tryForwarding(state, op, want, &got)) {
+            got = state.link->tryRecv(want, op.align, op.done, op.action);
+          }
+          if (got == 0) break;
+          op.done += got;
+          progress = true;
+          if (op.done < op.bytes) break;
         }
-        if (got == 0) break;
-        op.done += got;
-        progress = true;
-        if (op.done < op.bytes) break;
         ++state.nextRecv;
         --remaining_;
+        if (op.framesNext) frameBody(op, recvs[state.recvs[state.nextRecv]]);
       }
       state.sendBlockedOnLink = false;
       while (state.nextSend < state.sends.size()) {
@@ -316,6 +329,17 @@ class Runner {
     }
     *got = moved;
     return true;
+  }
+
+  // The header of a framed message arrived: the body is what its sender announced.
+  static void frameBody(const Schedule::Recv& header, Schedule::Recv& body) {
+    uint64_t announced;
+    std::memcpy(&announced, header.action.dst, sizeof(announced));
+    if (announced == body.bytes) return;
+    body.bytes = announced;
+    body.align = 1;
+    body.action.kind = RecvAction::Kind::kDiscard;
+    body.forwardedBy = -1;
   }
 
   bool pendingRecv(const LinkState& s) const { return s.nextRecv < s.recvs.size(); }

@@ -74,6 +74,10 @@ class Schedule {
     RecvAction action;
     size_t done;
     int forwardedBy;  // the send that forwards exactly this receive's result, or -1
+    // recvFramed: the header sizes the next receive on its link; that body is scheduled even
+    // when it plans zero bytes (the sender may announce some, which are then discarded).
+    bool framesNext;
+    bool framed;
   };
 
   void clear();
@@ -81,6 +85,13 @@ class Schedule {
   // destination (same region, same size), so the engine may fuse the two (see progress.cc).
   int send(int peer, const void* data, size_t bytes, int afterRecv = -1, bool forwards = false);
   int recv(int peer, size_t bytes, size_t align, const RecvAction& action);
+  // A framed message: a header of `headerBytes` (a multiple of 8) copied to `header`, whose
+  // first 8 bytes are the length of the body the sender sends right after it. When that length
+  // is `bodyBytes` the body runs `body`; any other length is received and discarded, so a peer
+  // that disagrees about the size leaves nothing in the stream and is never waited for beyond
+  // what it sent. The caller checks the header afterwards. Returns the body's index.
+  int recvFramed(int peer, void* header, size_t headerBytes, size_t bodyBytes, size_t align,
+                 const RecvAction& body);
 
   std::vector<Send>& sends() { return sends_; }
   std::vector<Recv>& recvs() { return recvs_; }
