@@ -43,7 +43,8 @@ enum class CollectiveKind : uint8_t {
   kBarrier,
 };
 
-// 64 bytes, no padding: compared and sent as raw bytes.
+// 56 bytes, no padding: compared and sent as raw bytes (the fields alltoall needs, nothing
+// more; a multiple of 8 so the body behind it stays aligned).
 struct Descriptor {
   uint64_t payloadBytes = 0;  // first: read by the progress engine (recvFramed)
   uint32_t magic = 0;         // kDescriptorMagic; anything else means the stream is out of step
@@ -57,9 +58,8 @@ struct Descriptor {
   uint64_t extra = 0;         // reducescatter rowElements; allgather / alltoall counts checksum
   uint64_t extra2 = 0;        // alltoall recvCounts checksum
   uint64_t linkCount = 0;     // alltoall: elements this message's sender sends its receiver
-  uint64_t reserved = 0;
 };
-static_assert(sizeof(Descriptor) == 64, "Descriptor is a wire format");
+static_assert(sizeof(Descriptor) == 56, "Descriptor is a wire format");
 
 inline constexpr uint32_t kDescriptorMagic = 0x68766431;  // "hvd1"
 inline constexpr uint32_t kInvalid = 1;
@@ -110,6 +110,11 @@ class Framing {
   Descriptor* sent_;
   Descriptor* received_;
   uint8_t* packed_;
+  // The last packed message: a peer sent the same payload with the same header reuses it.
+  const uint8_t* packedFor_ = nullptr;
+  size_t packedBytes_ = 0;
+  uint64_t packedLinkCount_ = 0;
+  const uint8_t* packedMessage_ = nullptr;
 };
 
 // The descriptor-only round of the ring and chain algorithms (and barrier, which is nothing

@@ -74,10 +74,12 @@ class Schedule {
     RecvAction action;
     size_t done;
     int forwardedBy;  // the send that forwards exactly this receive's result, or -1
-    // recvFramed: the header sizes the next receive on its link; that body is scheduled even
-    // when it plans zero bytes (the sender may announce some, which are then discarded).
-    bool framesNext;
-    bool framed;
+    // recvFramed: `bytes` covers the header and the planned body until the header arrived;
+    // then it is the header and the announced body (whose bytes are discarded when that is not
+    // the planned length). Both travel in the one operation.
+    uint8_t* header;       // where the header goes, or null for a plain receive
+    uint32_t headerBytes;  // a multiple of 8; its first 8 bytes are the body's length
+    bool headerSeen;       // the announced length has been read and `bytes` set from it
   };
 
   void clear();
@@ -85,11 +87,13 @@ class Schedule {
   // destination (same region, same size), so the engine may fuse the two (see progress.cc).
   int send(int peer, const void* data, size_t bytes, int afterRecv = -1, bool forwards = false);
   int recv(int peer, size_t bytes, size_t align, const RecvAction& action);
-  // A framed message: a header of `headerBytes` (a multiple of 8) copied to `header`, whose
-  // first 8 bytes are the length of the body the sender sends right after it. When that length
-  // is `bodyBytes` the body runs `body`; any other length is received and discarded, so a peer
-  // that disagrees about the size leaves nothing in the stream and is never waited for beyond
-  // what it sent. The caller checks the header afterwards. Returns the body's index.
+  // A framed message, one receive operation: a header of `headerBytes` (a multiple of 8) copied
+  // to `header`, whose first 8 bytes are the length of the body the sender sends right after
+  // it. When that length is `bodyBytes` the body runs `body`; any other length is received and
+  // discarded, so a peer that disagrees about the size leaves nothing in the stream and is
+  // never waited for beyond what it sent. Where the link can peek (shared memory), the engine
+  // reads the length in place and takes header and body with one tryRecv. The caller checks
+  // the header afterwards. Returns the receive's index.
   int recvFramed(int peer, void* header, size_t headerBytes, size_t bodyBytes, size_t align,
                  const RecvAction& body);
 
