@@ -37,17 +37,6 @@ void RecvAction::consume(const uint8_t* data, size_t offset, size_t bytes) {
     }
     case Kind::kDiscard:
       return;
-    case Kind::kExpectU64: {
-      // The 8 bytes arrive in one piece: align is 8 for this receive.
-      uint64_t value;
-      std::memcpy(&value, data, sizeof(value));
-      if (value != expected) {
-        throw InvalidArgumentError(std::string(what) + ": rank " + std::to_string(peer) +
-                                   " sends " + std::to_string(value) + " but this rank expects " +
-                                   std::to_string(expected));
-      }
-      return;
-    }
   }
 }
 
@@ -65,8 +54,7 @@ int Schedule::send(int peer, const void* data, size_t bytes, int afterRecv, bool
   if (forwards && afterRecv >= 0) {
     Recv& source = recvs_.at(afterRecv);
     if (source.bytes == bytes && source.action.dst == data &&
-        source.action.kind != RecvAction::Kind::kDiscard &&
-        source.action.kind != RecvAction::Kind::kExpectU64) {
+        source.action.kind != RecvAction::Kind::kDiscard) {
       source.forwardedBy = index;
     }
   }

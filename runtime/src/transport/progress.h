@@ -27,7 +27,7 @@ namespace hvd::transport {
 // reduce them with src into dst (dst = src op bytes), or discard them. Optionally divides the
 // result by `averageDivisor` (the final step of an average).
 struct RecvAction final : RecvSink {
-  enum class Kind { kCopy, kReduceInto, kReduceTo, kDiscard, kExpectU64 };
+  enum class Kind { kCopy, kReduceInto, kReduceTo, kDiscard };
   Kind kind = Kind::kCopy;
   uint8_t* dst = nullptr;
   const uint8_t* src = nullptr;
@@ -41,11 +41,6 @@ struct RecvAction final : RecvSink {
   // (non-temporal) stores, skipping the read-for-ownership of each destination line. For
   // results larger than the caches only.
   bool streaming = false;
-  // kExpectU64: the 8-byte value the sender must announce; a mismatch throws
-  // InvalidArgumentError with `what` (describing the field) and both values.
-  uint64_t expected = 0;
-  const char* what = "";
-  int peer = -1;
 
   void consume(const uint8_t* data, size_t offset, size_t bytes) override;
   uint8_t* directTarget(size_t offset) override {
