@@ -2,6 +2,9 @@
 # a fake plugin table. No MPI is started.
 hvd_test(NAME mpi_test LABEL unit TIMEOUT 60 SOURCES ${CMAKE_CURRENT_LIST_DIR}/mpi_test.cc)
 target_compile_definitions(mpi_test PRIVATE HVD_TEST_HAVE_MPI=$<BOOL:${HVD_HAVE_MPI}>)
+# Mismatched arguments across ranks (threads over a fake MPI world) fail every rank.
+hvd_test(NAME mpi_mismatch_test LABEL unit TIMEOUT 60
+         SOURCES ${CMAKE_CURRENT_LIST_DIR}/mpi_mismatch_test.cc)
 
 # "libhvd itself must not link libmpi": programs that mpirun did not start never load MPI.
 add_test(NAME hvd_needs_no_mpi_library

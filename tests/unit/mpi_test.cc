@@ -82,6 +82,7 @@ constexpr int kRanks = 3;
 // The fake's world: kRanks ranks that all pass what this one passes, so a sum is kRanks times
 // the input. Calls are recorded; `failWith` makes the next call fail with that code.
 struct Fake {
+  int rank = 0;
   int calls = 0;
   bool lastInPlace = false;
   int lastOp = -1;
@@ -147,9 +148,22 @@ hvd_mpi_plugin_v1 fakeTable() {
     scale(dtype, static_cast<const uint8_t*>(send) + counts[0] * elem, recv, counts[1]);
     return finish(err, len);
   };
-  t.allgatherv = [](hvd_mpi_comm*, const void* send, void*, const uint64_t*, int, char* err,
-                    size_t len) {
+  t.allgatherv = [](hvd_mpi_comm*, const void* send, void* recv, const uint64_t* counts, int dtype,
+                    char* err, size_t len) {
     g_fake->lastInPlace = send == nullptr;
+    // Every rank passes what this one passes: its block lands in every rank's slot (the
+    // descriptors of hvd's agreement check, which are all the same size, then agree).
+    const size_t elem = dataTypeSize(static_cast<DataType>(dtype));
+    auto* out = static_cast<uint8_t*>(recv);
+    uint64_t at = 0;
+    for (int p = 0; p < g_fake->rank; ++p) at += counts[p] * elem;
+    const uint8_t* mine = send == nullptr ? out + at : static_cast<const uint8_t*>(send);
+    const uint64_t bytes = counts[g_fake->rank] * elem;
+    bool uniform = true;
+    for (int p = 0; p < kRanks; ++p) uniform = uniform && counts[p] == counts[0];
+    for (int p = 0; uniform && p < kRanks; ++p) {
+      if (out + p * bytes != mine) std::memmove(out + p * bytes, mine, bytes);
+    }
     return finish(err, len);
   };
   t.alltoallv = [](hvd_mpi_comm*, const void*, const uint64_t*, void*, const uint64_t*, int,
@@ -162,6 +176,7 @@ class MpiCollectivesTest : public ::testing::Test {
   void SetUp() override { g_fake = &fake_; }
   void TearDown() override { g_fake = nullptr; }
   MpiCollectives make(int rank = 0, std::chrono::milliseconds timeout = 0ms) {
+    fake_.rank = rank;
     return MpiCollectives(table_, nullptr, rank, kRanks, "mpi (fake)", timeout);
   }
   Fake fake_;
@@ -219,7 +234,7 @@ TEST_F(MpiCollectivesTest, SegmentsArePackedIntoOneCallAndUnpacked) {
   c.allreduceSegments(
       {{a.data(), out.data(), 2}, {empty.data(), empty.data(), 0}, {b.data(), b.data(), 1}},
       DataType::kInt32, {ReduceOp::kSum});
-  EXPECT_EQ(fake_.calls, 1);
+  EXPECT_EQ(fake_.calls, 2);  // the descriptors' allgather, then the one allreduce
   EXPECT_EQ(out, (std::vector<int32_t>{3, 6}));
   EXPECT_EQ(b, (std::vector<int32_t>{9}));
   EXPECT_EQ(a, (std::vector<int32_t>{1, 2}));  // inputs untouched out of place
@@ -242,12 +257,14 @@ TEST_F(MpiCollectivesTest, ReducescatterSplitsRowsUnevenlyAndStagesAnOverlapping
 
 TEST_F(MpiCollectivesTest, AllgatherFromItsOwnBlockOfTheOutputIsInPlace) {
   auto c = make(/*rank=*/1);
-  std::vector<float> out(6, 0.0f);
-  out[2] = 5.0f;
-  c.allgather(out.data() + 2, 1, out.data(), {2, 1, 3}, DataType::kFloat32, Algorithm::kAuto);
+  // One element per rank: the fake's ranks all pass what this one passes, and the agreement
+  // check refuses counts that differ from what the ranks contribute.
+  std::vector<float> out(3, 0.0f);
+  out[1] = 5.0f;
+  c.allgather(out.data() + 1, 1, out.data(), {1, 1, 1}, DataType::kFloat32, Algorithm::kAuto);
   EXPECT_TRUE(fake_.lastInPlace);
   std::vector<float> mine = {4.0f};
-  c.allgather(mine.data(), 1, out.data(), {2, 1, 3}, DataType::kFloat32, Algorithm::kAuto);
+  c.allgather(mine.data(), 1, out.data(), {1, 1, 1}, DataType::kFloat32, Algorithm::kAuto);
   EXPECT_FALSE(fake_.lastInPlace);
 }
 
@@ -275,7 +292,8 @@ TEST_F(MpiCollectivesTest, ArgumentsAreCheckedBeforeMpiSeesThem) {
             "alltoall: rank 0 sends itself 1 elements but expects 2");
   EXPECT_EQ(message([&] { c.allreduce(nullptr, buffer.data(), 4, DataType::kFloat32, {}); }),
             "allreduce: null buffer for 4 elements");
-  EXPECT_EQ(fake_.calls, 0);
+  // Only the descriptors' allgathers (which tell the peers to fail too): no data call.
+  EXPECT_EQ(fake_.calls, 4);
 }
 
 TEST_F(MpiCollectivesTest, AnMpiErrorNamesTheCallAndLeavesTheCollectivesUnusable) {

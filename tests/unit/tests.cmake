@@ -5,6 +5,9 @@ target_link_libraries(hvd_test_checks PUBLIC hvd_internal PRIVATE hvd_warnings)
 hvd_test(NAME collectives_test LABEL unit TIMEOUT 300
          SOURCES ${CMAKE_CURRENT_LIST_DIR}/collectives_test.cc)
 target_link_libraries(collectives_test PRIVATE hvd_test_checks)
+hvd_test(NAME collective_mismatch_test LABEL unit TIMEOUT 120
+         SOURCES ${CMAKE_CURRENT_LIST_DIR}/collective_mismatch_test.cc)
+target_link_libraries(collective_mismatch_test PRIVATE hvd_test_checks)
 
 include(${CMAKE_CURRENT_LIST_DIR}/store.cmake)
 hvd_test(NAME config_test LABEL unit TIMEOUT 60 SOURCES ${CMAKE_CURRENT_LIST_DIR}/config_test.cc)

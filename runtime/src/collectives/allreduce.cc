@@ -14,10 +14,15 @@
 // Direct (latency-optimal, for small messages): every rank sends its whole input to every
 // other rank and reduces the n inputs itself in rank order 0..n-1; the same inputs in the same
 // order give the same bits everywhere. One communication round instead of 2(n-1).
+//
+// Agreement (agreement.h): the direct algorithm's inputs travel behind each rank's descriptor;
+// the ring starts only after a round of descriptors. Either way every rank has checked every
+// rank's call before it uses a byte of their data.
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
+#include "collectives/agreement.h"
 #include "collectives/collectives.h"
 #include "collectives/reduce.h"
 #include "collectives/validate.h"
@@ -33,6 +38,12 @@ using transport::Schedule;
 // core); below it, results stay cache-resident for the caller.
 constexpr size_t kStreamingBytes = 4 << 20;
 
+Descriptor describeAllreduce(size_t count, DataType type, ReduceOp op) {
+  Descriptor d = describe(CollectiveKind::kAllreduce, type, count);
+  d.op = static_cast<uint8_t>(op);
+  return d;
+}
+
 void allreduceDirect(Context& ctx, const uint8_t* in, uint8_t* out, size_t count, DataType type,
                      ReduceOp op) {
   const int n = ctx.size();
@@ -40,20 +51,22 @@ void allreduceDirect(Context& ctx, const uint8_t* in, uint8_t* out, size_t count
   const size_t elem = dataTypeSize(type);
   const size_t bytes = count * elem;
   uint8_t* gathered = ctx.workspace().get(0, bytes * n);
-  std::memcpy(gathered + r * bytes, in, bytes);
+  if (bytes > 0) std::memcpy(gathered + r * bytes, in, bytes);
+  Descriptor mine = describeAllreduce(count, type, op);
+  mine.algorithm = kAlgorithmDirect;
+  Framing framing(ctx, mine);
   Schedule& schedule = scheduleOf(ctx);
-  for (int k = 1; k < n; ++k) {
-    const int peer = (r + k) % n;
-    schedule.send(peer, in, bytes);
-  }
+  for (int k = 1; k < n; ++k) framing.send(schedule, (r + k) % n, in, bytes);
   for (int k = 1; k < n; ++k) {
     const int peer = (r - k + n) % n;
     RecvAction copy;
     copy.kind = RecvAction::Kind::kCopy;
     copy.dst = gathered + peer * bytes;
-    schedule.recv(peer, bytes, elem, copy);
+    framing.recv(schedule, peer, bytes, elem, copy);
   }
   transport::run(ctx, schedule, "allreduce");
+  framing.check("allreduce", "");
+  if (count == 0) return;
   reduceTo(op, type, out, gathered, gathered + bytes, count);
   for (int p = 2; p < n; ++p) reduceInto(op, type, out, gathered + p * bytes, count);
   if (op == ReduceOp::kAverage) finishAverage(type, out, count, n);
@@ -71,6 +84,9 @@ struct Piece {
 // as one send and one receive per part. With one segment this is the plain ring.
 void allreduceRing(Context& ctx, const std::vector<AllreduceSegment>& segments, size_t count,
                    DataType type, ReduceOp op) {
+  Descriptor mine = describeAllreduce(count, type, op);
+  mine.algorithm = kAlgorithmRing;
+  agree(ctx, "allreduce", mine, "");
   const int n = ctx.size();
   const int r = ctx.rank();
   const size_t elem = dataTypeSize(type);
@@ -160,17 +176,31 @@ bool useDirect(const Context& ctx, size_t count, size_t bytes, Algorithm algorit
 
 }  // namespace
 
+// With bad arguments on this rank: throws its error, after telling the peers (if any) so
+// that they fail too instead of waiting for it.
+void failAllreduce(Context& ctx, size_t count, DataType type, ReduceOp op,
+                   const std::string& error) {
+  if (ctx.size() > 1) {
+    Descriptor mine = describeAllreduce(count, type, op);
+    mine.flags = kInvalid;
+    agree(ctx, "allreduce", mine, error);
+  }
+  throw InvalidArgumentError(error);
+}
+
 void allreduce(Context& ctx, const void* input, void* output, size_t count, DataType type,
                const AllreduceOptions& options) {
-  validateBuffers("allreduce", input, output, count, type);
-  validateOp("allreduce", options.op);
   ctx.checkUsable();
+  const std::string invalid = localError([&] {
+    validateBuffers("allreduce", input, output, count, type);
+    validateOp("allreduce", options.op);
+  });
+  if (!invalid.empty()) failAllreduce(ctx, count, type, options.op, invalid);
   const auto* in = static_cast<const uint8_t*>(input);
   auto* out = static_cast<uint8_t*>(output);
   const size_t bytes = count * dataTypeSize(type);
-  if (count == 0) return;
   if (ctx.size() == 1) {
-    if (out != in) std::memcpy(out, in, bytes);
+    if (count > 0 && out != in) std::memcpy(out, in, bytes);
     return;
   }
   if (useDirect(ctx, count, bytes, options.algorithm)) {
@@ -182,15 +212,21 @@ void allreduce(Context& ctx, const void* input, void* output, size_t count, Data
 
 void allreduceSegments(Context& ctx, const std::vector<AllreduceSegment>& segments, DataType type,
                        const AllreduceOptions& options) {
-  size_t count = 0;
-  for (const AllreduceSegment& s : segments) {
-    validateBuffers("allreduce", s.input, s.output, s.count, type);
-    count += s.count;
-  }
-  validateOp("allreduce", options.op);
   ctx.checkUsable();
+  size_t count = 0;
+  const std::string invalid = localError([&] {
+    for (const AllreduceSegment& s : segments) {
+      validateBuffers("allreduce", s.input, s.output, s.count, type);
+      count += s.count;
+    }
+    validateOp("allreduce", options.op);
+  });
+  if (!invalid.empty()) failAllreduce(ctx, count, type, options.op, invalid);
   const size_t elem = dataTypeSize(type);
-  if (count == 0) return;
+  if (segments.empty()) {
+    allreduce(ctx, nullptr, nullptr, 0, type, options);  // still agrees with the peers
+    return;
+  }
   if (segments.size() == 1) {
     allreduce(ctx, segments[0].input, segments[0].output, count, type, options);
     return;

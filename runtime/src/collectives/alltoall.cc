@@ -1,9 +1,11 @@
 // Alltoall with per-destination counts. Every pair exchanges directly and all exchanges run
-// concurrently (the progress engine interleaves the links). Each message is preceded by its
-// element count so that a sender and receiver that disagree fail with an error naming both
-// counts instead of desynchronising the stream.
+// concurrently (the progress engine interleaves the links). Each message is framed by its
+// sender's descriptor (agreement.h), which announces the element count, so that a sender and
+// receiver that disagree fail with an error naming both counts, on every rank, instead of
+// desynchronising the stream.
 #include <cstring>
 
+#include "collectives/agreement.h"
 #include "collectives/collectives.h"
 #include "collectives/validate.h"
 
@@ -16,8 +18,22 @@ void alltoall(Context& ctx, const void* input, const std::vector<size_t>& sendCo
               const std::vector<size_t>& recvCounts, DataType type) {
   const int n = ctx.size();
   const int r = ctx.rank();
-  validateAlltoall(input, sendCounts, output, recvCounts, type, r, n);
   ctx.checkUsable();
+  size_t sendTotal = 0;
+  const std::string invalid = localError([&] {
+    sendTotal = validateAlltoall(input, sendCounts, output, recvCounts, type, r, n).first;
+  });
+  Descriptor mine = describe(CollectiveKind::kAlltoall, type, sendTotal);
+  mine.algorithm = kAlgorithmDirect;
+  if (!invalid.empty()) {
+    mine.flags = kInvalid;
+    if (n > 1) agree(ctx, "alltoall", mine, invalid);
+    throw InvalidArgumentError(invalid);
+  }
+  for (int p = 0; p < n; ++p) {
+    mine.extra += sendCounts[p] * countWeight(r, p);
+    mine.extra2 += recvCounts[p] * countWeight(p, r);
+  }
   const size_t elem = dataTypeSize(type);
   std::vector<size_t> sendOffset(n + 1, 0), recvOffset(n + 1, 0);
   for (int p = 0; p < n; ++p) {
@@ -31,28 +47,21 @@ void alltoall(Context& ctx, const void* input, const std::vector<size_t>& sendCo
   }
   if (n == 1) return;
 
-  // The announced counts live in the workspace so the schedule can send from stable memory.
-  auto* announced = reinterpret_cast<uint64_t*>(ctx.workspace().get(2, n * sizeof(uint64_t)));
+  Framing framing(ctx, mine);
   Schedule& schedule = scheduleOf(ctx);
   for (int k = 1; k < n; ++k) {
     const int peer = (r + k) % n;
-    announced[peer] = sendCounts[peer];
-    schedule.send(peer, &announced[peer], sizeof(uint64_t));
-    schedule.send(peer, in + sendOffset[peer] * elem, sendCounts[peer] * elem);
+    framing.send(schedule, peer, in + sendOffset[peer] * elem, sendCounts[peer] * elem,
+                 sendCounts[peer]);
   }
   for (int k = 1; k < n; ++k) {
     const int peer = (r - k + n) % n;
-    RecvAction check;
-    check.kind = RecvAction::Kind::kExpectU64;
-    check.expected = recvCounts[peer];
-    check.what = "alltoall: element count mismatch";
-    check.peer = peer;
-    schedule.recv(peer, sizeof(uint64_t), sizeof(uint64_t), check);
     RecvAction copy;
     copy.dst = out + recvOffset[peer] * elem;
-    schedule.recv(peer, recvCounts[peer] * elem, elem, copy);
+    framing.recv(schedule, peer, recvCounts[peer] * elem, elem, copy);
   }
   transport::run(ctx, schedule, "alltoall");
+  framing.check("alltoall", "", &recvCounts);
 }
 
 std::vector<size_t> alltoallCounts(Context& ctx, const std::vector<size_t>& sendCounts) {

@@ -7,8 +7,11 @@
 // are chained to the previous receive (the partial sum forwarded is the one just computed).
 // Direct (small): every rank sends each peer its chunk; each rank reduces the n contributions
 // to its own chunk in rank order.
+// Agreement (agreement.h): count, op and rowElements travel in each rank's descriptor, the
+// direct algorithm's chunks behind it; the ring starts after a round of descriptors.
 #include <cstring>
 
+#include "collectives/agreement.h"
 #include "collectives/collectives.h"
 #include "collectives/reduce.h"
 #include "collectives/validate.h"
@@ -35,13 +38,24 @@ std::vector<size_t> reducescatterCounts(size_t count, int size, size_t rowElemen
 
 void reducescatter(Context& ctx, const void* input, void* output, size_t count, DataType type,
                    const ReducescatterOptions& options) {
-  validateBuffers("reducescatter", input, output, count, type);
-  validateOp("reducescatter", options.op);
   ctx.checkUsable();
   const int n = ctx.size();
   const int r = ctx.rank();
+  std::vector<size_t> counts;
+  const std::string invalid = localError([&] {
+    validateBuffers("reducescatter", input, output, count, type);
+    validateOp("reducescatter", options.op);
+    counts = reducescatterCounts(count, n, options.rowElements);
+  });
+  Descriptor mine = describe(CollectiveKind::kReducescatter, type, count);
+  mine.op = static_cast<uint8_t>(options.op);
+  mine.extra = options.rowElements;
+  if (!invalid.empty()) {
+    mine.flags = kInvalid;
+    if (n > 1) agree(ctx, "reducescatter", mine, invalid);
+    throw InvalidArgumentError(invalid);
+  }
   const size_t elem = dataTypeSize(type);
-  const auto counts = reducescatterCounts(count, n, options.rowElements);
   std::vector<size_t> offset(n + 1, 0);
   for (int p = 0; p < n; ++p) offset[p + 1] = offset[p] + counts[p];
   const auto* in = static_cast<const uint8_t*>(input);
@@ -51,32 +65,37 @@ void reducescatter(Context& ctx, const void* input, void* output, size_t count, 
     if (count > 0 && out != in) std::memmove(out, in, count * elem);
     return;
   }
-  if (count == 0) return;
 
-  Schedule& schedule = scheduleOf(ctx);
   const bool direct = count * elem <= ctx.smallMessageThreshold();
   if (direct) {
-    const size_t mine = counts[r] * elem;
-    uint8_t* gathered = ctx.workspace().get(0, mine * n);
-    if (mine > 0) std::memcpy(gathered + r * mine, in + offset[r] * elem, mine);
+    mine.algorithm = kAlgorithmDirect;
+    Framing framing(ctx, mine);
+    Schedule& schedule = scheduleOf(ctx);
+    const size_t own = counts[r] * elem;
+    uint8_t* gathered = ctx.workspace().get(0, own * n);
+    if (own > 0) std::memcpy(gathered + r * own, in + offset[r] * elem, own);
     for (int k = 1; k < n; ++k) {
       const int peer = (r + k) % n;
-      schedule.send(peer, in + offset[peer] * elem, counts[peer] * elem);
+      framing.send(schedule, peer, in + offset[peer] * elem, counts[peer] * elem);
     }
     for (int k = 1; k < n; ++k) {
       const int peer = (r - k + n) % n;
       RecvAction copy;
-      copy.dst = gathered + peer * mine;
-      schedule.recv(peer, mine, elem, copy);
+      copy.dst = gathered + peer * own;
+      framing.recv(schedule, peer, own, elem, copy);
     }
     transport::run(ctx, schedule, "reducescatter");
+    framing.check("reducescatter", "");
     if (counts[r] == 0) return;
-    reduceTo(op, type, out, gathered, gathered + mine, counts[r]);
-    for (int p = 2; p < n; ++p) reduceInto(op, type, out, gathered + p * mine, counts[r]);
+    reduceTo(op, type, out, gathered, gathered + own, counts[r]);
+    for (int p = 2; p < n; ++p) reduceInto(op, type, out, gathered + p * own, counts[r]);
     if (op == ReduceOp::kAverage) finishAverage(type, out, counts[r], n);
     return;
   }
 
+  mine.algorithm = kAlgorithmRing;
+  agree(ctx, "reducescatter", mine, "");
+  Schedule& schedule = scheduleOf(ctx);
   uint8_t* partial = ctx.workspace().get(0, count * elem);
   // The output may be this rank's own chunk of the input (in place). Any other overlap with
   // the input would overwrite data still being sent, so the result is staged instead.

@@ -1,4 +1,5 @@
 target_sources(hvd PRIVATE
+  ${CMAKE_CURRENT_LIST_DIR}/agreement.cc
   ${CMAKE_CURRENT_LIST_DIR}/allgather.cc
   ${CMAKE_CURRENT_LIST_DIR}/allreduce.cc
   ${CMAKE_CURRENT_LIST_DIR}/alltoall.cc

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <mutex>
 #include <thread>
+#include <tuple>
 
 #include "collectives/reduce.h"
 #include "collectives/validate.h"
@@ -23,6 +24,14 @@ bool overlaps(const void* a, size_t aBytes, const void* b, size_t bBytes) {
 
 std::vector<uint64_t> wide(const std::vector<size_t>& counts) {
   return std::vector<uint64_t>(counts.begin(), counts.end());
+}
+
+coll::Descriptor describeAllreduce(size_t count, DataType type, ReduceOp op,
+                                   const std::string& invalid) {
+  coll::Descriptor d = coll::describe(coll::CollectiveKind::kAllreduce, type, count);
+  d.op = static_cast<uint8_t>(op);
+  if (!invalid.empty()) d.flags = coll::kInvalid;
+  return d;
 }
 
 }  // namespace
@@ -164,15 +173,34 @@ uint8_t* MpiCollectives::scratch(size_t bytes) {
   return scratch_.data();
 }
 
+void MpiCollectives::agree(const char* op, const coll::Descriptor& mine,
+                           const std::string& localError) {
+  checkUsable();
+  if (size_ == 1) {
+    if (!localError.empty()) throw InvalidArgumentError(localError);
+    return;
+  }
+  std::vector<coll::Descriptor> all(size_);
+  all[rank_] = mine;
+  const std::vector<uint64_t> sizes(size_, sizeof(coll::Descriptor));
+  run(op, [&](char* err, size_t len) {
+    return api_.allgatherv(handle_, nullptr, all.data(), sizes.data(),
+                           static_cast<int>(DataType::kUInt8), err, len);
+  });
+  coll::checkDescriptors(op, all, rank_, localError);
+}
+
 int MpiCollectives::wireOp(ReduceOp op) {
   return static_cast<int>(op == ReduceOp::kAverage ? ReduceOp::kSum : op);
 }
 
 void MpiCollectives::allreduce(const void* input, void* output, size_t count, DataType type,
                                const AllreduceOptions& options) {
-  coll::validateBuffers("allreduce", input, output, count, type);
-  coll::validateOp("allreduce", options.op);
-  checkUsable();
+  const std::string invalid = coll::localError([&] {
+    coll::validateBuffers("allreduce", input, output, count, type);
+    coll::validateOp("allreduce", options.op);
+  });
+  agree("allreduce", describeAllreduce(count, type, options.op, invalid), invalid);
   if (count == 0) return;
   const size_t bytes = count * dataTypeSize(type);
   if (size_ == 1) {
@@ -197,14 +225,20 @@ void MpiCollectives::allreduce(const void* input, void* output, size_t count, Da
 void MpiCollectives::allreduceSegments(const std::vector<coll::AllreduceSegment>& segments,
                                        DataType type, const AllreduceOptions& options) {
   size_t count = 0;
-  for (const coll::AllreduceSegment& s : segments) {
-    coll::validateBuffers("allreduce", s.input, s.output, s.count, type);
-    count += s.count;
+  const std::string invalid = coll::localError([&] {
+    for (const coll::AllreduceSegment& s : segments) {
+      coll::validateBuffers("allreduce", s.input, s.output, s.count, type);
+      count += s.count;
+    }
+    coll::validateOp("allreduce", options.op);
+  });
+  if (!invalid.empty()) {
+    agree("allreduce", describeAllreduce(count, type, options.op, invalid), invalid);
   }
-  coll::validateOp("allreduce", options.op);
   checkUsable();
-  if (count == 0) return;
-  if (segments.size() == 1) {
+  if (segments.size() <= 1) {
+    // One segment or none: the plain call (which still agrees with the peers).
+    if (segments.empty()) return allreduce(nullptr, nullptr, 0, type, options);
     allreduce(segments[0].input, segments[0].output, count, type, options);
     return;
   }
@@ -234,10 +268,15 @@ void MpiCollectives::allgather(const void* input, size_t count, void* output,
                                const std::vector<size_t>& counts, DataType type, Algorithm) {
   const int n = size_;
   const int r = rank_;
-  const size_t total = coll::validateAllgather(input, count, output, counts, type, r, n);
+  size_t total = 0;
+  const std::string invalid = coll::localError(
+      [&] { total = coll::validateAllgather(input, count, output, counts, type, r, n); });
+  coll::Descriptor desc = coll::describe(coll::CollectiveKind::kAllgather, type, count);
+  desc.extra = coll::countsChecksum(counts);
+  if (!invalid.empty()) desc.flags = coll::kInvalid;
+  agree("allgather", desc, invalid);
   size_t offset = 0;
   for (int p = 0; p < r; ++p) offset += counts[p];
-  checkUsable();
   const size_t elem = dataTypeSize(type);
   auto* mine = static_cast<uint8_t*>(output) + offset * elem;
   const void* send = input;
@@ -256,9 +295,14 @@ void MpiCollectives::allgather(const void* input, size_t count, void* output,
 
 void MpiCollectives::broadcast(void* buffer, size_t count, DataType type,
                                const BroadcastOptions& options) {
-  coll::validateBuffers("broadcast", buffer, buffer, count, type);
-  coll::validateRank("broadcast", "root", options.root, size_);
-  checkUsable();
+  const std::string invalid = coll::localError([&] {
+    coll::validateBuffers("broadcast", buffer, buffer, count, type);
+    coll::validateRank("broadcast", "root", options.root, size_);
+  });
+  coll::Descriptor mine = coll::describe(coll::CollectiveKind::kBroadcast, type, count);
+  mine.root = options.root;
+  if (!invalid.empty()) mine.flags = coll::kInvalid;
+  agree("broadcast", mine, invalid);
   if (count == 0 || size_ == 1) return;
   const uint64_t bytes = count * dataTypeSize(type);
   run("broadcast", [&](char* err, size_t len) {
@@ -268,12 +312,19 @@ void MpiCollectives::broadcast(void* buffer, size_t count, DataType type,
 
 void MpiCollectives::reducescatter(const void* input, void* output, size_t count, DataType type,
                                    const ReducescatterOptions& options) {
-  coll::validateBuffers("reducescatter", input, output, count, type);
-  coll::validateOp("reducescatter", options.op);
-  checkUsable();
   const int n = size_;
+  std::vector<size_t> counts;
+  const std::string invalid = coll::localError([&] {
+    coll::validateBuffers("reducescatter", input, output, count, type);
+    coll::validateOp("reducescatter", options.op);
+    counts = coll::reducescatterCounts(count, n, options.rowElements);
+  });
+  coll::Descriptor desc = coll::describe(coll::CollectiveKind::kReducescatter, type, count);
+  desc.op = static_cast<uint8_t>(options.op);
+  desc.extra = options.rowElements;
+  if (!invalid.empty()) desc.flags = coll::kInvalid;
+  agree("reducescatter", desc, invalid);
   const size_t elem = dataTypeSize(type);
-  const auto counts = coll::reducescatterCounts(count, n, options.rowElements);
   const size_t mine = counts[rank_];
   if (n == 1) {
     if (count > 0 && output != input) std::memmove(output, input, count * elem);
@@ -299,9 +350,21 @@ void MpiCollectives::alltoall(const void* input, const std::vector<size_t>& send
                               void* output, const std::vector<size_t>& recvCounts, DataType type) {
   const int n = size_;
   const int r = rank_;
-  const auto [sendTotal, recvTotal] =
-      coll::validateAlltoall(input, sendCounts, output, recvCounts, type, r, n);
-  checkUsable();
+  size_t sendTotal = 0, recvTotal = 0;
+  const std::string invalid = coll::localError([&] {
+    std::tie(sendTotal, recvTotal) =
+        coll::validateAlltoall(input, sendCounts, output, recvCounts, type, r, n);
+  });
+  coll::Descriptor mine = coll::describe(coll::CollectiveKind::kAlltoall, type, sendTotal);
+  if (invalid.empty()) {
+    for (int p = 0; p < n; ++p) {
+      mine.extra += sendCounts[p] * coll::countWeight(r, p);
+      mine.extra2 += recvCounts[p] * coll::countWeight(p, r);
+    }
+  } else {
+    mine.flags = coll::kInvalid;
+  }
+  agree("alltoall", mine, invalid);
   const size_t elem = dataTypeSize(type);
   if (n == 1) {
     if (sendTotal > 0 && input != output) std::memmove(output, input, sendTotal * elem);
@@ -322,9 +385,9 @@ void MpiCollectives::alltoall(const void* input, const std::vector<size_t>& send
 }
 
 void MpiCollectives::barrier() {
-  checkUsable();
-  if (size_ == 1) return;
-  run("barrier", [&](char* err, size_t len) { return api_.barrier(handle_, -1.0, err, len); });
+  // The allgather of the descriptors returns on a rank only once every rank has contributed:
+  // it is the barrier.
+  agree("barrier", coll::describe(coll::CollectiveKind::kBarrier, DataType::kUInt8, 0), "");
 }
 
 }  // namespace hvd::mpi

@@ -7,7 +7,10 @@
 //    ranks get one more); allgather and alltoall take hvd's uneven counts;
 //  * in place and out of place, with any overlap MPI forbids staged through a scratch buffer;
 //    allreduceSegments packs the segments into it (one MPI call per fused batch);
-//  * arguments are checked as the ring checks them (same messages), before MPI sees them;
+//  * arguments are checked as the ring checks them (same messages), before MPI sees them, and
+//    every rank's call is checked against every other's (coll/agreement.h) by an allgather of
+//    the descriptors before the data call: MPI with mismatched counts is undefined behaviour,
+//    so a mismatch is an InvalidArgumentError on every rank and MPI never sees the bad call;
 //  * MPI's results are the same bits on every rank for commutative operations;
 //  * the first failed call leaves the instance unusable: later calls throw its error, as a
 //    broken transport Context does.
@@ -22,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "collectives/agreement.h"
 #include "collectives/host_collectives.h"
 #include "mpi/mpi_api.h"
 
@@ -68,6 +72,9 @@ class MpiCollectives final : public coll::HostCollectives {
   template <typename Call>
   void run(const char* op, Call&& call);
   uint8_t* scratch(size_t bytes);
+  // Allgathers the descriptors and throws on every rank when they disagree (or when
+  // `localError`, this rank's own argument error, is set).
+  void agree(const char* op, const coll::Descriptor& mine, const std::string& localError);
   // MPI_SUM for kAverage (divided afterwards), else the op itself.
   static int wireOp(ReduceOp op);
 

@@ -48,6 +48,11 @@ class Link {
   // Consumes up to `bytes` (a multiple of align) starting at stream position `offset` of the
   // receive operation (only passed through to the sink).
   virtual size_t tryRecv(size_t bytes, size_t align, size_t offset, RecvSink& sink) = 0;
+  // The next `bytes` bytes of the incoming stream, contiguous and without consuming them, or
+  // null when they have not all arrived (or are not contiguous, or the transport cannot peek).
+  // Lets the progress engine read a framed message's length and then take the whole message
+  // in one tryRecv.
+  virtual const uint8_t* peekRecv(size_t bytes) { return nullptr; }
 
   // Zero-copy sending, for transports whose outgoing stream lives in memory (shared-memory
   // rings): reserveSend returns a contiguous, writable region at the tail of the stream of up to

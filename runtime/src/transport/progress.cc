@@ -37,17 +37,6 @@ void RecvAction::consume(const uint8_t* data, size_t offset, size_t bytes) {
     }
     case Kind::kDiscard:
       return;
-    case Kind::kExpectU64: {
-      // The 8 bytes arrive in one piece: align is 8 for this receive.
-      uint64_t value;
-      std::memcpy(&value, data, sizeof(value));
-      if (value != expected) {
-        throw InvalidArgumentError(std::string(what) + ": rank " + std::to_string(peer) +
-                                   " sends " + std::to_string(value) + " but this rank expects " +
-                                   std::to_string(expected));
-      }
-      return;
-    }
   }
 }
 
@@ -65,8 +54,7 @@ int Schedule::send(int peer, const void* data, size_t bytes, int afterRecv, bool
   if (forwards && afterRecv >= 0) {
     Recv& source = recvs_.at(afterRecv);
     if (source.bytes == bytes && source.action.dst == data &&
-        source.action.kind != RecvAction::Kind::kDiscard &&
-        source.action.kind != RecvAction::Kind::kExpectU64) {
+        source.action.kind != RecvAction::Kind::kDiscard) {
       source.forwardedBy = index;
     }
   }
@@ -74,7 +62,14 @@ int Schedule::send(int peer, const void* data, size_t bytes, int afterRecv, bool
 }
 
 int Schedule::recv(int peer, size_t bytes, size_t align, const RecvAction& action) {
-  recvs_.push_back(Recv{peer, bytes, align, action, 0, -1});
+  recvs_.push_back(Recv{peer, bytes, align, action, 0, -1, nullptr, 0, false});
+  return static_cast<int>(recvs_.size()) - 1;
+}
+
+int Schedule::recvFramed(int peer, void* header, size_t headerBytes, size_t bodyBytes, size_t align,
+                         const RecvAction& body) {
+  recvs_.push_back(Recv{peer, headerBytes + bodyBytes, align, body, 0, -1,
+                        static_cast<uint8_t*>(header), static_cast<uint32_t>(headerBytes), false});
   return static_cast<int>(recvs_.size()) - 1;
 }
 
@@ -115,6 +110,29 @@ struct ForwardingSink final : RecvSink {
         std::memcpy(a.dst + offset, out, bytes);
       }
     }
+  }
+};
+
+// A framed receive's bytes: the header to its buffer, the body (stream offsets from
+// headerBytes on) to the receive's action.
+struct FramedSink final : RecvSink {
+  RecvAction* body = nullptr;
+  uint8_t* header = nullptr;
+  size_t headerBytes = 0;
+
+  void consume(const uint8_t* data, size_t offset, size_t bytes) override {
+    if (offset < headerBytes) {
+      const size_t part = std::min(bytes, headerBytes - offset);
+      std::memcpy(header + offset, data, part);
+      data += part;
+      offset += part;
+      bytes -= part;
+      if (bytes == 0) return;
+    }
+    body->consume(data, offset - headerBytes, bytes);
+  }
+  uint8_t* directTarget(size_t offset) override {
+    return offset < headerBytes ? nullptr : body->directTarget(offset - headerBytes);
   }
 };
 
@@ -250,15 +268,21 @@ class Runner {
       // Receive first: it may unblock a send of this very pass (ring forwarding).
       while (state.nextRecv < state.recvs.size()) {
         auto& op = recvs[state.recvs[state.nextRecv]];
-        const size_t want = std::min(op.bytes - op.done, piece);
-        size_t got = 0;
-        if (!tryForwarding(state, op, want, &got)) {
-          got = state.link->tryRecv(want, op.align, op.done, op.action);
+        if (op.header != nullptr) {
+          if (!receiveFramed(state, op, piece)) break;
+          progress = true;
+          if (op.done < op.bytes) break;
+        } else {
+          const size_t want = std::min(op.bytes - op.done, piece);
+          size_t got = 0;
+          if (!tryForwarding(state, op, want, &got)) {
+            got = state.link->tryRecv(want, op.align, op.done, op.action);
+          }
+          if (got == 0) break;
+          op.done += got;
+          progress = true;
+          if (op.done < op.bytes) break;
         }
-        if (got == 0) break;
-        op.done += got;
-        progress = true;
-        if (op.done < op.bytes) break;
         ++state.nextRecv;
         --remaining_;
       }
@@ -316,6 +340,44 @@ class Runner {
     }
     *got = moved;
     return true;
+  }
+
+  // Moves what it can of a framed receive; returns whether anything moved. Until the length is
+  // known only the header may be taken (the bytes after a shorter body belong to the next
+  // message), unless the link lets us read the length in place.
+  bool receiveFramed(LinkState& state, Schedule::Recv& op, size_t piece) {
+    const size_t header = op.headerBytes;
+    if (!op.headerSeen && op.done == 0) {
+      if (const uint8_t* next = state.link->peekRecv(header)) frame(op, next);
+    }
+    framed_.body = &op.action;
+    framed_.header = op.header;
+    framed_.headerBytes = header;
+    bool moved = false;
+    while (op.done < op.bytes) {
+      const size_t limit = op.headerSeen ? op.bytes : header;
+      size_t want = std::min(limit - op.done, piece);
+      if (op.done < header) want = std::max(want, header - op.done);
+      const size_t got = state.link->tryRecv(want, op.align, op.done, framed_);
+      if (got == 0) break;
+      moved = true;
+      op.done += got;
+      // The header came on its own: the body may be waiting right behind it.
+      if (op.headerSeen || op.done != header) break;
+      frame(op, op.header);
+    }
+    return moved;
+  }
+
+  // The framed receive's header (at `header`) announces its body: that many bytes follow it.
+  static void frame(Schedule::Recv& op, const uint8_t* header) {
+    uint64_t announced;
+    std::memcpy(&announced, header, sizeof(announced));
+    op.headerSeen = true;
+    if (announced == op.bytes - op.headerBytes) return;
+    op.bytes = op.headerBytes + announced;
+    op.align = 1;
+    op.action.kind = RecvAction::Kind::kDiscard;
   }
 
   bool pendingRecv(const LinkState& s) const { return s.nextRecv < s.recvs.size(); }
@@ -393,6 +455,7 @@ class Runner {
   std::vector<pollfd>& fds_;
   std::vector<LinkState*>& polled_;
   ForwardingSink forwarding_;
+  FramedSink framed_;
   size_t remaining_ = 0;
 };
 

@@ -27,7 +27,7 @@ namespace hvd::transport {
 // reduce them with src into dst (dst = src op bytes), or discard them. Optionally divides the
 // result by `averageDivisor` (the final step of an average).
 struct RecvAction final : RecvSink {
-  enum class Kind { kCopy, kReduceInto, kReduceTo, kDiscard, kExpectU64 };
+  enum class Kind { kCopy, kReduceInto, kReduceTo, kDiscard };
   Kind kind = Kind::kCopy;
   uint8_t* dst = nullptr;
   const uint8_t* src = nullptr;
@@ -41,11 +41,6 @@ struct RecvAction final : RecvSink {
   // (non-temporal) stores, skipping the read-for-ownership of each destination line. For
   // results larger than the caches only.
   bool streaming = false;
-  // kExpectU64: the 8-byte value the sender must announce; a mismatch throws
-  // InvalidArgumentError with `what` (describing the field) and both values.
-  uint64_t expected = 0;
-  const char* what = "";
-  int peer = -1;
 
   void consume(const uint8_t* data, size_t offset, size_t bytes) override;
   uint8_t* directTarget(size_t offset) override {
@@ -74,6 +69,12 @@ class Schedule {
     RecvAction action;
     size_t done;
     int forwardedBy;  // the send that forwards exactly this receive's result, or -1
+    // recvFramed: `bytes` covers the header and the planned body until the header arrived;
+    // then it is the header and the announced body (whose bytes are discarded when that is not
+    // the planned length). Both travel in the one operation.
+    uint8_t* header;       // where the header goes, or null for a plain receive
+    uint32_t headerBytes;  // a multiple of 8; its first 8 bytes are the body's length
+    bool headerSeen;       // the announced length has been read and `bytes` set from it
   };
 
   void clear();
@@ -81,6 +82,15 @@ class Schedule {
   // destination (same region, same size), so the engine may fuse the two (see progress.cc).
   int send(int peer, const void* data, size_t bytes, int afterRecv = -1, bool forwards = false);
   int recv(int peer, size_t bytes, size_t align, const RecvAction& action);
+  // A framed message, one receive operation: a header of `headerBytes` (a multiple of 8) copied
+  // to `header`, whose first 8 bytes are the length of the body the sender sends right after
+  // it. When that length is `bodyBytes` the body runs `body`; any other length is received and
+  // discarded, so a peer that disagrees about the size leaves nothing in the stream and is
+  // never waited for beyond what it sent. Where the link can peek (shared memory), the engine
+  // reads the length in place and takes header and body with one tryRecv. The caller checks
+  // the header afterwards. Returns the receive's index.
+  int recvFramed(int peer, void* header, size_t headerBytes, size_t bodyBytes, size_t align,
+                 const RecvAction& body);
 
   std::vector<Send>& sends() { return sends_; }
   std::vector<Recv>& recvs() { return recvs_; }

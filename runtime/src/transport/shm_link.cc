@@ -143,6 +143,15 @@ size_t ShmLink::tryRecv(size_t bytes, size_t align, size_t offset, RecvSink& sin
   return n;
 }
 
+const uint8_t* ShmLink::peekRecv(size_t bytes) {
+  if (rxTailSeen_ - rxHead_ < bytes) {
+    rxTailSeen_ = header_->tail[1 - side_].value.load(std::memory_order_acquire);
+    if (rxTailSeen_ - rxHead_ < bytes) return nullptr;
+  }
+  const size_t pos = rxHead_ & mask_;
+  return capacity_ - pos >= bytes ? rx_ + pos : nullptr;
+}
+
 void ShmLink::wakePeer() {
   std::atomic_thread_fence(std::memory_order_seq_cst);
   auto& flag = header_->sleeping[1 - side_].value;

@@ -1,0 +1,130 @@
+// Cross-rank agreement of the blocking collectives: which collective, type, op, root, counts
+// and algorithm each rank is about to run, checked on every rank before any result is used.
+//
+// Protocol (every collective of collectives.h, on every rank, size > 1):
+//  * The collective starts with one framed message from every rank to every other rank: a
+//    Descriptor whose first field is the number of payload bytes that follow it on that link.
+//    The direct (latency) algorithms carry their data as that payload, so the check costs no
+//    extra round; the ring and chain algorithms send descriptors alone, check them, and only
+//    then move data (a separate round, small next to a large message).
+//  * A receiver takes a payload into its destination only when the announced length is the one
+//    it planned; any other length is read and discarded (progress.h, recvFramed). So a peer
+//    that disagrees never leaves bytes in the stream and never makes anyone wait for bytes that
+//    do not come, whatever algorithm each side picked.
+//  * After the exchange every rank holds every rank's descriptor and runs the same check on the
+//    same inputs: a mismatch is the same InvalidArgumentError on every rank, naming the field
+//    and each rank's value, and the context stays usable for the next (matching) collective.
+//  * A rank whose own arguments are invalid still takes part, with kInvalid set, so its peers
+//    fail with it instead of waiting for it.
+//  * Per-rank vectors (allgather's counts, alltoall's send and receive counts) travel as
+//    weighted checksums with odd weights: any single differing entry is always detected, several
+//    compensating ones only with probability 1 - 2^-64. The alltoall receiver also compares
+//    each peer's announced count with its own recvCounts exactly.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "hvd/hvd.hpp"
+#include "hvd/types.hpp"
+#include "transport/context.h"
+#include "transport/progress.h"
+
+namespace hvd::coll {
+
+enum class CollectiveKind : uint8_t {
+  kAllreduce = 1,
+  kAllgather,
+  kBroadcast,
+  kReducescatter,
+  kAlltoall,
+  kBarrier,
+};
+
+// 56 bytes, no padding: compared and sent as raw bytes (the fields alltoall needs, nothing
+// more; a multiple of 8 so the body behind it stays aligned).
+struct Descriptor {
+  uint64_t payloadBytes = 0;  // first: read by the progress engine (recvFramed)
+  uint32_t magic = 0;         // kDescriptorMagic; anything else means the stream is out of step
+  uint8_t kind = 0;           // CollectiveKind
+  uint8_t type = 0;           // DataType
+  uint8_t op = 0;             // ReduceOp (allreduce, reducescatter)
+  uint8_t algorithm = 0;      // the algorithm this rank resolved: 1 direct, 2 ring
+  int32_t root = 0;           // broadcast
+  uint32_t flags = 0;         // kInvalid
+  uint64_t count = 0;         // elements: the call's, or this rank's own (allgather, alltoall)
+  uint64_t extra = 0;         // reducescatter rowElements; allgather / alltoall counts checksum
+  uint64_t extra2 = 0;        // alltoall recvCounts checksum
+  uint64_t linkCount = 0;     // alltoall: elements this message's sender sends its receiver
+};
+static_assert(sizeof(Descriptor) == 56, "Descriptor is a wire format");
+
+inline constexpr uint32_t kDescriptorMagic = 0x68766431;  // "hvd1"
+inline constexpr uint32_t kInvalid = 1;
+inline constexpr uint8_t kAlgorithmDirect = 1;
+inline constexpr uint8_t kAlgorithmRing = 2;
+
+Descriptor describe(CollectiveKind kind, DataType type, size_t count);
+
+// The weights of the counts checksums: odd, so a single differing entry changes the sum.
+uint64_t countWeight(uint64_t from, uint64_t to);
+// Sum over p of counts[p] * countWeight(p, 0): allgather's digest of its counts vector.
+uint64_t countsChecksum(const std::vector<size_t>& counts);
+
+// Runs `validate`; returns its InvalidArgumentError message, or "" when it passed.
+template <typename Validate>
+std::string localError(Validate&& validate) {
+  try {
+    validate();
+    return {};
+  } catch (const InvalidArgumentError& error) {
+    return error.what();
+  }
+}
+
+// The descriptors of one collective, in the context's workspace: sent[p] is the message to
+// peer p (sent[rank] is this rank's own descriptor), received[p] the one from p.
+class Framing {
+ public:
+  Framing(transport::Context& ctx, const Descriptor& mine);
+
+  // Adds the framed message to `peer`: its descriptor, then `bytes` of `payload`.
+  void send(transport::Schedule& schedule, int peer, const void* payload, size_t bytes,
+            uint64_t linkCount = 0);
+  // Adds the framed receive from `peer`: `body` runs on its payload when that is `bytes`.
+  void recv(transport::Schedule& schedule, int peer, size_t bytes, size_t align,
+            const transport::RecvAction& body);
+  // Sends and receives descriptors alone (to and from every peer).
+  void addDescriptorsOnly(transport::Schedule& schedule);
+
+  // Throws InvalidArgumentError on every rank alike when the descriptors disagree (`mine` is
+  // this rank's local validation error, rethrown here after the exchange). For alltoall,
+  // `recvCounts` are this rank's, compared with what each peer announced.
+  void check(const char* opName, const std::string& mine,
+             const std::vector<size_t>* recvCounts = nullptr) const;
+
+ private:
+  transport::Context& ctx_;
+  Descriptor* sent_;
+  Descriptor* received_;
+  uint8_t* packed_;
+  // The last packed message: a peer sent the same payload with the same header reuses it.
+  const uint8_t* packedFor_ = nullptr;
+  size_t packedBytes_ = 0;
+  uint64_t packedLinkCount_ = 0;
+  const uint8_t* packedMessage_ = nullptr;
+};
+
+// The descriptor-only round of the ring and chain algorithms (and barrier, which is nothing
+// else): every rank learns every rank's descriptor, then checks it.
+void agree(transport::Context& ctx, const char* opName, const Descriptor& mine,
+           const std::string& localError);
+
+// Every rank's descriptor, one per rank (as an MPI allgather returns them), checked as
+// Framing::check checks: throws the same messages.
+void checkDescriptors(const char* opName, const std::vector<Descriptor>& all, int rank,
+                      const std::string& localError);
+
+}  // namespace hvd::coll
