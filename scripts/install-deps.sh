@@ -12,8 +12,9 @@ PACKAGES=(
   openmpi-bin libopenmpi-dev
   libssl-dev
   iproute2 procps psmisc
-  # torch.distributed under hvdrun (tests/e2e/e2e_torch_test.cc) and the peer of bench/fusion.sh
-  python3-torch
+  # torch.distributed under hvdrun (tests/e2e/e2e_torch_test.cc), the peer of bench/fusion.sh,
+  # and hvd.torch with its pytest suite (tests/python)
+  python3-torch python3-pytest
   # a throw-away Slurm cluster in network namespaces for the e2e tests (scripts/slurm-cluster.sh)
   slurm-wlm munge
 )

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the dependencies, builds hvd, and runs the whole test suite through ctest (unit,
-# multi-process, and multi-host e2e over network namespaces, which need root: CI runs as root);
+# multi-process, the hvd.torch pytest suite, and multi-host e2e over network namespaces, which
+# need root: CI runs as root);
 # then builds and runs the unit and multi-process tests once more under AddressSanitizer and
 # UndefinedBehaviorSanitizer, and the engine's tests (background thread, submitters on many
 # threads, the timeline's writer) under ThreadSanitizer. Exits non-zero on any failure.
@@ -17,7 +18,7 @@ ASAN_BUILD="${HVD_ASAN_BUILD_DIR:-$ROOT/build-asan}"
 TSAN_BUILD="${HVD_TSAN_BUILD_DIR:-$ROOT/build-tsan}"
 # The engine's unit tests: ranks as threads, each with an engine thread and submitters.
 TSAN_TESTS=(engine_logic_test engine_test engine_negotiation_test timeline_test engine_device_test
-  device_backend_test)
+  device_backend_test c_engine_api_test)
 JOBS="$(nproc)"
 
 "$ROOT/scripts/install-deps.sh"
@@ -33,6 +34,9 @@ ctest --test-dir "$BUILD" -L unit --output-on-failure -j"$JOBS"
 section "multi-process tests"
 # Serial: these fork many ranks each and measure fault-detection times.
 ctest --test-dir "$BUILD" -L mp --output-on-failure
+section "hvd.torch (pytest under hvdrun at np 2 and np 3, Debian's python3-torch)"
+# Serial: each run is a job of several ranks.
+ctest --test-dir "$BUILD" -L python --output-on-failure
 section "multi-host tests (network namespaces; skipped unless root)"
 # Serial: hosts are netns on this machine with one hvdagent each (scripts/netns-cluster.sh), the
 # tests share one cluster and measure failure-detection times. Normal build only.

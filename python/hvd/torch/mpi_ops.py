@@ -3,9 +3,10 @@
 Every op is a named engine op: the engine matches it across ranks by name, checks that type,
 shape, op and root agree (a mismatch fails the op on every rank, naming the tensor and the
 ranks), fuses small tensors and runs them in the background. A name given by the caller is
-prefixed by the op ("allreduce.fc1.weight"); an unnamed op is named after its handle
-("allreduce.noname.7"), handles being numbered from 1 per process across every op, as in
-Horovod, so ranks must submit their unnamed ops in the same order.
+prefixed by the op ("allreduce.fc1.weight"); an unnamed op is numbered in the order this
+process submits unnamed ops ("allreduce.noname.7"), so ranks must submit their unnamed ops in
+the same order. (Horovod numbers them by handle, counting named ops too, so a named op that
+only some ranks submit shifts every later unnamed name; counting unnamed ops alone does not.)
 
 The *_async forms return an int handle for poll() and synchronize(); synchronize returns the
 op's output (the tensor itself for the in-place forms, a tuple for grouped ops, (output,
@@ -57,13 +58,14 @@ class _Pending:
 _lock = threading.Lock()
 _pending = {}
 _handle_ids = itertools.count(1)
+_unnamed_ids = itertools.count(1)
 
 
 def _reset():
-    """Handles (and so unnamed ops) are numbered from 1 again after init, on every rank."""
-    global _handle_ids
+    """Unnamed ops are numbered from 1 again after init, on every rank alike."""
+    global _unnamed_ids
     with _lock:
-        _handle_ids = itertools.count(1)
+        _unnamed_ids = itertools.count(1)
 
 
 def _new_handle():
@@ -72,8 +74,11 @@ def _new_handle():
 
 
 def _op_name(prefix, name, hid):
+    """The engine's name of an op; `hid` is its handle (unused: unnamed ops are numbered on
+    their own, see the module's comment)."""
     if not name:
-        return "%s.noname.%d" % (prefix, hid)
+        with _lock:
+            return "%s.noname.%d" % (prefix, next(_unnamed_ids))
     if not isinstance(name, str):
         raise ValueError("%s: name must be a str, got %s" % (prefix, type(name).__name__))
     return "%s.%s" % (prefix, name)
@@ -745,7 +750,6 @@ def barrier(process_set=global_process_set):
 def join(device=-1):
     """This rank has no more data: until every rank has joined it takes part in the others'
     allreduces with zeros. Returns the rank that joined last, the same on every rank."""
-    _new_handle()  # join takes a handle in Horovod: unnamed ops after it are numbered alike
     lib = _capi.lib()
     last = ctypes.c_int()
     status = lib.join(ctypes.byref(last))

@@ -1,0 +1,26 @@
+# hvd.torch's pytest suite (label python): every test file under tests/python runs on every
+# rank of an hvdrun job at np 2 and np 3 (Debian's python3 with python3-torch and
+# python3-pytest, PYTHONPATH=<build>/python), and launch/ runs once as a plain process that
+# starts jobs of its own. HVD_TIMELINE=DYNAMIC for the timeline test; a stall shuts down after
+# 60 s instead of 300, so an op that some rank never submits fails the run well inside the
+# ctest timeout.
+find_program(HVD_TEST_PYTHON3 NAMES python3 PATHS /usr/bin NO_DEFAULT_PATH)
+if(NOT HVD_TEST_PYTHON3)
+  find_program(HVD_TEST_PYTHON3 NAMES python3)
+endif()
+set(suite ${CMAKE_CURRENT_LIST_DIR})
+set(env "PYTHONPATH=${PROJECT_BINARY_DIR}/python:${suite}" "PYTHONDONTWRITEBYTECODE=1"
+        "HVD_TIMELINE=DYNAMIC" "HVD_STALL_SHUTDOWN_TIME=60" "HVD_PYTEST_HVDRUN=$<TARGET_FILE:hvdrun>")
+foreach(np 2 3)
+  add_test(NAME python_np${np}
+           COMMAND $<TARGET_FILE:hvdrun> -np ${np} ${HVD_TEST_PYTHON3} -m pytest -q
+                   -p no:cacheprovider --ignore=${suite}/launch ${suite}
+           WORKING_DIRECTORY ${suite})
+  set_tests_properties(python_np${np} PROPERTIES LABELS python TIMEOUT 900
+                       ENVIRONMENT "${env}")
+endforeach()
+add_test(NAME python_launch
+         COMMAND ${HVD_TEST_PYTHON3} -m pytest -q -p no:cacheprovider ${suite}/launch
+         WORKING_DIRECTORY ${suite})
+set_tests_properties(python_launch PROPERTIES LABELS python TIMEOUT 300
+                     ENVIRONMENT "${env};HVD_PYTEST_LAUNCHER=1")
