@@ -68,8 +68,9 @@ int parseOptions(int argc, char** argv, Options* o) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "-h" || a == "--help") {
-      std::printf("usage: hvdrun -np N -- hvd-op-latency [--ops B] [--rounds R] [--warmup W] "
-                  "[--elements E]\n");
+      std::printf(
+          "usage: hvdrun -np N -- hvd-op-latency [--ops B] [--rounds R] [--warmup W] "
+          "[--elements E]\n");
       std::exit(0);
     }
     int* target = a == "--ops"        ? &o->ops
@@ -162,8 +163,7 @@ int main(int argc, char** argv) {
   try {
     return run(o);
   } catch (const hvd::Error& e) {
-    std::fprintf(stderr, "hvd-op-latency: %s error: %s\n", hvd::errorKindName(e.kind()),
-                 e.what());
+    std::fprintf(stderr, "hvd-op-latency: %s error: %s\n", hvd::errorKindName(e.kind()), e.what());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "hvd-op-latency: %s\n", e.what());
   }

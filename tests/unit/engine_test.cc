@@ -2,9 +2,9 @@
 // from two threads per rank, grouping, scaling, compression, every reduce op, cache and fusion
 // on and off (identical results), and that fusion really fuses.
 #include <algorithm>
-#include <iterator>
 #include <condition_variable>
 #include <functional>
+#include <iterator>
 #include <mutex>
 #include <random>
 
