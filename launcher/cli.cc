@@ -338,6 +338,7 @@ std::optional<int> parseRunCommandLine(int argc, char** argv, Options* options) 
   double fusionMb = 0, cycleMs = 0, stallWarn = 0, stallShutdown = 0;
   long long cacheCapacity = 0;
   std::string timeline;
+  bool markCycles = false;
   app.add_option("--fusion-threshold-mb", fusionMb,
                  "engine: fuse ready allreduces into buffers of up to this many MiB (default "
                  "128; 0 disables fusion) -> HVD_FUSION_THRESHOLD")
@@ -351,7 +352,11 @@ std::optional<int> parseRunCommandLine(int argc, char** argv, Options* options) 
       ->check(CLI::Range(0LL, 1LL << 30));
   app.add_option("--timeline-filename", timeline,
                  "engine: write a Chrome-trace timeline (Perfetto, chrome://tracing) of rank 0 "
-                 "to this file -> HVD_TIMELINE");
+                 "to this file; DYNAMIC: none until the program calls start_timeline() -> "
+                 "HVD_TIMELINE");
+  app.add_flag("--timeline-mark-cycles", markCycles,
+               "engine: mark each negotiation cycle that ran ops in the timeline -> "
+               "HVD_TIMELINE_MARK_CYCLES=1");
   app.add_option("--stall-check-warning-time-seconds", stallWarn,
                  "engine: warn about ops some ranks submitted and others did not after this "
                  "long (default 60; 0 disables) -> HVD_STALL_CHECK_TIME")
@@ -420,10 +425,14 @@ std::optional<int> parseRunCommandLine(int argc, char** argv, Options* options) 
     options->engineSettings.push_back("HVD_CACHE_CAPACITY=" + std::to_string(cacheCapacity));
   }
   if (app.count("--timeline-filename") > 0) {
-    // Relative to where hvdrun runs, whatever the ranks' working directory.
+    // Relative to where hvdrun runs, whatever the ranks' working directory; DYNAMIC is the
+    // engine's keyword (no file until start_timeline()), not a file name.
     options->engineSettings.push_back(
-        "HVD_TIMELINE=" + std::filesystem::absolute(timeline).lexically_normal().string());
+        "HVD_TIMELINE=" + (timeline == "DYNAMIC"
+                               ? timeline
+                               : std::filesystem::absolute(timeline).lexically_normal().string()));
   }
+  if (markCycles) options->engineSettings.push_back("HVD_TIMELINE_MARK_CYCLES=1");
   if (app.count("--stall-check-warning-time-seconds") > 0) {
     options->engineSettings.push_back("HVD_STALL_CHECK_TIME=" + number(stallWarn));
   }

@@ -595,6 +595,14 @@ TEST(HvdrunCliEngine, RelativeTimelineIsResolvedAgainstHvdrunsDirectory) {
             "HVD_TIMELINE=" + (std::filesystem::current_path() / "out/t.json").string());
 }
 
+TEST(HvdrunCliEngine, DynamicTimelineAndCycleMarksPassThrough) {
+  Parsed p = parse(
+      {"hvdrun", "-np", "1", "--timeline-filename", "DYNAMIC", "--timeline-mark-cycles", "prog"});
+  ASSERT_EQ(p.code, std::nullopt) << p.stderrText;
+  EXPECT_EQ(p.options.engineSettings,
+            (std::vector<std::string>{"HVD_TIMELINE=DYNAMIC", "HVD_TIMELINE_MARK_CYCLES=1"}));
+}
+
 TEST(HvdrunCliEngine, NoKnobsSetNothingAndBadValuesAreUsageErrors) {
   Parsed p = parse({"hvdrun", "-np", "1", "prog"});
   ASSERT_EQ(p.code, std::nullopt);
