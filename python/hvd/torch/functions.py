@@ -68,7 +68,7 @@ def _initialise_state(optimizer):
         p.grad = grad
 
 
-def broadcast_optimizer_state(optimizer, root_rank, prefix="Parameter.", model=None,
+def broadcast_optimizer_state(optimizer, root_rank, prefix="Parameter.",
                               process_set=global_process_set):
     """Copies root_rank's optimizer state (per-parameter buffers and the param groups'
     options, such as lr) into every rank's optimizer."""

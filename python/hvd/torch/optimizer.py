@@ -13,9 +13,9 @@ import warnings
 
 import torch
 
-from hvd.torch.basics import Adasum, Average, check_op, size
+from hvd.torch.basics import Average, check_op, size
 from hvd.torch.compression import Compression
-from hvd.torch.mpi_ops import (_is_fp16, _WIDE_FLOATS, allreduce_async_,
+from hvd.torch.mpi_ops import (_WIDE_FLOATS, _allreduce_async, _is_fp16, allreduce_async_,
                                grouped_allreduce_async_, sparse_allreduce_async, synchronize)
 from hvd.torch.process_sets import check_process_set, global_process_set
 
@@ -163,7 +163,7 @@ class _DistributedMixin:
                 return sparse_allreduce_async(p.grad, name=name, op=self.op), None
         tensor = p.grad
         if _is_fp16(self._compression) and tensor.dtype in _WIDE_FLOATS:
-            from hvd.torch.mpi_ops import _allreduce_async
+            # The engine casts to float16 and back in place: no compressed copy of the grad.
             return _allreduce_async(tensor, True, name, self.op, prescale, postscale,
                                     fp16=True), None
         compressed, ctx = self._compression.compress(tensor)
@@ -288,9 +288,7 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     gradients are reduced as dense tensors.
     """
     check_process_set(process_set)
-    if op == Adasum:
-        check_op(op)  # raises, naming the alternative
-    check_op(op)
+    check_op(op)  # Adasum raises here, naming the alternative
     if gradient_predivide_factor != 1.0 and op != Average:
         raise ValueError("gradient_predivide_factor not supported with op != Average")
     if num_groups != 0:
