@@ -67,4 +67,25 @@ out="$(run "hvdagent --version" "$TMP/prefix/bin/hvdagent" --version)"
 expect "hvdagent --version" "^hvdagent " "$out"
 out="$(run "hvdrun -np 3" timeout 60 "$TMP/prefix/bin/hvdrun" -np 3 -- "$TMP/consumer/consumer")"
 expect "hvdrun -np 3" "correct on 3 ranks" "$out"
-echo "install check passed: find_package(hvd) consumer ran on 1 rank and on 3 through the installed hvdrun"
+
+# The Python packages: installed where python3 finds them under the prefix, loading the
+# installed libhvd; `import horovod.torch` under the installed hvdrun (when torch is there).
+python=/usr/bin/python3
+[[ -x "$python" ]] || python=python3
+site=""
+for dir in "$TMP"/prefix/lib/python3*/dist-packages; do
+  [[ -d "$dir" ]] && site="$dir" && break
+done
+[[ -n "$site" && -f "$site/hvd/torch/__init__.py" && -f "$site/horovod/torch/__init__.py" ]] ||
+  fail "the Python packages are not installed under $TMP/prefix/lib" "$(ls -R "$TMP/prefix/lib")"
+out="$(PYTHONPATH="$site" run "hvd loads libhvd" "$python" -c \
+  'import os, hvd._capi as c; print("libhvd", os.path.realpath(c.lib().path))')"
+expect "hvd loads libhvd" "^libhvd $installed_lib\$" "$out"
+if "$python" -c 'import torch' 2>/dev/null; then
+  out="$(PYTHONPATH="$site" run "hvdrun -np 2 python3 (horovod.torch)" timeout 120 \
+    "$TMP/prefix/bin/hvdrun" -np 2 "$python" -c 'import torch, horovod.torch as hvd
+hvd.init()
+print("sum", hvd.allreduce(torch.ones(2), op=hvd.Sum).tolist())')"
+  expect "hvdrun -np 2 python3 (horovod.torch)" "sum \[2.0, 2.0\]" "$out"
+fi
+echo "install check passed: find_package(hvd) consumer ran on 1 rank and on 3 through the installed hvdrun; hvd.torch imported from the installed packages"
