@@ -158,7 +158,14 @@ void SlurmAgents::spawn(const agent::auth::ClusterKey& key) {
   }
   spdlog::debug("hvdrun: started the agents' step (srun pid {}) on {}", pid_,
                 joinNodes(options_.nodes));
-  key.handOver(stdinFd_);  // a pipe: 65 bytes never block
+  try {
+    key.handOver(stdinFd_);  // a pipe: 65 bytes never block
+  } catch (const BackendError& e) {
+    // A step that fails at once (no nodes, a refused allocation) closes its stdin before the
+    // key is written: the broken pipe is a symptom. waitReady() sees srun end and reports its
+    // exit status, the cause; the agents cannot start without the key either way.
+    spdlog::debug("hvdrun: {} (srun pid {})", e.what(), pid_);
+  }
 }
 
 void SlurmAgents::waitReady(int cancelFd) {
