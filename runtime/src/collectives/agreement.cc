@@ -208,13 +208,16 @@ uint64_t countsChecksum(const std::vector<size_t>& counts) {
 
 Framing::Framing(transport::Context& ctx, const Descriptor& mine) : ctx_(ctx) {
   const int n = ctx.size();
-  auto* descriptors =
-      reinterpret_cast<Descriptor*>(ctx.workspace().get(3, 2 * n * sizeof(Descriptor)));
-  sent_ = descriptors;
-  received_ = descriptors + n;
-  for (int p = 0; p < n; ++p) sent_[p] = mine;
-  received_[ctx.rank()] = mine;
-  packed_ = ctx.workspace().get(4, n * kPackStride);
+  // One workspace slot: the sent and received descriptors, then the packed messages.
+  uint8_t* space = ctx.workspace().get(3, n * (2 * sizeof(Descriptor) + kPackStride));
+  sent_ = reinterpret_cast<Descriptor*>(space);
+  received_ = sent_ + n;
+  packed_ = space + 2 * n * sizeof(Descriptor);
+  const int r = ctx.rank();
+  for (int p = 0; p < n; ++p) {
+    if (p != r) sent_[p] = mine;
+  }
+  received_[r] = mine;
 }
 
 void Framing::send(Schedule& schedule, int peer, const void* payload, size_t bytes,
@@ -258,21 +261,10 @@ void Framing::addDescriptorsOnly(Schedule& schedule) {
   for (int k = 1; k < n; ++k) recv(schedule, (r - k + n) % n, 0, 1, none);
 }
 
-void Framing::check(const char* opName, const std::string& mine,
-                    const std::vector<size_t>* recvCounts) const {
+void Framing::checkSlow(const char* opName, const std::string& mine,
+                        const std::vector<size_t>* recvCounts) const {
   const int n = ctx_.size();
   const int r = ctx_.rank();
-  // The common case first: every peer sent exactly the descriptor this rank sent it (the
-  // collectives without per-rank counts, where header and descriptor are the whole call).
-  const Descriptor& own = received_[r];
-  if (mine.empty() && own.kind != static_cast<uint8_t>(CollectiveKind::kAllgather) &&
-      own.kind != static_cast<uint8_t>(CollectiveKind::kAlltoall)) {
-    int p = 0;
-    while (p < n && (p == r || std::memcmp(&received_[p], &sent_[p], sizeof(Descriptor)) == 0)) {
-      ++p;
-    }
-    if (p == n) return;
-  }
   for (int p = 0; p < n; ++p) {
     if (received_[p].magic != kDescriptorMagic) {
       // Not a descriptor: the stream from p is not at a message boundary, nothing after this

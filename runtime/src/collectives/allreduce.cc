@@ -65,7 +65,7 @@ void allreduceDirect(Context& ctx, const uint8_t* in, uint8_t* out, size_t count
     framing.recv(schedule, peer, bytes, elem, copy);
   }
   transport::run(ctx, schedule, "allreduce");
-  framing.check("allreduce", "");
+  framing.check("allreduce");
   if (count == 0) return;
   reduceTo(op, type, out, gathered, gathered + bytes, count);
   for (int p = 2; p < n; ++p) reduceInto(op, type, out, gathered + p * bytes, count);

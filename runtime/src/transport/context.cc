@@ -10,7 +10,7 @@
 
 namespace hvd::transport {
 
-uint8_t* Workspace::get(int slot, size_t bytes) {
+uint8_t* Workspace::grow(int slot, size_t bytes) {
   if (static_cast<size_t>(slot) >= buffers_.size()) buffers_.resize(slot + 1);
   Buffer& buffer = buffers_[slot];
   if (buffer.bytes < bytes) {

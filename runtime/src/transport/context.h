@@ -57,9 +57,17 @@ struct ContextOptions {
 // Grow-only, 64-byte aligned scratch buffers, indexed by slot.
 class Workspace {
  public:
-  uint8_t* get(int slot, size_t bytes);
+  // Inline fast path: a slot that is already large enough costs a bounds check and a load.
+  uint8_t* get(int slot, size_t bytes) {
+    if (static_cast<size_t>(slot) < buffers_.size() && buffers_[slot].bytes >= bytes) {
+      return buffers_[slot].data.get();
+    }
+    return grow(slot, bytes);
+  }
 
  private:
+  uint8_t* grow(int slot, size_t bytes);
+
   struct Buffer {
     std::unique_ptr<uint8_t, void (*)(void*)> data{nullptr, nullptr};
     size_t bytes = 0;
