@@ -200,6 +200,11 @@ struct FakeNcclWorld::State {
     return fail(c, NcclResult::kRemoteError, c->group->brokenWhy);
   }
 
+  void called() {
+    std::lock_guard<std::mutex> lock(mutex);
+    ++counters.calls;
+  }
+
   void complete(Comm* c) {
     ++c->completed;
     ++counters.collectives;
@@ -646,47 +651,55 @@ NcclResult FakeNcclApi::commDestroy(NcclComm comm) { return world_.state_->destr
 
 NcclResult FakeNcclApi::allReduce(const void* send, void* recv, size_t count, DataType type,
                                   ReduceOp op, NcclComm comm, gpu::CudaStream) {
+  world_.state_->called();
   const Part part{Kind::kAllReduce, send, recv, count, type, op, 0};
   return groups_->run(mutex_, false, [=] { return world_.state_->collective(comm, part); });
 }
 
 NcclResult FakeNcclApi::broadcast(const void* send, void* recv, size_t count, DataType type,
                                   int root, NcclComm comm, gpu::CudaStream) {
+  world_.state_->called();
   const Part part{Kind::kBroadcast, send, recv, count, type, ReduceOp::kSum, root};
   return groups_->run(mutex_, false, [=] { return world_.state_->collective(comm, part); });
 }
 
 NcclResult FakeNcclApi::allGather(const void* send, void* recv, size_t sendCount, DataType type,
                                   NcclComm comm, gpu::CudaStream) {
+  world_.state_->called();
   const Part part{Kind::kAllGather, send, recv, sendCount, type, ReduceOp::kSum, 0};
   return groups_->run(mutex_, false, [=] { return world_.state_->collective(comm, part); });
 }
 
 NcclResult FakeNcclApi::reduceScatter(const void* send, void* recv, size_t recvCount, DataType type,
                                       ReduceOp op, NcclComm comm, gpu::CudaStream) {
+  world_.state_->called();
   const Part part{Kind::kReduceScatter, send, recv, recvCount, type, op, 0};
   return groups_->run(mutex_, false, [=] { return world_.state_->collective(comm, part); });
 }
 
 NcclResult FakeNcclApi::send(const void* buffer, size_t count, DataType type, int peer,
                              NcclComm comm, gpu::CudaStream) {
+  world_.state_->called();
   return groups_->run(mutex_, true,
                       [=] { return world_.state_->send(buffer, count, type, peer, comm); });
 }
 
 NcclResult FakeNcclApi::recv(void* buffer, size_t count, DataType type, int peer, NcclComm comm,
                              gpu::CudaStream) {
+  world_.state_->called();
   return groups_->run(mutex_, false,
                       [=] { return world_.state_->recv(buffer, count, type, peer, comm); });
 }
 
 NcclResult FakeNcclApi::groupStart() {
+  world_.state_->called();
   std::lock_guard<std::mutex> lock(mutex_);
   ++groups_->byThread[std::this_thread::get_id()].depth;
   return NcclResult::kSuccess;
 }
 
 NcclResult FakeNcclApi::groupEnd() {
+  world_.state_->called();
   std::vector<std::pair<bool, std::function<NcclResult()>>> calls;
   {
     std::lock_guard<std::mutex> lock(mutex_);

@@ -40,6 +40,7 @@ struct FakeNcclCounters {
   int destroys = 0;     // accepted commDestroy calls
   int misuses = 0;      // second abort/destroy, destroy after abort or before the init finished
   int collectives = 0;  // completed collectives, sends and recvs, all ranks together
+  int calls = 0;        // collective, send, recv and group calls made, whatever their result
 };
 
 class FakeNcclWorld {

@@ -56,6 +56,7 @@ struct Job {
   bool hierarchical = false;
   bool ncclLoads = true;
   bool driver = true;
+  bool agree = false;  // DeviceBackendOptions::agreeOverContext (the blocking API's backend)
   std::chrono::milliseconds opTimeout{20000};
   std::atomic<int> ncclLoads_{0};
 
@@ -97,6 +98,7 @@ struct Job {
         o.opTimeout = opTimeout;
         o.startTimeout = 10s;
         o.watchdogPoll = 20ms;
+        o.agreeOverContext = agree;
         try {
           DeviceBackend backend(o, *contexts[r], np > 1 ? &store : nullptr, cudaLoader(),
                                 ncclLoader());
@@ -277,6 +279,71 @@ TEST(DeviceBackend, BuffersOnTwoDevicesOrHostMemoryUnderNcclAreRefusedNamingTheC
       }
     }));
   }
+}
+
+TEST(DeviceBackend, TheBlockingApisBackendFailsAMismatchOnEveryRankBeforeNcclThenRuns) {
+  Job job(2);
+  job.agree = true;
+  std::vector<std::string> messages(2);
+  expectNoErrors(job.run([&](int r, DeviceBackend& backend) {
+    float* buf = job.device(inputOf(r, 5));
+    gpu::DeviceCollectives* d = backend.route({buf});
+    ASSERT_NE(d, nullptr);
+    try {
+      d->allreduce(buf, buf, r == 0 ? 5 : 4, DataType::kFloat32, {ReduceOp::kSum});
+      ADD_FAILURE() << "rank " << r << ": a mismatched count ran";
+    } catch (const InvalidArgumentError& e) {
+      messages[r] = e.what();
+    }
+    d->allreduce(buf, buf, 5, DataType::kFloat32, {ReduceOp::kSum});
+    for (size_t i = 0; i < 5; ++i) EXPECT_EQ(buf[i], sumAt(2, i)) << i;
+  }));
+  for (const std::string& m : messages) {
+    EXPECT_EQ(m, "allreduce: count differs across ranks: 5 on rank 0, 4 on rank 1");
+  }
+  EXPECT_EQ(job.world.counters().calls, 2) << "only the matching allreduce reached NCCL";
+}
+
+TEST(DeviceBackend, Int16OnOneRankAndFloat32OnAnotherFailAlikeOverTheStagedAndNcclPaths) {
+  // Rank 0's int16 call is host-staged (the CPU allreduce and its agreement), rank 1's float32
+  // call takes NCCL's agreement round: the two exchanges are the same protocol.
+  Job job(2);
+  job.agree = true;
+  std::vector<std::string> messages(2);
+  expectNoErrors(job.run([&](int r, DeviceBackend& backend) {
+    auto* s = static_cast<int16_t*>(job.cuda.allocOn(0, 4 * sizeof(int16_t)));
+    for (int i = 0; i < 4; ++i) s[i] = static_cast<int16_t>(10 * r + i);
+    gpu::DeviceCollectives* d = backend.route({s});
+    ASSERT_NE(d, nullptr);
+    try {
+      d->allreduce(s, s, 2, r == 0 ? DataType::kInt16 : DataType::kFloat32, {ReduceOp::kSum});
+      ADD_FAILURE() << "rank " << r << ": a mismatched type ran";
+    } catch (const InvalidArgumentError& e) {
+      messages[r] = e.what();
+    }
+    d->allreduce(s, s, 4, DataType::kInt16, {ReduceOp::kSum});
+    EXPECT_EQ(std::vector<int16_t>(s, s + 4), (std::vector<int16_t>{10, 12, 14, 16}));
+  }));
+  for (const std::string& m : messages) {
+    EXPECT_EQ(m, "allreduce: type differs across ranks: int16 on rank 0, float32 on rank 1");
+  }
+  EXPECT_EQ(job.world.counters().calls, 0) << "int16 is staged, the float32 call was refused";
+}
+
+TEST(DeviceBackend, TheEnginesBackendMakesNoAgreementRound) {
+  // Without agreeOverContext (the engine's backend) a mismatch goes straight to NCCL, whose fake
+  // refuses it (the real one would hang): no exchange over the context preceded it.
+  Job job(2);
+  const auto errors = job.run([&](int r, DeviceBackend& backend) {
+    float* buf = job.device(inputOf(r, 5));
+    backend.route({buf})->allreduce(buf, buf, r == 0 ? 5 : 4, DataType::kFloat32, {ReduceOp::kSum});
+  });
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(errors[r]) << "rank " << r;
+    EXPECT_NE(errorMessage(errors[r]).find("ncclAllReduce"), std::string::npos)
+        << errorMessage(errors[r]);
+  }
+  EXPECT_EQ(job.world.counters().calls, 2);
 }
 
 // Two hosts of two ranks: rank r has local rank r % 2 and cross rank r / 2.

@@ -14,6 +14,7 @@
 #include "common/rank_errors.h"
 #include "hvd/error.hpp"
 #include "store/memory_store.h"
+#include "transport/local_fabric.h"
 
 namespace hvd {
 namespace {
@@ -34,14 +35,25 @@ struct Job {
   FakeCuda cuda;
   store::MemoryStore store;
   gpu::NcclCollectivesOptions options;
+  // With agree: every rank's collectives agree over its context of `contexts` first (as the
+  // blocking API's backend does).
+  bool agree = false;
+  std::vector<std::unique_ptr<transport::Context>> contexts;
 
   // Runs body(rank, collectives, cache) on every rank; returns each rank's error.
   std::vector<std::exception_ptr> run(
       const std::function<void(int, gpu::NcclCollectives&, gpu::CommCache&)>& body) {
     std::vector<std::exception_ptr> errors(np);
+    if (agree && contexts.empty()) {
+      transport::ContextOptions o;
+      o.timeout = 20s;
+      contexts = transport::makeLocalContexts(np, transport::LocalLinkKind::kShm, o);
+    }
     std::vector<std::thread> threads;
     for (int r = 0; r < np; ++r) {
       threads.emplace_back([&, r] {
+        gpu::NcclCollectivesOptions rankOptions = options;
+        if (agree) rankOptions.agreeOver = contexts[r].get();
         FakeNcclApi api(world);
         gpu::CommCache cache([&, r](const std::string& name, const std::atomic<bool>& cancel) {
           gpu::CommSpec spec;
@@ -54,7 +66,7 @@ struct Job {
           return gpu::bootstrapComm(api, store, spec);
         });
         try {
-          gpu::NcclCollectives nccl(cuda, cache, r, np, options);
+          gpu::NcclCollectives nccl(cuda, cache, r, np, rankOptions);
           body(r, nccl, cache);
         } catch (...) {
           errors[r] = std::current_exception();
@@ -288,6 +300,156 @@ TEST(NcclCollectives, AnAsyncErrorFailsTheCallNamingTheCommunicatorRankAndHost) 
   EXPECT_NE(m.find("peer 0 closed the connection"), std::string::npos) << m;
   // Rank 0 is told too (its peer aborted), rather than hanging.
   ASSERT_TRUE(errors[0]) << "rank 0 must not complete a collective its peer never joined";
+}
+
+// Each case is one call whose arguments depend on the rank (np 3), and the text every rank's
+// error must contain (after its own op name).
+struct MismatchCase {
+  const char* name;
+  std::function<void(int, gpu::NcclCollectives&, Job&)> call;
+  std::string expected;
+};
+
+std::vector<MismatchCase> mismatchCases() {
+  auto floats = [](Job& job, size_t n) { return job.device(std::vector<float>(n, 1.0f)); };
+  return {
+      {"count",
+       [=](int r, gpu::NcclCollectives& nccl, Job& job) {
+         float* x = floats(job, 8);
+         nccl.allreduce(x, x, r == 2 ? 5 : 4, DataType::kFloat32, {ReduceOp::kSum});
+       },
+       "count differs across ranks: 4 on ranks 0,1, 5 on rank 2"},
+      {"type",
+       [=](int r, gpu::NcclCollectives& nccl, Job& job) {
+         float* x = floats(job, 4);
+         nccl.allreduce(x, x, 4, r == 1 ? DataType::kInt32 : DataType::kFloat32, {ReduceOp::kSum});
+       },
+       "type differs across ranks: float32 on ranks 0,2, int32 on rank 1"},
+      {"op",
+       [=](int r, gpu::NcclCollectives& nccl, Job& job) {
+         float* x = floats(job, 4);
+         nccl.allreduce(x, x, 4, DataType::kFloat32, {r == 0 ? ReduceOp::kMax : ReduceOp::kSum});
+       },
+       "op differs across ranks: max on rank 0, sum on ranks 1,2"},
+      {"root",
+       [=](int r, gpu::NcclCollectives& nccl, Job& job) {
+         float* x = floats(job, 4);
+         nccl.broadcast(x, 4, DataType::kFloat32, {r == 2 ? 1 : 0});
+       },
+       "root differs across ranks: 0 on ranks 0,1, 1 on rank 2"},
+      {"allreduce vs broadcast",
+       [=](int r, gpu::NcclCollectives& nccl, Job& job) {
+         float* x = floats(job, 4);
+         if (r == 1) {
+           nccl.broadcast(x, 4, DataType::kFloat32, {0});
+         } else {
+           nccl.allreduce(x, x, 4, DataType::kFloat32, {ReduceOp::kSum});
+         }
+       },
+       "collective differs across ranks: allreduce on ranks 0,2, broadcast on rank 1"},
+      {"allgather counts",
+       [=](int r, gpu::NcclCollectives& nccl, Job& job) {
+         float* in = floats(job, 1);
+         float* out = floats(job, 4);
+         // Rank 0 expects 2 elements from rank 1, which contributes 1.
+         nccl.allgather(in, 1, out,
+                        r == 0 ? std::vector<size_t>{1, 2, 1} : std::vector<size_t>{1, 1, 1},
+                        DataType::kFloat32);
+       },
+       "counts differ from the counts the ranks contribute (1 on ranks 0-2) on rank 0"},
+      {"reducescatter rowElements",
+       [=](int r, gpu::NcclCollectives& nccl, Job& job) {
+         float* in = floats(job, 6);
+         float* out = floats(job, 6);
+         nccl.reducescatter(in, out, 6, DataType::kFloat32, {ReduceOp::kSum, r == 0 ? 2u : 1u});
+       },
+       "rowElements differs across ranks: 2 on rank 0, 1 on ranks 1,2"},
+      {"alltoall counts",
+       [=](int r, gpu::NcclCollectives& nccl, Job& job) {
+         float* in = floats(job, 6);
+         float* out = floats(job, 6);
+         // Rank 0 sends rank 1 two elements; rank 1 expects one.
+         std::vector<size_t> send{1, 1, 1}, recv{1, 1, 1};
+         if (r == 0) send = {1, 2, 1};
+         nccl.alltoall(in, send, out, recv, DataType::kFloat32);
+       },
+       "recvCounts differ across ranks from the sendCounts of the ranks that send them"},
+      {"host buffer on one rank",
+       [=](int r, gpu::NcclCollectives& nccl, Job& job) {
+         static std::vector<float> host[3];
+         host[r].assign(4, 1.0f);
+         float* x = r == 1 ? host[r].data() : floats(job, 4);
+         nccl.allreduce(x, x, 4, DataType::kFloat32, {ReduceOp::kSum});
+       },
+       "rank 1 passed invalid arguments to allreduce"},
+  };
+}
+
+TEST(NcclCollectives, MismatchedCallsFailOnEveryRankNamingTheFieldBeforeAnyNcclCall) {
+  Job job(3);
+  job.agree = true;
+  const auto cases = mismatchCases();
+  std::vector<std::vector<std::string>> messages(3, std::vector<std::string>(cases.size()));
+  expectNoErrors(job.run([&](int r, gpu::NcclCollectives& nccl, gpu::CommCache& cache) {
+    for (size_t i = 0; i < cases.size(); ++i) {
+      try {
+        cases[i].call(r, nccl, job);
+        messages[r][i] = "(no error)";
+      } catch (const InvalidArgumentError& e) {
+        messages[r][i] = e.what();
+      }
+    }
+    EXPECT_TRUE(cache.created().empty()) << "no communicator for calls that fail the agreement";
+  }));
+  EXPECT_EQ(job.world.counters().calls, 0) << "no NCCL call was made";
+  for (size_t i = 0; i < cases.size(); ++i) {
+    for (int r = 0; r < 3; ++r) {
+      const std::string& m = messages[r][i];
+      if (std::string(cases[i].name) == "host buffer on one rank" && r == 1) {
+        EXPECT_NE(m.find("one is host memory"), std::string::npos) << m;  // its own error
+        continue;
+      }
+      EXPECT_NE(m.find(cases[i].expected), std::string::npos)
+          << cases[i].name << ", rank " << r << ": " << m;
+    }
+  }
+  // The same contexts and collectives then run a matching call with exact results.
+  expectNoErrors(job.run([&](int r, gpu::NcclCollectives& nccl, gpu::CommCache&) {
+    float* x = job.device(std::vector<float>{1.0f * r, 2.0f, 0.5f});
+    nccl.allreduce(x, x, 3, DataType::kFloat32, {ReduceOp::kSum});
+    EXPECT_EQ(std::vector<float>(x, x + 3), (std::vector<float>{3, 6, 1.5f}));
+    int32_t* b = job.device(std::vector<int32_t>{r, r});
+    nccl.broadcast(b, 2, DataType::kInt32, {2});
+    EXPECT_EQ(std::vector<int32_t>(b, b + 2), (std::vector<int32_t>{2, 2}));
+    int32_t* mine = job.device(std::vector<int32_t>(r + 1, r));
+    int32_t* all = job.device(std::vector<int32_t>(6, -1));
+    nccl.allgather(mine, r + 1, all, {1, 2, 3}, DataType::kInt32);
+    EXPECT_EQ(std::vector<int32_t>(all, all + 6), (std::vector<int32_t>{0, 1, 1, 2, 2, 2}));
+    float* in = job.device(std::vector<float>(3, 1.0f + r));
+    float* out = job.device(std::vector<float>(3, -1));
+    nccl.alltoall(in, {1, 1, 1}, out, {1, 1, 1}, DataType::kFloat32);
+    EXPECT_EQ(std::vector<float>(out, out + 3), (std::vector<float>{1, 2, 3}));
+  }));
+  // Per rank: allreduce, broadcast, the uneven allgather's 3 broadcasts, alltoall's 3 sends and
+  // 3 receives.
+  EXPECT_EQ(job.world.counters().collectives, 3 * (1 + 1 + 3 + 6));
+}
+
+TEST(NcclCollectives, WithoutAgreementAMismatchReachesNccl) {
+  // The engine's backend: no agreement round, so ranks that disagree reach NCCL (whose fake
+  // refuses the mismatch, where the real one would hang); no host context is needed.
+  Job job(2);
+  auto errors = job.run([&](int r, gpu::NcclCollectives& nccl, gpu::CommCache&) {
+    float* x = job.device(std::vector<float>(4, 1.0f));
+    nccl.allreduce(x, x, r == 0 ? 4 : 3, DataType::kFloat32, {ReduceOp::kSum});
+  });
+  EXPECT_TRUE(job.contexts.empty());
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(errors[r]) << "rank " << r;
+    EXPECT_NE(errorMessage(errors[r]).find("ncclAllReduce"), std::string::npos)
+        << errorMessage(errors[r]);
+  }
+  EXPECT_EQ(job.world.counters().calls, 2);
 }
 
 }  // namespace

@@ -255,7 +255,8 @@ Runtime::Runtime(const Config& config, int generation) : config_(config) {
     context_ = std::make_unique<transport::Context>(
         0, 1, std::vector<std::unique_ptr<transport::Link>>(1), options);
     mesh_.options = options;
-    devices_ = std::make_unique<gpu::DeviceBackend>(deviceOptions(config_), *context_, nullptr);
+    devices_ =
+        std::make_unique<gpu::DeviceBackend>(deviceOptions(config_, true), *context_, nullptr);
     if (!collectives_) collectives_ = std::make_unique<coll::RingCollectives>(*context_);
     return;
   }
@@ -291,14 +292,15 @@ Runtime::Runtime(const Config& config, int generation) : config_(config) {
   }
   failureBoard_ = std::make_unique<StoreFailureBoard>(scoped);
   context_->setFailureBoard(failureBoard_.get());
-  devices_ = std::make_unique<gpu::DeviceBackend>(deviceOptions(config_), *context_, &scoped);
+  devices_ = std::make_unique<gpu::DeviceBackend>(deviceOptions(config_, true), *context_, &scoped);
   if (!collectives_) collectives_ = std::make_unique<coll::RingCollectives>(*context_);
   log->info("connected: {} ranks over {}{}", config_.size, context_->describeTransports(),
             mpiBackend ? "; CPU collectives over " + collectives_->describe() : std::string());
 }
 
-gpu::DeviceBackendOptions deviceOptions(const Config& config) {
+gpu::DeviceBackendOptions deviceOptions(const Config& config, bool blockingApi) {
   gpu::DeviceBackendOptions o;
+  o.agreeOverContext = blockingApi;
   o.choice = config.gpuBackend;
   o.hierarchical = config.hierarchicalAllreduce;
   o.rank = config.rank;
@@ -325,8 +327,8 @@ engine::Engine& Runtime::engine() {
     engineScoped_ = std::make_unique<PrefixedStore>(*scoped_, "engine/");
     engineContext_ = transport::connectMesh(*engineScoped_, mesh_);
   }
-  engineDevices_ = std::make_unique<gpu::DeviceBackend>(deviceOptions(config_), *engineContext_,
-                                                        engineScoped_.get());
+  engineDevices_ = std::make_unique<gpu::DeviceBackend>(deviceOptions(config_, false),
+                                                        *engineContext_, engineScoped_.get());
   engine::EngineOptions options = engineOptions(config_);
   options.devices = engineDevices_.get();
   options.collectives = engineCollectives_.get();  // null: the engine's own ring

@@ -90,8 +90,9 @@ class Runtime {
   std::unique_ptr<engine::Engine> engine_;  // uses engineContext_: destroyed first
 };
 
-// The GPU backend's options from the configuration.
-gpu::DeviceBackendOptions deviceOptions(const Config& config);
+// The GPU backend's options from the configuration. `blockingApi`: the backend of the blocking
+// collectives, whose NCCL calls first agree over the Runtime's context (never the engine's).
+gpu::DeviceBackendOptions deviceOptions(const Config& config, bool blockingApi);
 
 // The engine's options from the configuration.
 engine::EngineOptions engineOptions(const Config& config);

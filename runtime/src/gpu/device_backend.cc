@@ -143,6 +143,7 @@ void DeviceBackend::createCollectives() {
   o.hierarchical = layout_.get();
   o.watchdog = watchdog_.get();
   o.otherTypes = staged_.get();
+  o.agreeOver = options_.agreeOverContext ? &context_ : nullptr;
   collectives_ =
       std::make_unique<NcclCollectives>(*cuda_, *comms_, options_.rank, options_.size, o);
   description_ =

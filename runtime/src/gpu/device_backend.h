@@ -58,6 +58,10 @@ struct DeviceBackendOptions {
   // Deadline of one communicator's bootstrap (HVD_START_TIMEOUT).
   std::chrono::milliseconds startTimeout{60000};
   std::chrono::milliseconds watchdogPoll{100};
+  // Whether every NCCL call first agrees with its peers over `context` (NcclCollectivesOptions::
+  // agreeOver): set for the blocking API's backend, never for the engine's, whose ops the engine
+  // negotiated already and whose thread must not use the blocking API's context.
+  bool agreeOverContext = false;
 };
 
 class DeviceBackend {

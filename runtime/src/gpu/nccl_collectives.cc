@@ -5,7 +5,9 @@
 #include <numeric>
 #include <thread>
 
+#include "collectives/agreement.h"
 #include "collectives/collectives.h"
+#include "collectives/validate.h"
 #include "gpu/hierarchical.h"
 #include "hvd/error.hpp"
 
@@ -57,7 +59,7 @@ NcclCollectives::~NcclCollectives() {
   if (done_ != nullptr) cuda_.destroyEvent(done_);
 }
 
-NcclCommunicator& NcclCollectives::enter(const char* op, std::initializer_list<const void*> ptrs) {
+int NcclCollectives::checkDevice(const char* op, std::initializer_list<const void*> ptrs) {
   const int device = buffersDevice(cuda_, op, ptrs, true);
   if (stream_.device() >= 0 && device != stream_.device()) {
     throw InvalidArgumentError(std::string(op) + ": this rank used device " +
@@ -65,6 +67,10 @@ NcclCommunicator& NcclCollectives::enter(const char* op, std::initializer_list<c
                                std::to_string(device) +
                                "; a rank's NCCL communicators belong to one device");
   }
+  return device;
+}
+
+NcclCommunicator& NcclCollectives::enter(int device) {
   stream_.enter(device);
   if (done_ == nullptr) done_ = cuda_.createEvent();
   return comms_.get("global");
@@ -83,11 +89,33 @@ void NcclCollectives::complete(NcclCommunicator& comm, const char* op) {
   if (comm.aborted()) throwAborted(comm.name(), op);
 }
 
-template <typename Body>
-void NcclCollectives::run(const char* op, std::initializer_list<const void*> ptrs, Body&& body) {
+void NcclCollectives::agree(const char* op, coll::Descriptor mine, const std::string& invalid) {
+  transport::Context* ctx = options_.agreeOver;
+  if (ctx != nullptr && ctx->size() > 1) {
+    ctx->checkUsable();
+    // The ring path's round of the CPU collective: a peer in that collective (an int16 call,
+    // host-staged) or in another one takes part in the same exchange and fails alike.
+    if (!invalid.empty()) mine.flags = coll::kInvalid;
+    coll::agree(*ctx, op, mine, invalid);
+  }
+  if (!invalid.empty()) throw InvalidArgumentError(invalid);
+}
+
+template <typename Validate, typename Body>
+void NcclCollectives::run(const char* op, std::initializer_list<const void*> ptrs,
+                          const coll::Descriptor& mine, Validate&& validate, Body&& body) {
+  int device = -1;
+  const std::string invalid = coll::localError([&] {
+    device = checkDevice(op, ptrs);
+    validate();
+  });
+  // After an abort every device call fails with its reason, without waiting for peers that may
+  // be gone.
+  if (options_.watchdog != nullptr && options_.watchdog->failed()) throwAborted("global", op);
+  agree(op, mine, invalid);
   NcclCommunicator* comm = nullptr;
   try {
-    comm = &enter(op, ptrs);
+    comm = &enter(device);
     InFlight flight(options_.watchdog, *comm, op);
     body(*comm);
     complete(*comm, op);
@@ -149,7 +177,14 @@ void NcclCollectives::allreduce(const void* input, void* output, size_t count, D
   if (DeviceCollectives* other = otherTypes("allreduce", type)) {
     return other->allreduce(input, output, count, type, options);
   }
-  run("allreduce", {input, output}, [&](NcclCommunicator& comm) {
+  coll::Descriptor mine = coll::describe(coll::CollectiveKind::kAllreduce, type, count);
+  mine.op = static_cast<uint8_t>(options.op);
+  mine.algorithm = coll::kAlgorithmRing;
+  auto validate = [&] {
+    coll::validateBuffers("allreduce", input, output, count, type);
+    coll::validateOp("allreduce", options.op);
+  };
+  run("allreduce", {input, output}, mine, validate, [&](NcclCommunicator& comm) {
     if (options_.hierarchical != nullptr && count > 0) {
       hierarchicalAllreduce(comm, input, output, count, type, options.op);
     } else if (count > 0) {
@@ -204,11 +239,14 @@ void NcclCollectives::broadcast(void* buffer, size_t count, DataType type,
   if (DeviceCollectives* other = otherTypes("broadcast", type)) {
     return other->broadcast(buffer, count, type, options);
   }
-  if (options.root < 0 || options.root >= size_) {
-    throw InvalidArgumentError("broadcast: root " + std::to_string(options.root) +
-                               " is not a rank of a job of " + std::to_string(size_));
-  }
-  run("broadcast", {buffer}, [&](NcclCommunicator& comm) {
+  coll::Descriptor mine = coll::describe(coll::CollectiveKind::kBroadcast, type, count);
+  mine.root = options.root;
+  mine.algorithm = coll::kAlgorithmRing;
+  auto validate = [&] {
+    coll::validateBuffers("broadcast", buffer, buffer, count, type);
+    coll::validateRank("broadcast", "root", options.root, size_);
+  };
+  run("broadcast", {buffer}, mine, validate, [&](NcclCommunicator& comm) {
     if (count > 0) {
       comm.check(comm.api().broadcast(buffer, buffer, count, type, options.root, comm.comm(),
                                       stream_.stream()),
@@ -222,11 +260,13 @@ void NcclCollectives::allgather(const void* input, size_t count, void* output,
   if (DeviceCollectives* other = otherTypes("allgather", type)) {
     return other->allgather(input, count, output, counts, type);
   }
-  if (counts.size() != static_cast<size_t>(size_) || counts[rank_] != count) {
-    throw InvalidArgumentError("allgather: counts must have one entry per rank (" +
-                               std::to_string(size_) + ") and this rank's must equal its count");
-  }
-  run("allgather", {input, output}, [&](NcclCommunicator& comm) {
+  coll::Descriptor mine = coll::describe(coll::CollectiveKind::kAllgather, type, count);
+  mine.extra = coll::countsChecksum(counts);
+  mine.algorithm = coll::kAlgorithmRing;
+  auto validate = [&] {
+    coll::validateAllgather(input, count, output, counts, type, rank_, size_);
+  };
+  run("allgather", {input, output}, mine, validate, [&](NcclCommunicator& comm) {
     NcclApi& api = comm.api();
     const size_t elem = dataTypeSize(type);
     const bool even =
@@ -256,9 +296,18 @@ void NcclCollectives::reducescatter(const void* input, void* output, size_t coun
   if (DeviceCollectives* other = otherTypes("reducescatter", type)) {
     return other->reducescatter(input, output, count, type, options);
   }
-  const auto counts = coll::reducescatterCounts(count, size_, options.rowElements);
-  const size_t mine = counts[rank_];
-  run("reducescatter", {input, output}, [&](NcclCommunicator& comm) {
+  coll::Descriptor descriptor = coll::describe(coll::CollectiveKind::kReducescatter, type, count);
+  descriptor.op = static_cast<uint8_t>(options.op);
+  descriptor.extra = options.rowElements;
+  descriptor.algorithm = coll::kAlgorithmRing;
+  std::vector<size_t> counts;
+  auto validate = [&] {
+    coll::validateBuffers("reducescatter", input, output, count, type);
+    coll::validateOp("reducescatter", options.op);
+    counts = coll::reducescatterCounts(count, size_, options.rowElements);
+  };
+  run("reducescatter", {input, output}, descriptor, validate, [&](NcclCommunicator& comm) {
+    const size_t mine = counts[rank_];
     NcclApi& api = comm.api();
     const size_t elem = dataTypeSize(type);
     const bool even =
@@ -283,12 +332,20 @@ void NcclCollectives::alltoall(const void* input, const std::vector<size_t>& sen
   if (DeviceCollectives* other = otherTypes("alltoall", type)) {
     return other->alltoall(input, sendCounts, output, recvCounts, type);
   }
-  if (sendCounts.size() != static_cast<size_t>(size_) ||
-      recvCounts.size() != static_cast<size_t>(size_)) {
-    throw InvalidArgumentError("alltoall: send and receive counts need one entry per rank (" +
-                               std::to_string(size_) + ")");
-  }
-  run("alltoall", {input, output}, [&](NcclCommunicator& comm) {
+  // As the CPU alltoall's descriptor: its total, and the checksums of what it sends each rank
+  // and expects from each (only for valid counts, as there). validate() fills them in; run()
+  // reads `mine` only after it.
+  coll::Descriptor mine = coll::describe(coll::CollectiveKind::kAlltoall, type, 0);
+  mine.algorithm = coll::kAlgorithmDirect;
+  auto validate = [&] {
+    mine.count =
+        coll::validateAlltoall(input, sendCounts, output, recvCounts, type, rank_, size_).first;
+    for (int p = 0; p < size_; ++p) {
+      mine.extra += sendCounts[p] * coll::countWeight(rank_, p);
+      mine.extra2 += recvCounts[p] * coll::countWeight(p, rank_);
+    }
+  };
+  run("alltoall", {input, output}, mine, validate, [&](NcclCommunicator& comm) {
     NcclApi& api = comm.api();
     const size_t elem = dataTypeSize(type);
     const auto sendOffsets = offsetsOf(sendCounts);

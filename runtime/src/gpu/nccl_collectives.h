@@ -17,6 +17,11 @@
 //    ones. reducescatter: ncclReduceScatter when every rank receives the same number of
 //    elements; otherwise an allreduce into a device scratch buffer and a copy of this rank's
 //    rows. alltoall: a group of ncclSend/ncclRecv pairs.
+//  * Agreement (with `agreeOver`, the blocking API's backend): before any NCCL work, every call
+//    exchanges the CPU collective's descriptor (collectives/agreement.h) over that host
+//    context, so ranks that disagree (collective, type, op, root, counts) all fail with the
+//    same InvalidArgumentError the CPU path gives, and no rank hands NCCL a call its peers do
+//    not make (a hang or garbage). A rank whose own arguments are invalid still takes part.
 //  * NCCL has no int16: a call of a type it lacks runs on `otherTypes` (DeviceBackend passes its
 //    host-staged collectives), or, without one, is an InvalidArgumentError naming the type
 //    before any NCCL call, never a call with a wrong NCCL type.
@@ -38,6 +43,11 @@
 #include "gpu/device_stream.h"
 #include "gpu/watchdog.h"
 #include "hvd/hvd.hpp"
+#include "transport/context.h"
+
+namespace hvd::coll {
+struct Descriptor;
+}
 
 namespace hvd::gpu {
 
@@ -61,6 +71,10 @@ struct NcclCollectivesOptions {
   Watchdog* watchdog = nullptr;
   // Runs the calls whose type NCCL lacks (ncclHasType); null: they are refused.
   DeviceCollectives* otherTypes = nullptr;
+  // The host context over which every call first agrees with its peers (the blocking API's);
+  // null: no agreement (the engine's backend, whose ops the engine negotiated and checked, and
+  // whose thread must not use the blocking API's context).
+  transport::Context* agreeOver = nullptr;
 };
 
 class NcclCollectives final : public DeviceCollectives {
@@ -88,13 +102,21 @@ class NcclCollectives final : public DeviceCollectives {
   const char* name() const override { return "nccl"; }
 
  private:
-  // Enters the device of the buffers (which must all be device memory of one device), makes
-  // the stream wait for the default stream, and returns the global communicator.
-  NcclCommunicator& enter(const char* op, std::initializer_list<const void*> ptrs);
-  // enter(), then body(communicator) enqueues the call's work, then complete(); registered with
-  // the watchdog throughout.
-  template <typename Body>
-  void run(const char* op, std::initializer_list<const void*> ptrs, Body&& body);
+  // The device of the buffers; throws unless they are all device memory of one device, the one
+  // this rank used before.
+  int checkDevice(const char* op, std::initializer_list<const void*> ptrs);
+  // Enters `device`, makes the stream wait for the default stream, and returns the global
+  // communicator.
+  NcclCommunicator& enter(int device);
+  // Checks the buffers and validate() on this rank, agrees on `mine` with the peers (with
+  // agreeOver), then enter(), body(communicator) enqueues the call's work, and complete();
+  // registered with the watchdog from enter() on.
+  template <typename Validate, typename Body>
+  void run(const char* op, std::initializer_list<const void*> ptrs, const coll::Descriptor& mine,
+           Validate&& validate, Body&& body);
+  // Throws this rank's `invalid` (if any), after the agreement round with agreeOver, which
+  // throws alike on every rank when the ranks' descriptors differ.
+  void agree(const char* op, coll::Descriptor mine, const std::string& invalid);
   // Waits for everything queued on the stream, or throws if the communicator was aborted.
   void complete(NcclCommunicator& comm, const char* op);
   [[noreturn]] void throwAborted(const std::string& comm, const char* op);
