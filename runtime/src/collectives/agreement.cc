@@ -11,11 +11,6 @@ namespace {
 using transport::RecvAction;
 using transport::Schedule;
 
-// Payloads up to this size are copied behind their descriptor and sent as one message (one
-// link operation instead of two); larger ones are sent from the caller's buffer.
-constexpr size_t kPackBytes = 1024;
-constexpr size_t kPackStride = sizeof(Descriptor) + kPackBytes;
-
 const char* kindName(uint8_t kind) {
   switch (static_cast<CollectiveKind>(kind)) {
     case CollectiveKind::kAllreduce:
@@ -183,15 +178,6 @@ void checkAll(const char* op, int n, int rank, const Lookup& at, const std::stri
 
 }  // namespace
 
-Descriptor describe(CollectiveKind kind, DataType type, size_t count) {
-  Descriptor d;
-  d.magic = kDescriptorMagic;
-  d.kind = static_cast<uint8_t>(kind);
-  d.type = static_cast<uint8_t>(type);
-  d.count = count;
-  return d;
-}
-
 uint64_t countWeight(uint64_t from, uint64_t to) {
   // splitmix64 of the pair: fixed, identical on every rank, and odd.
   uint64_t z = (from << 32 ^ to) + 0x9e3779b97f4a7c15ull;
@@ -206,35 +192,53 @@ uint64_t countsChecksum(const std::vector<size_t>& counts) {
   return sum;
 }
 
-Framing::Framing(transport::Context& ctx, const Descriptor& mine) : ctx_(ctx) {
+Framing::Framing(transport::Context& ctx, const Descriptor& mine) : ctx_(ctx), kind_(mine.kind) {
   const int n = ctx.size();
-  // One workspace slot: the sent and received descriptors, then the packed messages.
-  uint8_t* space = ctx.workspace().get(3, n * (2 * sizeof(Descriptor) + kPackStride));
-  sent_ = reinterpret_cast<Descriptor*>(space);
-  received_ = sent_ + n;
-  packed_ = space + 2 * n * sizeof(Descriptor);
+  // One workspace slot: the messages (each descriptor written once, here, with the payload
+  // packed right behind it), the received descriptors, the matched flags.
+  uint8_t* space = ctx.workspace().get(3, n * (kStride + sizeof(Descriptor) + 1));
+  messages_ = space;
+  received_ = reinterpret_cast<Descriptor*>(space + n * kStride);
+  matched_ = reinterpret_cast<uint8_t*>(received_ + n);
   const int r = ctx.rank();
   for (int p = 0; p < n; ++p) {
-    if (p != r) sent_[p] = mine;
+    if (p != r) sentTo(p) = mine;
+    matched_[p] = 0;
   }
-  received_[r] = mine;
 }
+
+namespace {
+
+// memcpy for the small payloads packed behind a descriptor, without a library call for the
+// common 8 to 16 bytes.
+inline void copySmall(uint8_t* dst, const void* src, size_t bytes) {
+  if (bytes >= 8 && bytes <= 16) {
+    uint64_t head, tail;
+    std::memcpy(&head, src, 8);
+    std::memcpy(&tail, static_cast<const uint8_t*>(src) + bytes - 8, 8);
+    std::memcpy(dst, &head, 8);
+    std::memcpy(dst + bytes - 8, &tail, 8);
+  } else {
+    std::memcpy(dst, src, bytes);
+  }
+}
+
+}  // namespace
 
 void Framing::send(Schedule& schedule, int peer, const void* payload, size_t bytes,
                    uint64_t linkCount) {
-  Descriptor& header = sent_[peer];
+  Descriptor& header = sentTo(peer);
   header.payloadBytes = bytes;
   header.linkCount = linkCount;
+  auto* message = reinterpret_cast<uint8_t*>(&header);
   if (bytes == 0) {
-    schedule.send(peer, &header, sizeof(header));
+    schedule.send(peer, message, sizeof(header));
   } else if (bytes <= kPackBytes) {
     // Descriptor and payload in one message (one link operation); the direct algorithms send
-    // the same message to every peer, so it is packed once.
+    // the same message to every peer, so the payload is copied once.
     if (packedMessage_ == nullptr || packedFor_ != payload || packedBytes_ != bytes ||
         packedLinkCount_ != linkCount) {
-      uint8_t* message = packed_ + peer * kPackStride;
-      std::memcpy(message, &header, sizeof(header));
-      std::memcpy(message + sizeof(header), payload, bytes);
+      copySmall(message + sizeof(header), payload, bytes);
       packedFor_ = static_cast<const uint8_t*>(payload);
       packedBytes_ = bytes;
       packedLinkCount_ = linkCount;
@@ -242,14 +246,18 @@ void Framing::send(Schedule& schedule, int peer, const void* payload, size_t byt
     }
     schedule.send(peer, packedMessage_, sizeof(header) + bytes);
   } else {
-    schedule.send(peer, &header, sizeof(header));
+    schedule.send(peer, message, sizeof(header));
     schedule.send(peer, payload, bytes);
   }
 }
 
 void Framing::recv(Schedule& schedule, int peer, size_t bytes, size_t align,
                    const RecvAction& body) {
-  schedule.recvFramed(peer, &received_[peer], sizeof(Descriptor), bytes, align, body);
+  // Where every rank sends every peer the same descriptor, the engine compares the peer's in
+  // place with the one sent to it (allAsSent's test, without copying it).
+  const bool expectSent = !perRankCounts(kind_);
+  schedule.recvFramed(peer, &received_[peer], sizeof(Descriptor), bytes, align, body,
+                      expectSent ? &sentTo(peer) : nullptr, expectSent ? &matched_[peer] : nullptr);
 }
 
 void Framing::addDescriptorsOnly(Schedule& schedule) {
@@ -265,6 +273,14 @@ void Framing::checkSlow(const char* opName, const std::string& mine,
                         const std::vector<size_t>* recvCounts) const {
   const int n = ctx_.size();
   const int r = ctx_.rank();
+  // The descriptors the fast path did not need: this rank's own (any message's, without its
+  // per-link fields) and those found in place to be what was sent.
+  received_[r] = sentTo((r + 1) % n);
+  received_[r].payloadBytes = 0;
+  received_[r].linkCount = 0;
+  for (int p = 0; p < n; ++p) {
+    if (p != r && matched_[p]) received_[p] = sentTo(p);
+  }
   for (int p = 0; p < n; ++p) {
     if (received_[p].magic != kDescriptorMagic) {
       // Not a descriptor: the stream from p is not at a message boundary, nothing after this

@@ -67,7 +67,15 @@ inline constexpr uint32_t kInvalid = 1;
 inline constexpr uint8_t kAlgorithmDirect = 1;
 inline constexpr uint8_t kAlgorithmRing = 2;
 
-Descriptor describe(CollectiveKind kind, DataType type, size_t count);
+// Inline: it is on every collective's path.
+inline Descriptor describe(CollectiveKind kind, DataType type, size_t count) {
+  Descriptor d;
+  d.magic = kDescriptorMagic;
+  d.kind = static_cast<uint8_t>(kind);
+  d.type = static_cast<uint8_t>(type);
+  d.count = count;
+  return d;
+}
 
 // The weights of the counts checksums: odd, so a single differing entry changes the sum.
 uint64_t countWeight(uint64_t from, uint64_t to);
@@ -86,7 +94,9 @@ std::string localError(Validate&& validate) {
 }
 
 // The descriptors of one collective, in the context's workspace: sent[p] is the message to
-// peer p (sent[rank] is this rank's own descriptor), received[p] the one from p.
+// peer p (its descriptor, then room for a small payload packed behind it), received[p] the
+// descriptor from p, matched[p] set when the progress engine found p's descriptor, in place,
+// to be exactly sent[p] (and so did not copy it to received[p]).
 class Framing {
  public:
   Framing(transport::Context& ctx, const Descriptor& mine);
@@ -99,6 +109,14 @@ class Framing {
             const transport::RecvAction& body);
   // Sends and receives descriptors alone (to and from every peer).
   void addDescriptorsOnly(transport::Schedule& schedule);
+  // The copy of the last payload packed behind a descriptor (`bytes` of `payload`, valid
+  // until the next Framing of this context), or null: lets the direct algorithms use it as
+  // this rank's own contribution instead of copying the input once more.
+  const uint8_t* packedCopy(const void* payload, size_t bytes) const {
+    return packedMessage_ != nullptr && packedFor_ == payload && packedBytes_ == bytes
+               ? packedMessage_ + sizeof(Descriptor)
+               : nullptr;
+  }
 
   // Throws InvalidArgumentError on every rank alike when the descriptors disagree (`mine` is
   // this rank's local validation error, rethrown here after the exchange). For alltoall,
@@ -115,37 +133,53 @@ class Framing {
   }
 
  private:
+  // allgather and alltoall: each rank announces its own counts, so a peer's descriptor is not
+  // the one this rank sent it even when every rank agrees.
+  static bool perRankCounts(uint8_t kind) {
+    return kind == static_cast<uint8_t>(CollectiveKind::kAllgather) ||
+           kind == static_cast<uint8_t>(CollectiveKind::kAlltoall);
+  }
   // The common case, inline: every peer sent exactly the descriptor this rank sent it (the
   // collectives without per-rank counts, where header and descriptor are the whole call).
   bool allAsSent() const {
+    if (perRankCounts(kind_)) return false;
     const int n = ctx_.size();
     const int r = ctx_.rank();
-    const uint8_t kind = received_[r].kind;
-    if (kind == static_cast<uint8_t>(CollectiveKind::kAllgather) ||
-        kind == static_cast<uint8_t>(CollectiveKind::kAlltoall)) {
-      return false;
-    }
     for (int p = 0; p < n; ++p) {
-      if (p != r && !sameBytes(received_[p], sent_[p])) return false;
+      if (p != r && !matched_[p] && !sameBytes(received_[p], sentTo(p))) return false;
     }
     return true;
   }
   // a == b bytewise (a Descriptor is seven 64-bit words, no padding), unrolled.
   static bool sameBytes(const Descriptor& a, const Descriptor& b) {
     static_assert(sizeof(Descriptor) == 7 * sizeof(uint64_t), "compared as seven words");
-    uint64_t x[7], y[7];
-    std::memcpy(x, &a, sizeof(x));
-    std::memcpy(y, &b, sizeof(y));
-    return ((x[0] ^ y[0]) | (x[1] ^ y[1]) | (x[2] ^ y[2]) | (x[3] ^ y[3]) | (x[4] ^ y[4]) |
-            (x[5] ^ y[5]) | (x[6] ^ y[6])) == 0;
+    auto word = [](const Descriptor& d, int i) {
+      uint64_t w;
+      std::memcpy(&w, reinterpret_cast<const uint8_t*>(&d) + 8 * i, 8);
+      return w;
+    };
+    // Written out: the compiler keeps a 7-iteration loop a loop.
+    return ((word(a, 0) ^ word(b, 0)) | (word(a, 1) ^ word(b, 1)) | (word(a, 2) ^ word(b, 2)) |
+            (word(a, 3) ^ word(b, 3)) | (word(a, 4) ^ word(b, 4)) | (word(a, 5) ^ word(b, 5)) |
+            (word(a, 6) ^ word(b, 6))) == 0;
   }
   void checkSlow(const char* opName, const std::string& mine,
                  const std::vector<size_t>* recvCounts) const;
 
+  // Payloads up to this size are copied behind their descriptor and sent as one message (one
+  // link operation instead of two); larger ones are sent from the caller's buffer.
+  static constexpr size_t kPackBytes = 1024;
+  static constexpr size_t kStride = sizeof(Descriptor) + kPackBytes;
+
+  Descriptor& sentTo(int peer) const {
+    return *reinterpret_cast<Descriptor*>(messages_ + peer * kStride);
+  }
+
   transport::Context& ctx_;
-  Descriptor* sent_;
+  uint8_t* messages_;  // the message to p at messages_ + p * kStride, its descriptor first
   Descriptor* received_;
-  uint8_t* packed_;
+  uint8_t* matched_;
+  uint8_t kind_;
   // The last packed message: a peer sent the same payload with the same header reuses it.
   const uint8_t* packedFor_ = nullptr;
   size_t packedBytes_ = 0;
