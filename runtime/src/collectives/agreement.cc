@@ -192,72 +192,9 @@ uint64_t countsChecksum(const std::vector<size_t>& counts) {
   return sum;
 }
 
-Framing::Framing(transport::Context& ctx, const Descriptor& mine) : ctx_(ctx), kind_(mine.kind) {
-  const int n = ctx.size();
-  // One workspace slot: the messages (each descriptor written once, here, with the payload
-  // packed right behind it), the received descriptors, the matched flags.
-  uint8_t* space = ctx.workspace().get(3, n * (kStride + sizeof(Descriptor) + 1));
-  messages_ = space;
-  received_ = reinterpret_cast<Descriptor*>(space + n * kStride);
-  matched_ = reinterpret_cast<uint8_t*>(received_ + n);
-  const int r = ctx.rank();
-  for (int p = 0; p < n; ++p) {
-    if (p != r) sentTo(p) = mine;
-    matched_[p] = 0;
-  }
-}
-
-namespace {
-
-// memcpy for the small payloads packed behind a descriptor, without a library call for the
-// common 8 to 16 bytes.
-inline void copySmall(uint8_t* dst, const void* src, size_t bytes) {
-  if (bytes >= 8 && bytes <= 16) {
-    uint64_t head, tail;
-    std::memcpy(&head, src, 8);
-    std::memcpy(&tail, static_cast<const uint8_t*>(src) + bytes - 8, 8);
-    std::memcpy(dst, &head, 8);
-    std::memcpy(dst + bytes - 8, &tail, 8);
-  } else {
-    std::memcpy(dst, src, bytes);
-  }
-}
-
-}  // namespace
-
-void Framing::send(Schedule& schedule, int peer, const void* payload, size_t bytes,
-                   uint64_t linkCount) {
-  Descriptor& header = sentTo(peer);
-  header.payloadBytes = bytes;
-  header.linkCount = linkCount;
-  auto* message = reinterpret_cast<uint8_t*>(&header);
-  if (bytes == 0) {
-    schedule.send(peer, message, sizeof(header));
-  } else if (bytes <= kPackBytes) {
-    // Descriptor and payload in one message (one link operation); the direct algorithms send
-    // the same message to every peer, so the payload is copied once.
-    if (packedMessage_ == nullptr || packedFor_ != payload || packedBytes_ != bytes ||
-        packedLinkCount_ != linkCount) {
-      copySmall(message + sizeof(header), payload, bytes);
-      packedFor_ = static_cast<const uint8_t*>(payload);
-      packedBytes_ = bytes;
-      packedLinkCount_ = linkCount;
-      packedMessage_ = message;
-    }
-    schedule.send(peer, packedMessage_, sizeof(header) + bytes);
-  } else {
-    schedule.send(peer, message, sizeof(header));
-    schedule.send(peer, payload, bytes);
-  }
-}
-
-void Framing::recv(Schedule& schedule, int peer, size_t bytes, size_t align,
-                   const RecvAction& body) {
-  // Where every rank sends every peer the same descriptor, the engine compares the peer's in
-  // place with the one sent to it (allAsSent's test, without copying it).
-  const bool expectSent = !perRankCounts(kind_);
-  schedule.recvFramed(peer, &received_[peer], sizeof(Descriptor), bytes, align, body,
-                      expectSent ? &sentTo(peer) : nullptr, expectSent ? &matched_[peer] : nullptr);
+void Framing::sendUnpacked(Schedule& schedule, int peer, const void* payload, size_t bytes) {
+  schedule.send(peer, &sentTo(peer), sizeof(Descriptor));
+  if (bytes > 0) schedule.send(peer, payload, bytes);
 }
 
 void Framing::addDescriptorsOnly(Schedule& schedule) {

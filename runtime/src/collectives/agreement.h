@@ -99,14 +99,56 @@ std::string localError(Validate&& validate) {
 // to be exactly sent[p] (and so did not copy it to received[p]).
 class Framing {
  public:
-  Framing(transport::Context& ctx, const Descriptor& mine);
+  // Inline, like send, recv and check's common case: they are the whole cost of the check on
+  // the direct (latency) path, where a call and its prologue are a visible share.
+  Framing(transport::Context& ctx, const Descriptor& mine) : ctx_(ctx), kind_(mine.kind) {
+    const int n = ctx.size();
+    const int r = ctx.rank();
+    // One workspace slot: the messages (each descriptor written once, here, with the payload
+    // packed right behind it), the received descriptors, the matched flags.
+    uint8_t* space = ctx.workspace().get(3, n * (kStride + sizeof(Descriptor) + 1));
+    messages_ = space;
+    received_ = reinterpret_cast<Descriptor*>(space + n * kStride);
+    matched_ = reinterpret_cast<uint8_t*>(received_ + n);
+    for (int p = 0; p < n; ++p) {
+      if (p != r) sentTo(p) = mine;
+      matched_[p] = 0;
+    }
+  }
 
   // Adds the framed message to `peer`: its descriptor, then `bytes` of `payload`.
   void send(transport::Schedule& schedule, int peer, const void* payload, size_t bytes,
-            uint64_t linkCount = 0);
+            uint64_t linkCount = 0) {
+    Descriptor& header = sentTo(peer);
+    header.payloadBytes = bytes;
+    header.linkCount = linkCount;
+    if (bytes == 0 || bytes > kPackBytes) {
+      sendUnpacked(schedule, peer, payload, bytes);
+      return;
+    }
+    // Descriptor and payload in one message (one link operation); the direct algorithms send
+    // the same message to every peer, so the payload is copied once.
+    if (packedMessage_ == nullptr || packedFor_ != payload || packedBytes_ != bytes ||
+        packedLinkCount_ != linkCount) {
+      auto* message = reinterpret_cast<uint8_t*>(&header);
+      copySmall(message + sizeof(Descriptor), payload, bytes);
+      packedFor_ = static_cast<const uint8_t*>(payload);
+      packedBytes_ = bytes;
+      packedLinkCount_ = linkCount;
+      packedMessage_ = message;
+    }
+    schedule.send(peer, packedMessage_, sizeof(Descriptor) + bytes);
+  }
   // Adds the framed receive from `peer`: `body` runs on its payload when that is `bytes`.
+  // Where every rank sends every peer the same descriptor, the engine compares the peer's in
+  // place with the one sent to it (allAsSent's test, without copying it).
   void recv(transport::Schedule& schedule, int peer, size_t bytes, size_t align,
-            const transport::RecvAction& body);
+            const transport::RecvAction& body) {
+    const bool expectSent = !perRankCounts(kind_);
+    schedule.recvFramed(peer, &received_[peer], sizeof(Descriptor), bytes, align, body,
+                        expectSent ? &sentTo(peer) : nullptr,
+                        expectSent ? &matched_[peer] : nullptr);
+  }
   // Sends and receives descriptors alone (to and from every peer).
   void addDescriptorsOnly(transport::Schedule& schedule);
   // The copy of the last payload packed behind a descriptor (`bytes` of `payload`, valid
@@ -165,6 +207,22 @@ class Framing {
   }
   void checkSlow(const char* opName, const std::string& mine,
                  const std::vector<size_t>* recvCounts) const;
+  // The descriptor alone (bytes == 0), or a payload too large to pack sent behind it.
+  void sendUnpacked(transport::Schedule& schedule, int peer, const void* payload, size_t bytes);
+
+  // memcpy for the small payloads packed behind a descriptor, without a library call for the
+  // common 8 to 16 bytes.
+  static void copySmall(uint8_t* dst, const void* src, size_t bytes) {
+    if (bytes >= 8 && bytes <= 16) {
+      uint64_t head, tail;
+      std::memcpy(&head, src, 8);
+      std::memcpy(&tail, static_cast<const uint8_t*>(src) + bytes - 8, 8);
+      std::memcpy(dst, &head, 8);
+      std::memcpy(dst + bytes - 8, &tail, 8);
+    } else {
+      std::memcpy(dst, src, bytes);
+    }
+  }
 
   // Payloads up to this size are copied behind their descriptor and sent as one message (one
   // link operation instead of two); larger ones are sent from the caller's buffer.
