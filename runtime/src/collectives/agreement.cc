@@ -210,11 +210,9 @@ void Framing::checkSlow(const char* opName, const std::string& mine,
                         const std::vector<size_t>* recvCounts) const {
   const int n = ctx_.size();
   const int r = ctx_.rank();
-  // The descriptors the fast path did not need: this rank's own (any message's, without its
-  // per-link fields) and those found in place to be what was sent.
-  received_[r] = sentTo((r + 1) % n);
-  received_[r].payloadBytes = 0;
-  received_[r].linkCount = 0;
+  // The descriptors the fast path did not need: this rank's own and those found in place to
+  // be what was sent.
+  received_[r] = mine_;
   for (int p = 0; p < n; ++p) {
     if (p != r && matched_[p]) received_[p] = sentTo(p);
   }

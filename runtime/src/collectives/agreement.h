@@ -101,25 +101,24 @@ class Framing {
  public:
   // Inline, like send, recv and check's common case: they are the whole cost of the check on
   // the direct (latency) path, where a call and its prologue are a visible share.
-  Framing(transport::Context& ctx, const Descriptor& mine) : ctx_(ctx), kind_(mine.kind) {
+  // `mine` must outlive the Framing (it is copied into each message by send). Every peer
+  // gets exactly one send and one recv (each writes that peer's entries).
+  Framing(transport::Context& ctx, const Descriptor& mine)
+      : ctx_(ctx), mine_(mine), kind_(mine.kind) {
     const int n = ctx.size();
-    const int r = ctx.rank();
-    // One workspace slot: the messages (each descriptor written once, here, with the payload
+    // One workspace slot: the messages (each descriptor written by send, with the payload
     // packed right behind it), the received descriptors, the matched flags.
     uint8_t* space = ctx.workspace().get(3, n * (kStride + sizeof(Descriptor) + 1));
     messages_ = space;
     received_ = reinterpret_cast<Descriptor*>(space + n * kStride);
     matched_ = reinterpret_cast<uint8_t*>(received_ + n);
-    for (int p = 0; p < n; ++p) {
-      if (p != r) sentTo(p) = mine;
-      matched_[p] = 0;
-    }
   }
 
   // Adds the framed message to `peer`: its descriptor, then `bytes` of `payload`.
   void send(transport::Schedule& schedule, int peer, const void* payload, size_t bytes,
             uint64_t linkCount = 0) {
     Descriptor& header = sentTo(peer);
+    header = mine_;
     header.payloadBytes = bytes;
     header.linkCount = linkCount;
     if (bytes == 0 || bytes > kPackBytes) {
@@ -145,9 +144,11 @@ class Framing {
   void recv(transport::Schedule& schedule, int peer, size_t bytes, size_t align,
             const transport::RecvAction& body) {
     const bool expectSent = !perRankCounts(kind_);
+    matched_[peer] = 0;
+    ++expected_;
     schedule.recvFramed(peer, &received_[peer], sizeof(Descriptor), bytes, align, body,
                         expectSent ? &sentTo(peer) : nullptr,
-                        expectSent ? &matched_[peer] : nullptr);
+                        expectSent ? &matched_[peer] : nullptr, &matches_);
   }
   // Sends and receives descriptors alone (to and from every peer).
   void addDescriptorsOnly(transport::Schedule& schedule);
@@ -185,6 +186,8 @@ class Framing {
   // collectives without per-rank counts, where header and descriptor are the whole call).
   bool allAsSent() const {
     if (perRankCounts(kind_)) return false;
+    // Every receive found its peer's descriptor in place, equal to the one sent to it.
+    if (matches_ == expected_) return true;
     const int n = ctx_.size();
     const int r = ctx_.rank();
     for (int p = 0; p < n; ++p) {
@@ -234,7 +237,10 @@ class Framing {
   }
 
   transport::Context& ctx_;
-  uint8_t* messages_;  // the message to p at messages_ + p * kStride, its descriptor first
+  const Descriptor& mine_;
+  uint32_t expected_ = 0;  // receives added
+  uint32_t matches_ = 0;   // of those, the ones whose descriptor matched in place
+  uint8_t* messages_;      // the message to p at messages_ + p * kStride, its descriptor first
   Descriptor* received_;
   uint8_t* matched_;
   uint8_t kind_;

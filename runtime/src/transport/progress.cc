@@ -62,15 +62,17 @@ int Schedule::send(int peer, const void* data, size_t bytes, int afterRecv, bool
 }
 
 int Schedule::recv(int peer, size_t bytes, size_t align, const RecvAction& action) {
-  recvs_.push_back(Recv{peer, bytes, align, action, 0, -1, nullptr, 0, false, nullptr, nullptr});
+  recvs_.push_back(
+      Recv{peer, bytes, align, action, 0, -1, nullptr, 0, false, nullptr, nullptr, nullptr});
   return static_cast<int>(recvs_.size()) - 1;
 }
 
 int Schedule::recvFramed(int peer, void* header, size_t headerBytes, size_t bodyBytes, size_t align,
-                         const RecvAction& body, const void* expected, uint8_t* matched) {
+                         const RecvAction& body, const void* expected, uint8_t* matched,
+                         uint32_t* matches) {
   recvs_.push_back(Recv{peer, headerBytes + bodyBytes, align, body, 0, -1,
                         static_cast<uint8_t*>(header), static_cast<uint32_t>(headerBytes), false,
-                        static_cast<const uint8_t*>(expected), matched});
+                        static_cast<const uint8_t*>(expected), matched, matches});
   return static_cast<int>(recvs_.size()) - 1;
 }
 
@@ -415,8 +417,9 @@ class Runner {
     const size_t header = op.headerBytes;
     if (op.expected != nullptr && sameHeader(message, op.expected, header)) {
       *op.matched = 1;
+      ++*op.matches;
     } else if (header == 56) {
-      std::memcpy(op.header, message, 56);
+      std::memcpy(op.header, message, 56);  // the descriptor: a fixed-size copy, no call
     } else {
       std::memcpy(op.header, message, header);
     }
