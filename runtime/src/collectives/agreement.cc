@@ -11,11 +11,6 @@ namespace {
 using transport::RecvAction;
 using transport::Schedule;
 
-// Payloads up to this size are copied behind their descriptor and sent as one message (one
-// link operation instead of two); larger ones are sent from the caller's buffer.
-constexpr size_t kPackBytes = 1024;
-constexpr size_t kPackStride = sizeof(Descriptor) + kPackBytes;
-
 const char* kindName(uint8_t kind) {
   switch (static_cast<CollectiveKind>(kind)) {
     case CollectiveKind::kAllreduce:
@@ -183,15 +178,6 @@ void checkAll(const char* op, int n, int rank, const Lookup& at, const std::stri
 
 }  // namespace
 
-Descriptor describe(CollectiveKind kind, DataType type, size_t count) {
-  Descriptor d;
-  d.magic = kDescriptorMagic;
-  d.kind = static_cast<uint8_t>(kind);
-  d.type = static_cast<uint8_t>(type);
-  d.count = count;
-  return d;
-}
-
 uint64_t countWeight(uint64_t from, uint64_t to) {
   // splitmix64 of the pair: fixed, identical on every rank, and odd.
   uint64_t z = (from << 32 ^ to) + 0x9e3779b97f4a7c15ull;
@@ -206,50 +192,9 @@ uint64_t countsChecksum(const std::vector<size_t>& counts) {
   return sum;
 }
 
-Framing::Framing(transport::Context& ctx, const Descriptor& mine) : ctx_(ctx) {
-  const int n = ctx.size();
-  // One workspace slot: the sent and received descriptors, then the packed messages.
-  uint8_t* space = ctx.workspace().get(3, n * (2 * sizeof(Descriptor) + kPackStride));
-  sent_ = reinterpret_cast<Descriptor*>(space);
-  received_ = sent_ + n;
-  packed_ = space + 2 * n * sizeof(Descriptor);
-  const int r = ctx.rank();
-  for (int p = 0; p < n; ++p) {
-    if (p != r) sent_[p] = mine;
-  }
-  received_[r] = mine;
-}
-
-void Framing::send(Schedule& schedule, int peer, const void* payload, size_t bytes,
-                   uint64_t linkCount) {
-  Descriptor& header = sent_[peer];
-  header.payloadBytes = bytes;
-  header.linkCount = linkCount;
-  if (bytes == 0) {
-    schedule.send(peer, &header, sizeof(header));
-  } else if (bytes <= kPackBytes) {
-    // Descriptor and payload in one message (one link operation); the direct algorithms send
-    // the same message to every peer, so it is packed once.
-    if (packedMessage_ == nullptr || packedFor_ != payload || packedBytes_ != bytes ||
-        packedLinkCount_ != linkCount) {
-      uint8_t* message = packed_ + peer * kPackStride;
-      std::memcpy(message, &header, sizeof(header));
-      std::memcpy(message + sizeof(header), payload, bytes);
-      packedFor_ = static_cast<const uint8_t*>(payload);
-      packedBytes_ = bytes;
-      packedLinkCount_ = linkCount;
-      packedMessage_ = message;
-    }
-    schedule.send(peer, packedMessage_, sizeof(header) + bytes);
-  } else {
-    schedule.send(peer, &header, sizeof(header));
-    schedule.send(peer, payload, bytes);
-  }
-}
-
-void Framing::recv(Schedule& schedule, int peer, size_t bytes, size_t align,
-                   const RecvAction& body) {
-  schedule.recvFramed(peer, &received_[peer], sizeof(Descriptor), bytes, align, body);
+void Framing::sendUnpacked(Schedule& schedule, int peer, const void* payload, size_t bytes) {
+  schedule.send(peer, &sentTo(peer), sizeof(Descriptor));
+  if (bytes > 0) schedule.send(peer, payload, bytes);
 }
 
 void Framing::addDescriptorsOnly(Schedule& schedule) {
@@ -265,6 +210,12 @@ void Framing::checkSlow(const char* opName, const std::string& mine,
                         const std::vector<size_t>* recvCounts) const {
   const int n = ctx_.size();
   const int r = ctx_.rank();
+  // The descriptors the fast path did not need: this rank's own and those found in place to
+  // be what was sent.
+  received_[r] = mine_;
+  for (int p = 0; p < n; ++p) {
+    if (p != r && matched_[p]) received_[p] = sentTo(p);
+  }
   for (int p = 0; p < n; ++p) {
     if (received_[p].magic != kDescriptorMagic) {
       // Not a descriptor: the stream from p is not at a message boundary, nothing after this

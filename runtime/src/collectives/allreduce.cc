@@ -51,7 +51,6 @@ void allreduceDirect(Context& ctx, const uint8_t* in, uint8_t* out, size_t count
   const size_t elem = dataTypeSize(type);
   const size_t bytes = count * elem;
   uint8_t* gathered = ctx.workspace().get(0, bytes * n);
-  if (bytes > 0) std::memcpy(gathered + r * bytes, in, bytes);
   Descriptor mine = describeAllreduce(count, type, op);
   mine.algorithm = kAlgorithmDirect;
   Framing framing(ctx, mine);
@@ -67,8 +66,16 @@ void allreduceDirect(Context& ctx, const uint8_t* in, uint8_t* out, size_t count
   transport::run(ctx, schedule, "allreduce");
   framing.check("allreduce");
   if (count == 0) return;
-  reduceTo(op, type, out, gathered, gathered + bytes, count);
-  for (int p = 2; p < n; ++p) reduceInto(op, type, out, gathered + p * bytes, count);
+  // This rank's own contribution: the copy packed behind its descriptor when there is one
+  // (not `in`, which may be `out`), else a copy into its slot.
+  const uint8_t* own = framing.packedCopy(in, bytes);
+  if (own == nullptr) {
+    std::memcpy(gathered + r * bytes, in, bytes);
+    own = gathered + r * bytes;
+  }
+  auto from = [&](int p) -> const uint8_t* { return p == r ? own : gathered + p * bytes; };
+  reduceTo(op, type, out, from(0), from(1), count);
+  for (int p = 2; p < n; ++p) reduceInto(op, type, out, from(p), count);
   if (op == ReduceOp::kAverage) finishAverage(type, out, count, n);
 }
 

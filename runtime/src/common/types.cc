@@ -17,13 +17,17 @@ constexpr TypeInfo kTypes[kNumDataTypes] = {
 
 constexpr const char* kOps[kNumReduceOps] = {"sum", "average", "min", "max", "product"};
 
-int checkedType(DataType type) {
+[[noreturn]] __attribute__((noinline, cold)) void throwUnknownType(int index) {
+  throw InvalidArgumentError("unknown data type " + std::to_string(index) +
+                             " (valid: 0..8: int8, uint8, int32, int64, float16, bfloat16, "
+                             "float32, float64, int16)");
+}
+
+// The check inline and the throw out of line: dataTypeSize is on every collective's path,
+// several times.
+inline int checkedType(DataType type) {
   const int index = static_cast<int>(type);
-  if (index < 0 || index >= kNumDataTypes) {
-    throw InvalidArgumentError("unknown data type " + std::to_string(index) +
-                               " (valid: 0..8: int8, uint8, int32, int64, float16, bfloat16, "
-                               "float32, float64, int16)");
-  }
+  if (index < 0 || index >= kNumDataTypes) throwUnknownType(index);
   return index;
 }
 

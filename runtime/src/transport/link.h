@@ -51,8 +51,11 @@ class Link {
   // The next `bytes` bytes of the incoming stream, contiguous and without consuming them, or
   // null when they have not all arrived (or are not contiguous, or the transport cannot peek).
   // Lets the progress engine read a framed message's length and then take the whole message
-  // in one tryRecv.
+  // in place (commitRecv) or in one tryRecv.
   virtual const uint8_t* peekRecv(size_t bytes) { return nullptr; }
+  // Consumes the first `bytes` of what the last peekRecv returned (at most that many), after
+  // the caller read them in place: a peeked message is taken without a sink's virtual call.
+  virtual void commitRecv(size_t bytes) {}
 
   // Zero-copy sending, for transports whose outgoing stream lives in memory (shared-memory
   // rings): reserveSend returns a contiguous, writable region at the tail of the stream of up to

@@ -75,6 +75,12 @@ class Schedule {
     uint8_t* header;       // where the header goes, or null for a plain receive
     uint32_t headerBytes;  // a multiple of 8; its first 8 bytes are the body's length
     bool headerSeen;       // the announced length has been read and `bytes` set from it
+    // recvFramed with an expected header: compared where the link lets us read it in place;
+    // when it is byte for byte `expected`, *matched is set to 1, *matches counts it, and
+    // `header` is not written.
+    const uint8_t* expected;
+    uint8_t* matched;
+    uint32_t* matches;
   };
 
   void clear();
@@ -87,10 +93,16 @@ class Schedule {
   // it. When that length is `bodyBytes` the body runs `body`; any other length is received and
   // discarded, so a peer that disagrees about the size leaves nothing in the stream and is
   // never waited for beyond what it sent. Where the link can peek (shared memory), the engine
-  // reads the length in place and takes header and body with one tryRecv. The caller checks
-  // the header afterwards. Returns the receive's index.
+  // reads the length in place: a small message that has fully arrived is read where it lies
+  // and consumed with commitRecv, any other takes header and body with one tryRecv. The
+  // caller checks the header afterwards. With `expected` (headerBytes bytes, read when the
+  // operation runs), a header that equals it and is read in place sets *matched to 1 and adds
+  // 1 to *matches instead of being copied to `header` (the caller's common case, checked
+  // without a copy; the count lets it test all its receives at once); otherwise both are left
+  // alone and the header is at `header`. Returns the receive's index.
   int recvFramed(int peer, void* header, size_t headerBytes, size_t bodyBytes, size_t align,
-                 const RecvAction& body);
+                 const RecvAction& body, const void* expected = nullptr, uint8_t* matched = nullptr,
+                 uint32_t* matches = nullptr);
 
   std::vector<Send>& sends() { return sends_; }
   std::vector<Recv>& recvs() { return recvs_; }

@@ -152,6 +152,12 @@ const uint8_t* ShmLink::peekRecv(size_t bytes) {
   return capacity_ - pos >= bytes ? rx_ + pos : nullptr;
 }
 
+void ShmLink::commitRecv(size_t bytes) {
+  rxHead_ += bytes;
+  header_->head[1 - side_].value.store(rxHead_, std::memory_order_release);
+  wakePeer();
+}
+
 void ShmLink::wakePeer() {
   std::atomic_thread_fence(std::memory_order_seq_cst);
   auto& flag = header_->sleeping[1 - side_].value;

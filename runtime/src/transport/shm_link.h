@@ -38,6 +38,7 @@ class ShmLink final : public Link {
   size_t trySend(const uint8_t* data, size_t bytes) override;
   size_t tryRecv(size_t bytes, size_t align, size_t offset, RecvSink& sink) override;
   const uint8_t* peekRecv(size_t bytes) override;
+  void commitRecv(size_t bytes) override;
   uint8_t* reserveSend(size_t bytes, size_t* granted) override;
   void commitSend(size_t bytes) override;
 
