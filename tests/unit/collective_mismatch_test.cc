@@ -52,20 +52,9 @@ class CollectiveMismatch : public ::testing::TestWithParam<Param> {
   int np() const { return GetParam().np; }
   Algorithm algorithm() const { return GetParam().ring ? Algorithm::kRing : Algorithm::kDirect; }
 
-  std::vector<std::exception_ptr> runRanks(const std::function<void(Context&)>& body) {
-    std::vector<std::exception_ptr> errors(contexts_.size());
-    std::vector<std::thread> threads;
-    for (size_t r = 0; r < contexts_.size(); ++r) {
-      threads.emplace_back([&, r] {
-        try {
-          body(*contexts_[r]);
-        } catch (...) {
-          errors[r] = std::current_exception();
-        }
-      });
-    }
-    for (auto& t : threads) t.join();
-    return errors;
+  template <typename Body>
+  std::vector<std::exception_ptr> runRanks(Body&& body) {
+    return testing::runRanks(contexts_, body);
   }
 
   // Every rank failed with InvalidArgumentError; returns each rank's message.

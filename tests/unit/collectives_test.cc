@@ -18,6 +18,7 @@ namespace {
 
 using testing::errorMessage;
 using testing::expectNoErrors;
+using testing::runRanks;
 
 using transport::Context;
 using transport::LocalLinkKind;
@@ -27,24 +28,6 @@ transport::ContextOptions testOptions() {
   options.timeout = std::chrono::seconds(30);
   options.spin = std::chrono::microseconds(20);
   return options;
-}
-
-// Runs body(rank context) on one thread per rank; returns each rank's exception (or null).
-std::vector<std::exception_ptr> runRanks(std::vector<std::unique_ptr<Context>>& contexts,
-                                         const std::function<void(Context&)>& body) {
-  std::vector<std::exception_ptr> errors(contexts.size());
-  std::vector<std::thread> threads;
-  for (size_t r = 0; r < contexts.size(); ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        body(*contexts[r]);
-      } catch (...) {
-        errors[r] = std::current_exception();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  return errors;
 }
 
 struct Param {
