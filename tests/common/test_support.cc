@@ -268,4 +268,14 @@ ProcessResult runProcess(std::vector<std::string> argv, std::chrono::millisecond
   return process.finish(timeout);
 }
 
+void setSingleRankEnvironment(const std::string& jobId) {
+  setenv("HVD_RANK", "0", 1);
+  setenv("HVD_SIZE", "1", 1);
+  setenv("HVD_LOCAL_RANK", "0", 1);
+  setenv("HVD_LOCAL_SIZE", "1", 1);
+  setenv("HVD_CROSS_RANK", "0", 1);
+  setenv("HVD_CROSS_SIZE", "1", 1);
+  setenv("HVD_JOB_ID", jobId.c_str(), 1);
+}
+
 }  // namespace hvd::test

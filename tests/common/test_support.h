@@ -36,6 +36,10 @@ class TempDir {
 // takes it). Throws std::runtime_error if no socket could be bound.
 int closedLoopbackPort();
 
+// Sets this process's worker environment for a job of one rank (HVD_RANK=0, HVD_SIZE=1, ...,
+// HVD_JOB_ID=jobId): what hvd::init() needs with no store.
+void setSingleRankEnvironment(const std::string& jobId);
+
 // "127.0.0.1:<port>".
 std::string loopbackAddress(int port);
 

@@ -6,20 +6,13 @@
 #include <cstring>
 #include <string>
 
+#include "common/test_support.h"
 #include "hvd/hvd.h"
 #include "hvd/hvd.hpp"
 
 namespace {
 
-void setSingleRankEnvironment() {
-  setenv("HVD_RANK", "0", 1);
-  setenv("HVD_SIZE", "1", 1);
-  setenv("HVD_LOCAL_RANK", "0", 1);
-  setenv("HVD_LOCAL_SIZE", "1", 1);
-  setenv("HVD_CROSS_RANK", "0", 1);
-  setenv("HVD_CROSS_SIZE", "1", 1);
-  setenv("HVD_JOB_ID", "api-test", 1);
-}
+void setSingleRankEnvironment() { hvd::test::setSingleRankEnvironment("api-test"); }
 
 class Api : public ::testing::Test {
  protected:

@@ -24,13 +24,7 @@ namespace {
 class CEngineApi : public ::testing::Test {
  protected:
   void SetUp() override {
-    setenv("HVD_RANK", "0", 1);
-    setenv("HVD_SIZE", "1", 1);
-    setenv("HVD_LOCAL_RANK", "0", 1);
-    setenv("HVD_LOCAL_SIZE", "1", 1);
-    setenv("HVD_CROSS_RANK", "0", 1);
-    setenv("HVD_CROSS_SIZE", "1", 1);
-    setenv("HVD_JOB_ID", "c-engine-api-test", 1);
+    hvd::test::setSingleRankEnvironment("c-engine-api-test");
     ASSERT_EQ(hvd_init(), HVD_OK) << hvd_last_error();
   }
   void TearDown() override { hvd_shutdown(); }

@@ -12,6 +12,7 @@ target_link_libraries(collective_mismatch_test PRIVATE hvd_test_checks)
 include(${CMAKE_CURRENT_LIST_DIR}/store.cmake)
 hvd_test(NAME config_test LABEL unit TIMEOUT 60 SOURCES ${CMAKE_CURRENT_LIST_DIR}/config_test.cc)
 hvd_test(NAME api_test LABEL unit TIMEOUT 60 SOURCES ${CMAKE_CURRENT_LIST_DIR}/api_test.cc)
+target_link_libraries(api_test PRIVATE hvd_test_support)
 hvd_test(NAME c_engine_api_test LABEL unit TIMEOUT 120
          SOURCES ${CMAKE_CURRENT_LIST_DIR}/c_engine_api_test.cc)
 target_link_libraries(c_engine_api_test PRIVATE hvd_test_support)

@@ -68,14 +68,9 @@ def _reset():
         _unnamed_ids = itertools.count(1)
 
 
-def _new_handle():
-    with _lock:
-        return next(_handle_ids)
-
-
-def _op_name(prefix, name, hid):
-    """The engine's name of an op; `hid` is its handle (unused: unnamed ops are numbered on
-    their own, see the module's comment)."""
+def _op_name(prefix, name):
+    """The engine's name of an op (unnamed ops are numbered on their own: the module's
+    comment says why)."""
     if not name:
         with _lock:
             return "%s.noname.%d" % (prefix, next(_unnamed_ids))
@@ -123,8 +118,10 @@ def _submit(fn, *args):
     return handle
 
 
-def _register(hid, handles, finish, keep=None):
+def _register(handles, finish, keep=None):
+    """The int handle of submitted engine handles, for poll() and synchronize()."""
     with _lock:
+        hid = next(_handle_ids)
         _pending[hid] = _Pending(handles, finish, keep)
     return hid
 
@@ -181,7 +178,6 @@ def _is_fp16(compression):
 # --- allreduce ------------------------------------------------------------------------------
 
 def _allreduce_async(tensor, in_place, name, op, prescale, postscale, fp16=False):
-    hid = _new_handle()
     what = "allreduce"
     dtype = _dtype_code(tensor, what)
     device, stream = _device_of(tensor, what)
@@ -190,7 +186,7 @@ def _allreduce_async(tensor, in_place, name, op, prescale, postscale, fp16=False
     shape, ndim = _capi.shape_array(work.shape)
     o = _capi.options(op=op, prescale=prescale, postscale=postscale, fp16=fp16, device=device,
                       stream=stream)
-    h = _submit(_capi.lib().allreduce_async, _op_name("allreduce", name, hid).encode(),
+    h = _submit(_capi.lib().allreduce_async, _op_name("allreduce", name).encode(),
                 work.data_ptr(), target.data_ptr(), shape, ndim, dtype, ctypes.byref(o))
 
     def finish(_handles):
@@ -199,7 +195,7 @@ def _allreduce_async(tensor, in_place, name, op, prescale, postscale, fp16=False
             return tensor
         return target
 
-    return _register(hid, [h], finish, keep=work)
+    return _register([h], finish, keep=work)
 
 
 def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0,
@@ -255,8 +251,8 @@ def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
 
 # --- grouped allreduce ------------------------------------------------------------------------
 
-def _member_names(prefix, name, hid, n):
-    base = _op_name(prefix, name, hid)
+def _member_names(prefix, name, n):
+    base = _op_name(prefix, name)
     return ["%s_%dof%d" % (base, i + 1, n) for i in range(n)]
 
 
@@ -265,8 +261,7 @@ def _grouped_allreduce_async(tensors, in_place, name, op, prescale, postscale, f
     device, so mixed lists become one engine group per (type, device), all under one handle."""
     if not isinstance(tensors, (list, tuple)) or not tensors:
         raise ValueError("grouped_allreduce: expected a non-empty list of tensors")
-    hid = _new_handle()
-    names = _member_names("grouped_allreduce", name, hid, len(tensors))
+    names = _member_names("grouped_allreduce", name, len(tensors))
     works = [_contiguous(t) for t in tensors]
     targets = works if in_place else [
         torch.empty_like(w, memory_format=torch.contiguous_format) for w in works]
@@ -302,7 +297,7 @@ def _grouped_allreduce_async(tensors, in_place, name, op, prescale, postscale, f
                 t.copy_(w)
         return tuple(tensors)
 
-    return _register(hid, handles, finish, keep=works)
+    return _register(handles, finish, keep=works)
 
 
 def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0,
@@ -386,9 +381,8 @@ def allgather_async(tensor, name=None, process_set=global_process_set):
     """Starts gathering every rank's `tensor` along dimension 0 (which may differ across
     ranks, the other dimensions may not)."""
     check_process_set(process_set)
-    hid = _new_handle()
-    h, work = _allgather_submit(tensor, _op_name("allgather", name, hid))
-    return _register(hid, [h], lambda hs: _gathered(hs, [tensor])[0], keep=work)
+    h, work = _allgather_submit(tensor, _op_name("allgather", name))
+    return _register([h], lambda hs: _gathered(hs, [tensor])[0], keep=work)
 
 
 def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
@@ -396,15 +390,14 @@ def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
     check_process_set(process_set)
     if not isinstance(tensors, (list, tuple)) or not tensors:
         raise ValueError("grouped_allgather: expected a non-empty list of tensors")
-    hid = _new_handle()
     submitted = []
     try:
-        for t, n in zip(tensors, _member_names("grouped_allgather", name, hid, len(tensors))):
+        for t, n in zip(tensors, _member_names("grouped_allgather", name, len(tensors))):
             submitted.append(_allgather_submit(t, n))
     except Exception:
         _abandon([h for h, _ in submitted])
         raise
-    return _register(hid, [h for h, _ in submitted], lambda hs: _gathered(hs, tensors),
+    return _register([h for h, _ in submitted], lambda hs: _gathered(hs, tensors),
                      keep=[w for _, w in submitted])
 
 
@@ -463,13 +456,12 @@ def _broadcast_async(tensor, root_rank, name, in_place):
     dtype = _dtype_code(tensor, what)
     if isinstance(root_rank, bool) or not isinstance(root_rank, int):
         raise ValueError("broadcast: root_rank must be an int, got %r" % (root_rank,))
-    hid = _new_handle()
     device, stream = _device_of(tensor, what)
     target = _contiguous(tensor) if in_place else tensor.clone(
         memory_format=torch.contiguous_format)
     shape, ndim = _capi.shape_array(target.shape)
     o = _capi.options(root=root_rank, device=device, stream=stream)
-    h = _submit(_capi.lib().broadcast_async, _op_name("broadcast", name, hid).encode(),
+    h = _submit(_capi.lib().broadcast_async, _op_name("broadcast", name).encode(),
                 target.data_ptr(), shape, ndim, dtype, ctypes.byref(o))
 
     def finish(_handles):
@@ -478,7 +470,7 @@ def _broadcast_async(tensor, root_rank, name, in_place):
             return tensor
         return target
 
-    return _register(hid, [h], finish, keep=target)
+    return _register([h], finish, keep=target)
 
 
 def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
@@ -547,13 +539,12 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
     values = _splits_list(splits)
     if any(s < 0 for s in values):
         raise ValueError("alltoall: splits must not be negative (got %s)" % values)
-    hid = _new_handle()
     device, stream = _device_of(tensor, what)
     work = _contiguous(tensor)
     shape, ndim = _capi.shape_array(work.shape)
     split_array = (ctypes.c_int64 * max(len(values), 1))(*values)
     o = _capi.options(device=device, stream=stream)
-    h = _submit(_capi.lib().alltoall_async, _op_name("alltoall", name, hid).encode(),
+    h = _submit(_capi.lib().alltoall_async, _op_name("alltoall", name).encode(),
                 work.data_ptr(), shape, ndim, split_array, len(values), dtype, ctypes.byref(o))
     like = splits if isinstance(splits, torch.Tensor) else None
 
@@ -561,7 +552,7 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
         return (_engine_output(handles[0], tensor.dtype, tensor.device),
                 _received_splits(handles[0], like))
 
-    return _register(hid, [h], finish, keep=work)
+    return _register([h], finish, keep=work)
 
 
 class _AlltoallFn(torch.autograd.Function):
@@ -615,10 +606,9 @@ def _reducescatter_submit(tensor, op_name, op, prescale, postscale, fp16=False):
 
 
 def _reducescatter_async(tensor, name, op, prescale, postscale, fp16=False):
-    hid = _new_handle()
-    h, work = _reducescatter_submit(tensor, _op_name("reducescatter", name, hid), op, prescale,
+    h, work = _reducescatter_submit(tensor, _op_name("reducescatter", name), op, prescale,
                                     postscale, fp16)
-    return _register(hid, [h], lambda hs: _gathered(hs, [tensor])[0], keep=work)
+    return _register([h], lambda hs: _gathered(hs, [tensor])[0], keep=work)
 
 
 def reducescatter_async(tensor, name=None, op=Average, process_set=global_process_set,
@@ -670,16 +660,15 @@ def grouped_reducescatter_async(tensors, name=None, op=Average,
     op = _reducescatter_op(op)
     if not isinstance(tensors, (list, tuple)) or not tensors:
         raise ValueError("grouped_reducescatter: expected a non-empty list of tensors")
-    hid = _new_handle()
     submitted = []
     try:
-        for t, n in zip(tensors, _member_names("grouped_reducescatter", name, hid,
+        for t, n in zip(tensors, _member_names("grouped_reducescatter", name,
                                                len(tensors))):
             submitted.append(_reducescatter_submit(t, n, op, prescale_factor, postscale_factor))
     except Exception:
         _abandon([h for h, _ in submitted])
         raise
-    return _register(hid, [h for h, _ in submitted], lambda hs: _gathered(hs, tensors),
+    return _register([h for h, _ in submitted], lambda hs: _gathered(hs, tensors),
                      keep=[w for _, w in submitted])
 
 
@@ -743,8 +732,7 @@ def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
 def barrier(process_set=global_process_set):
     """Returns once every rank has called barrier()."""
     check_process_set(process_set)
-    hid = _new_handle()
-    synchronize(_register(hid, [_submit(_capi.lib().barrier_async)], lambda _: None))
+    synchronize(_register([_submit(_capi.lib().barrier_async)], lambda _: None))
 
 
 def join(device=-1):
