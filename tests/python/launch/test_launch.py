@@ -45,5 +45,5 @@ def test_a_rank_that_dies_is_a_horovod_internal_error_on_the_others_within_the_t
     words = lines[0].split()
     waited = float(words[words.index("RESULT") + 2])
     assert waited < 10 + 5, lines[0]  # within HVD_TIMEOUT, with slack for a loaded machine
-    assert "rank 1" in lines[0] or "peer" in lines[0].lower() or "closed" in lines[0], lines[0]
+    assert "rank 1" in lines[0], lines[0]  # the error names the rank that died
     assert elapsed < 60, elapsed
