@@ -3,3 +3,6 @@
 hvd_test(NAME coordinator_test LABEL unit TIMEOUT 60
          SOURCES ${CMAKE_CURRENT_LIST_DIR}/coordinator_test.cc)
 target_link_libraries(coordinator_test PRIVATE hvd_agent_coordinator)
+# The node's ledger of slots and GPUs (agent/ledger): reservations, leases, takeover by a restart.
+hvd_test(NAME ledger_test LABEL unit TIMEOUT 60 SOURCES ${CMAKE_CURRENT_LIST_DIR}/ledger_test.cc)
+target_link_libraries(ledger_test PRIVATE hvd_agent_ledger)
