@@ -76,8 +76,6 @@ int runEmbedded(const launcher::Options& options, const std::vector<launcher::Ho
 
   hvd::store::TcpStoreServer store;  // loopback, ephemeral port
   store.start();
-  const std::string token = hvd::agent::auth::randomHex(32);
-  store.addJob(spec.jobId, token);
   spdlog::debug("hvdrun: job {} np {} on {} (embedded), store {}", spec.jobId, spec.np,
                 hosts[0].host, store.address());
 
@@ -86,15 +84,33 @@ int runEmbedded(const launcher::Options& options, const std::vector<launcher::Ho
   coord::LocalNodeAgent agent(hosts[0].host, &spawner, &gpus);
   coord::SteadyClock clock;
   launcher::WakingClientEvents events(renderer, launcher::signalPipeWriteFd());
-  coord::JobCoordinator coordinator(spec, {&agent}, {store.address(), token}, &events, &clock);
-
-  coordinator.start();
-  launcher::waitForJob(signalPipe, coordinator);
-  // Before the coordinator goes: no event may reach it after this.
+  coord::JobResult result;
+  for (int attempt = 0;; ++attempt) {
+    spec.attempt = attempt;
+    // Each attempt its own store namespace and token: nothing an earlier attempt's ranks wrote
+    // (or still try to write) reaches this one.
+    const std::string token = hvd::agent::auth::randomHex(32);
+    store.removeJob(spec.jobId);
+    store.addJob(spec.jobId, token);
+    coord::JobCoordinator coordinator(spec, {&agent}, {store.address(), token}, &events, &clock);
+    coordinator.start();
+    launcher::waitForJob(signalPipe, coordinator);
+    result = *coordinator.result();
+    // Before the coordinator goes: every rank reaped, no event may reach it after this.
+    agent.release(spec.launchId());
+    const coord::RestartDecision decision = coord::decideRestart(spec.restart, result, attempt);
+    if (!decision.restart) {
+      if (!decision.why.empty()) result.summary += " (" + decision.why + ")";
+      break;
+    }
+    std::fprintf(stderr, "hvdrun: restarting job %s (restart %d of %d) after: %s\n",
+                 spec.jobId.c_str(), attempt + 1, spec.restart.maxRestarts,
+                 result.summary.c_str());
+  }
   agent.shutdown();
   store.removeJob(spec.jobId);
   store.stop();
-  return finish(*coordinator.result());
+  return finish(result);
 }
 
 // Through the agents: the key signs every call, `addresses` are their addresses (empty: each

@@ -124,6 +124,44 @@ coordinator::DescribeResult RemoteNodeAgent::describe() {
   return result;
 }
 
+coordinator::ReserveResult RemoteNodeAgent::reserve(const ledger::Request& request) {
+  coordinator::ReserveResult result;
+  const v1::ReserveRequest message = rpc::toProto(request);
+  v1::ReserveResponse response;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + options_.callTimeout);
+  signer_->sign(&context, rpc::kReserveMethod, message);
+  const grpc::Status status = stub_->Reserve(&context, message, &response);
+  if (!status.ok()) {
+    result.error.host = options_.host;
+    result.error.address = options_.address;
+    result.error.reason = describeStatus(status, options_.callTimeout);
+    result.error.authenticationFailed = status.error_code() == grpc::StatusCode::UNAUTHENTICATED;
+    return result;
+  }
+  result.grant = rpc::fromProto(response);
+  return result;
+}
+
+void RemoteNodeAgent::unreserve(const std::string& key) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (shutdown_) return;
+  stopThreads_.emplace_back([this, key] {
+    v1::UnreserveRequest request;
+    request.set_job_id(key);
+    v1::UnreserveResponse response;
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + options_.callTimeout);
+    signer_->sign(&context, rpc::kUnreserveMethod, request);
+    const grpc::Status status = stub_->Unreserve(&context, request, &response);
+    if (!status.ok()) {
+      // Not fatal: the reservation's lease returns it anyway.
+      spdlog::warn("giving back the reservation of job {} on {} ({}) failed: {}", key,
+                   options_.host, options_.address, describeStatus(status, options_.callTimeout));
+    }
+  });
+}
+
 coordinator::LaunchStatus RemoteNodeAgent::launch(const coordinator::LaunchRequest& request,
                                                   coordinator::JobEvents* events) {
   auto stream = std::make_unique<Stream>();

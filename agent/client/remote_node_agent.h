@@ -61,6 +61,9 @@ class RemoteNodeAgent : public coordinator::NodeAgent {
   std::string host() const override { return options_.host; }
   std::string address() const override { return options_.address; }
   coordinator::DescribeResult describe() override;
+  coordinator::ReserveResult reserve(const ledger::Request& request) override;
+  // Sent from a background thread, as stop() is.
+  void unreserve(const std::string& key) override;
   coordinator::LaunchStatus launch(const coordinator::LaunchRequest& request,
                                    coordinator::JobEvents* events) override;
   // Sends Stop from a background thread (a dead agent must not block the coordinator) and

@@ -24,6 +24,9 @@ inline constexpr int kExitLaunchFailed = 71;
 // An agent was lost while its ranks were running (sysexits EX_TEMPFAIL: retrying may work,
 // since the program itself did not fail).
 inline constexpr int kExitAgentLost = 75;
+// The slots or GPUs the job needs were held by other jobs and it was not to wait (--no-queue).
+// EX_TEMPFAIL too: nothing failed, and the same command later may run.
+inline constexpr int kExitResourcesBusy = 75;
 // The job (or its start) ran past a deadline, as timeout(1) reports.
 inline constexpr int kExitTimeout = 124;
 // Cancelled by the user (Ctrl-C): 128 + SIGINT, what a shell reports for an interrupted command.

@@ -41,6 +41,56 @@ void FakeNodeAgent::failLaunch(std::string reason) {
   launchError_ = std::move(reason);
 }
 
+void FakeNodeAgent::useLedger(ledger::ResourceLedger* ledger) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ledger_ = ledger;
+}
+
+void FakeNodeAgent::failReserve(std::string reason) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  reserveError_ = std::move(reason);
+}
+
+std::vector<ledger::Request> FakeNodeAgent::reserves() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return reserves_;
+}
+
+std::vector<std::string> FakeNodeAgent::unreserves() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return unreserves_;
+}
+
+ReserveResult FakeNodeAgent::reserve(const ledger::Request& request) {
+  ledger::ResourceLedger* ledger = nullptr;
+  ReserveResult result;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    reserves_.push_back(request);
+    if (reserveError_) {
+      result.error = {host_, address_, *reserveError_};
+      return result;
+    }
+    ledger = ledger_;
+  }
+  if (ledger == nullptr) {
+    result.accounted = false;
+    return result;
+  }
+  result.grant = ledger->reserve(request);
+  return result;
+}
+
+void FakeNodeAgent::unreserve(const std::string& key) {
+  ledger::ResourceLedger* ledger = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    unreserves_.push_back(key);
+    ledger = ledger_;
+  }
+  if (ledger != nullptr) ledger->release(key);
+}
+
 std::vector<LaunchRequest> FakeNodeAgent::launches() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return launches_;
@@ -99,6 +149,10 @@ LaunchStatus FakeNodeAgent::launch(const LaunchRequest& request, JobEvents* even
   std::lock_guard<std::mutex> lock(mutex_);
   launches_.push_back(request);
   if (launchError_) return {*launchError_};
+  // As a real agent: a launch on a reservation that is gone does not start.
+  if (request.reserved && ledger_ != nullptr && !ledger_->bind(request.jobId)) {
+    return {"no reservation of job " + request.jobId + " on " + host_ + " (its lease expired)"};
+  }
   events_ = events;
   LaunchStatus status;
   for (const RankLaunch& r : request.ranks) status.pids.emplace_back(r.rank, kFakePidBase + r.rank);

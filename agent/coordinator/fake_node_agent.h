@@ -34,11 +34,18 @@ class FakeNodeAgent : public NodeAgent {
   // describe() reports the agent unreachable, or (authentication) refusing our credentials.
   void failDescribe(std::string reason, bool authentication = false);
   void failLaunch(std::string reason);  // launch() refuses with this error
+  // reserve() goes to `ledger` (which must outlive the agent; several fakes may share one, as
+  // jobs share a node); without one it answers "not accounted" and the described GPUs are used.
+  void useLedger(ledger::ResourceLedger* ledger);
+  // reserve() reports the agent unreachable with this reason.
+  void failReserve(std::string reason);
 
   // Observation.
   std::vector<LaunchRequest> launches() const;
   std::vector<StopCall> stops() const;
   int describeCalls() const;
+  std::vector<ledger::Request> reserves() const;
+  std::vector<std::string> unreserves() const;
 
   // The agent's side of the job: delivered to the JobEvents of the last successful launch.
   // Returns false when nothing was launched yet (a test set-up mistake).
@@ -50,6 +57,8 @@ class FakeNodeAgent : public NodeAgent {
   std::string host() const override { return host_; }
   std::string address() const override { return address_; }
   DescribeResult describe() override;
+  ReserveResult reserve(const ledger::Request& request) override;
+  void unreserve(const std::string& key) override;
   LaunchStatus launch(const LaunchRequest& request, JobEvents* events) override;
   void stop(const std::string& jobId, int signal, std::chrono::milliseconds grace) override;
 
@@ -63,6 +72,10 @@ class FakeNodeAgent : public NodeAgent {
   std::optional<std::string> describeError_;
   bool describeAuthFailed_ = false;
   std::optional<std::string> launchError_;
+  std::optional<std::string> reserveError_;
+  ledger::ResourceLedger* ledger_ = nullptr;
+  std::vector<ledger::Request> reserves_;
+  std::vector<std::string> unreserves_;
   std::vector<LaunchRequest> launches_;
   std::vector<StopCall> stops_;
   int describeCalls_ = 0;

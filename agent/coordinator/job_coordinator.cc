@@ -41,10 +41,12 @@ JobResult JobCoordinator::baseResult(JobOutcome outcome, int exitCode, std::stri
   return r;
 }
 
-bool JobCoordinator::start() {
+JobCoordinator::Start JobCoordinator::tryStart(bool queue) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (result_) return Start::kEnded;
     startedAt_ = clock_->now();
+    busyReason_.clear();
   }
   if (spec_.hosts.empty() || agents_.size() != spec_.hosts.size() ||
       std::count(agents_.begin(), agents_.end(), nullptr) > 0) {
@@ -52,7 +54,19 @@ bool JobCoordinator::start() {
                              "hvdrun: internal error: " + std::to_string(spec_.hosts.size()) +
                                  " hosts but " + std::to_string(agents_.size()) + " agents");
     endNow(std::move(r));
-    return false;
+    return Start::kEnded;
+  }
+  {
+    // Cancelled while it waited in the queue: nothing runs, nothing is held.
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (cancelled_) {
+      result_ = baseResult(JobOutcome::kCancelled, kExitCancelled,
+                           "hvdrun: job " + spec_.jobId + " was cancelled");
+    }
+  }
+  if (std::optional<JobResult> ended = result()) {
+    if (client_) client_->onJobEnd(*ended);
+    return Start::kEnded;
   }
   // Every host is described before anything starts: an unreachable host must fail the job
   // before a single worker runs, or the others would wait in rendezvous until their timeout.
@@ -63,33 +77,70 @@ bool JobCoordinator::start() {
       AgentError error = described.error;
       if (error.host.empty()) error.host = spec_.hosts[h].host;
       if (error.address.empty()) error.address = agents_[h]->address();
-      JobResult r = error.authenticationFailed
-                        ? baseResult(JobOutcome::kAgentUnreachable, kExitAuthenticationFailed,
-                                     "hvdrun: agent on " + error.host + " (" + error.address +
-                                         ") refused the leader's request: " + error.reason +
-                                         " (is the cluster key the same on every host?)")
-                        : baseResult(JobOutcome::kAgentUnreachable, kExitAgentUnreachable,
-                                     "hvdrun: " + error.describeUnreachable());
-      r.host = error.host;
-      r.reason = error.reason;
-      endNow(std::move(r));
-      return false;
+      endNow(unreachableResult(error));
+      return Start::kEnded;
     }
     nodes.push_back(std::move(*described.description));
   }
-  std::vector<LaunchRequest> requests;
-  if (std::optional<JobResult> refused = placeAndBuild(nodes, &requests)) {
+  Placement placement;
+  if (std::optional<JobResult> refused = place(nodes, &placement)) {
     endNow(std::move(*refused));
-    return false;
+    return Start::kEnded;
+  }
+  std::vector<std::vector<int>> gpus;
+  std::vector<bool> accounted;
+  std::optional<JobResult> failed;
+  const ledger::Grant grant = reserveAll(nodes, placement, &gpus, &accounted, &failed);
+  if (failed) {
+    endNow(std::move(*failed));
+    return Start::kEnded;
+  }
+  if (grant.verdict == ledger::Verdict::kNeverFits) {
+    JobResult r =
+        baseResult(JobOutcome::kInvalidJob, kExitUsage, "hvdrun: " + grant.reason);
+    r.reason = grant.reason;
+    endNow(std::move(r));
+    return Start::kEnded;
+  }
+  if (grant.verdict == ledger::Verdict::kBusy) {
+    if (!queue) {
+      JobResult r = baseResult(JobOutcome::kResourcesBusy, kExitResourcesBusy,
+                               "hvdrun: job " + spec_.jobId + " was not queued (--no-queue): " +
+                                   grant.reason);
+      r.reason = grant.reason;
+      endNow(std::move(r));
+      return Start::kEnded;
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    busyReason_ = grant.reason;
+    return Start::kBusy;
+  }
+  std::vector<LaunchRequest> requests;
+  if (std::optional<JobResult> refused =
+          build(nodes, std::move(placement), gpus, accounted, &requests)) {
+    unreserveAll(accounted);
+    endNow(std::move(*refused));
+    return Start::kEnded;
   }
   launchAll(requests);
-  return !finished();
+  return Start::kRunning;
 }
 
-std::optional<JobResult> JobCoordinator::placeAndBuild(const std::vector<NodeDescription>& nodes,
-                                                       std::vector<LaunchRequest>* requests) {
-  Placement placement;
-  requests->assign(spec_.hosts.size(), LaunchRequest{});
+JobResult JobCoordinator::unreachableResult(const AgentError& error) const {
+  JobResult r = error.authenticationFailed
+                    ? baseResult(JobOutcome::kAgentUnreachable, kExitAuthenticationFailed,
+                                 "hvdrun: agent on " + error.host + " (" + error.address +
+                                     ") refused the leader's request: " + error.reason +
+                                     " (is the cluster key the same on every host?)")
+                    : baseResult(JobOutcome::kAgentUnreachable, kExitAgentUnreachable,
+                                 "hvdrun: " + error.describeUnreachable());
+  r.host = error.host;
+  r.reason = error.reason;
+  return r;
+}
+
+std::optional<JobResult> JobCoordinator::place(const std::vector<NodeDescription>& nodes,
+                                               Placement* placement) {
   try {
     // Slots: what -H says, else one per GPU (one rank per GPU is the usual layout; one per
     // --gpus-per-rank GPUs), else 1.
@@ -100,12 +151,115 @@ std::optional<JobResult> JobCoordinator::placeAndBuild(const std::vector<NodeDes
       int slots = spec_.hosts[h].slots.value_or(gpus / perRank);
       capacity.push_back({spec_.hosts[h].host, slots > 0 ? slots : 1});
     }
-    placement = placeRanks(capacity, spec_.np, spec_.oversubscribe);
+    *placement = placeRanks(capacity, spec_.np, spec_.oversubscribe);
+    // A GPU shortage on a host is a request that can never be met: refused before anything is
+    // reserved, with the message that names the host and its GPUs.
+    for (size_t h = 0; h < spec_.hosts.size(); ++h) {
+      std::vector<int> all;
+      for (const node::GpuInfo& gpu : nodes[h].gpus) all.push_back(gpu.index);
+      const int localSize = static_cast<int>(placement->hostRanks[h].size());
+      if (localSize > 0) {
+        node::assignGpus(spec_.hosts[h].host, all, 0, localSize, spec_.gpusPerRank,
+                         spec_.oversubscribe);
+      }
+    }
+  } catch (const hvd::Error& e) {
+    // -np above the slots, a GPU shortage: the request is wrong, and the messages already say
+    // how (slots per host, GPUs available).
+    JobResult r =
+        baseResult(JobOutcome::kInvalidJob, kExitUsage, std::string("hvdrun: ") + e.what());
+    r.reason = e.what();
+    return r;
+  }
+  return std::nullopt;
+}
+
+ledger::Grant JobCoordinator::reserveAll(const std::vector<NodeDescription>& nodes,
+                                         const Placement& placement,
+                                         std::vector<std::vector<int>>* gpus,
+                                         std::vector<bool>* accounted,
+                                         std::optional<JobResult>* failed) {
+  const size_t hosts = spec_.hosts.size();
+  gpus->assign(hosts, {});
+  accounted->assign(hosts, false);
+  std::vector<bool> held(hosts, false);
+  ledger::Grant outcome;
+  for (size_t h = 0; h < hosts; ++h) {
+    if (placement.hostRanks[h].empty()) continue;
+    ledger::Request request;
+    request.key = spec_.launchId();
+    request.job = spec_.jobId;
+    request.ranks = static_cast<int>(placement.hostRanks[h].size());
+    request.gpusPerRank = std::max(1, spec_.gpusPerRank);
+    request.share = spec_.oversubscribe;
+    if (h < spec_.preferredGpus.size()) request.preferredGpus = spec_.preferredGpus[h];
+    request.lease = spec_.reserveLease;
+    ReserveResult result = agents_[h]->reserve(request);
+    if (!result.ok()) {
+      AgentError error = result.error;
+      if (error.host.empty()) error.host = spec_.hosts[h].host;
+      if (error.address.empty()) error.address = agents_[h]->address();
+      *failed = unreachableResult(error);
+      outcome.verdict = ledger::Verdict::kBusy;
+      break;
+    }
+    if (result.grant.verdict != ledger::Verdict::kGranted) {
+      outcome = result.grant;
+      break;
+    }
+    held[h] = result.accounted;
+    (*accounted)[h] = result.accounted;
+    if (result.accounted) {
+      (*gpus)[h] = result.grant.gpus;
+    } else {
+      for (const node::GpuInfo& gpu : nodes[h].gpus) (*gpus)[h].push_back(gpu.index);
+    }
+  }
+  if (failed->has_value() || outcome.verdict != ledger::Verdict::kGranted) {
+    // All or nothing: what the earlier hosts granted goes back at once, not at lease expiry.
+    unreserveAll(held);
+    return outcome;
+  }
+  std::vector<HostResources> resources;
+  for (size_t h = 0; h < hosts; ++h) {
+    if (placement.hostRanks[h].empty()) continue;
+    HostResources r;
+    r.host = spec_.hosts[h].host;
+    r.slots = static_cast<int>(placement.hostRanks[h].size());
+    r.gpus = (*gpus)[h];
+    for (int index : r.gpus) {
+      for (const node::GpuInfo& gpu : nodes[h].gpus) {
+        if (gpu.index == index) r.gpuUuids.push_back(gpu.uuid);
+      }
+    }
+    resources.push_back(std::move(r));
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  resources_ = std::move(resources);
+  reserved_ = held;
+  return outcome;
+}
+
+void JobCoordinator::unreserveAll(const std::vector<bool>& held) {
+  for (size_t h = 0; h < held.size() && h < agents_.size(); ++h) {
+    if (held[h]) agents_[h]->unreserve(spec_.launchId());
+  }
+}
+
+std::optional<JobResult> JobCoordinator::build(const std::vector<NodeDescription>& nodes,
+                                               Placement placement,
+                                               const std::vector<std::vector<int>>& gpus,
+                                               const std::vector<bool>& accounted,
+                                               std::vector<LaunchRequest>* requests) {
+  (void)nodes;
+  requests->assign(spec_.hosts.size(), LaunchRequest{});
+  try {
     for (size_t h = 0; h < spec_.hosts.size(); ++h) {
       LaunchRequest& request = (*requests)[h];
-      request.jobId = spec_.jobId;
+      request.jobId = spec_.launchId();
       request.stopSignal = spec_.stopSignal;
       request.grace = spec_.grace;
+      request.reserved = accounted[h];
       if (placement.hostRanks[h].empty()) continue;
       node::WorkerEnvInput input;
       input.forwarded = spec_.env;
@@ -118,10 +272,13 @@ std::optional<JobResult> JobCoordinator::placeAndBuild(const std::vector<NodeDes
       // rank 0 always lands on the first host
       input.masterAddr = spec_.masterAddr.empty() ? spec_.hosts[0].host : spec_.masterAddr;
       input.masterPort = spec_.masterPort;
-      for (const node::GpuInfo& gpu : nodes[h].gpus) input.hostGpus.push_back(gpu.index);
+      // The GPUs this host's ledger granted the job (all of them where nothing is accounted).
+      input.hostGpus = gpus[h];
       input.gpusPerRank = spec_.gpusPerRank;
       input.gpuBind = spec_.gpuBind;
       input.oversubscribe = spec_.oversubscribe;
+      input.restartCount = spec_.attempt;
+      input.maxRestarts = spec_.restart.maxRestarts;
       for (int rank : placement.hostRanks[h]) {
         input.placement = placement.ranks[rank];
         RankLaunch launch;
@@ -133,8 +290,7 @@ std::optional<JobResult> JobCoordinator::placeAndBuild(const std::vector<NodeDes
       }
     }
   } catch (const hvd::Error& e) {
-    // -np above the slots, a GPU shortage, a bad forwarded variable: the request is wrong, and
-    // the messages already say how (slots per host, GPUs available).
+    // A bad forwarded variable: the request is wrong, and the message says how.
     JobResult r =
         baseResult(JobOutcome::kInvalidJob, kExitUsage, std::string("hvdrun: ") + e.what());
     r.reason = e.what();
@@ -150,6 +306,26 @@ std::optional<JobResult> JobCoordinator::placeAndBuild(const std::vector<NodeDes
   lost_.assign(spec_.hosts.size(), false);
   stopLevel_.assign(spec_.hosts.size(), 0);
   return std::nullopt;
+}
+
+void JobCoordinator::endUnstarted(std::string summary, std::string reason) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (result_ || launchDone_) return;
+  }
+  JobResult r = baseResult(JobOutcome::kResourcesBusy, kExitResourcesBusy, std::move(summary));
+  r.reason = std::move(reason);
+  endNow(std::move(r));
+}
+
+std::string JobCoordinator::busyReason() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return busyReason_;
+}
+
+std::vector<HostResources> JobCoordinator::resources() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return resources_;
 }
 
 void JobCoordinator::launchAll(const std::vector<LaunchRequest>& requests) {
@@ -190,11 +366,24 @@ void JobCoordinator::launchAll(const std::vector<LaunchRequest>& requests) {
     if (!status.ok()) break;
   }
   Actions actions;
+  std::vector<bool> unlaunched;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     launchDone_ = true;
+    bool all = true;
+    for (size_t h = 0; h < launched_.size(); ++h) {
+      if (!launched_[h] && !placement_.hostRanks[h].empty()) all = false;
+    }
+    if (all) runningSince_ = clock_->now();
+    // Hosts a failure kept from launching give their reservation back now, not at lease expiry;
+    // launched hosts release theirs as their ranks are reaped.
+    for (size_t h = 0; h < reserved_.size(); ++h) {
+      if (h < launched_.size() && launched_[h]) reserved_[h] = false;
+    }
+    unlaunched.swap(reserved_);
     maybeEndLocked(&actions);
   }
+  unreserveAll(unlaunched);
   perform(std::move(actions));
 }
 
@@ -368,6 +557,10 @@ void JobCoordinator::onAgentLost(const std::string& host, const std::string& rea
 void JobCoordinator::failLocked(JobResult cause, Actions* actions) {
   // Only the first failure is the root cause; after a Ctrl-C, failures are its consequences.
   if (failure_ || cancelled_ || timedOut_) return;
+  if (runningSince_) {
+    cause.uptime = std::chrono::duration_cast<std::chrono::milliseconds>(clock_->now() -
+                                                                         *runningSince_);
+  }
   failure_ = std::move(cause);
   stopAllLocked(kStopGraceful, actions);
 }

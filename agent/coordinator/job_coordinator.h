@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "agent/coordinator/node_agent.h"
+#include "agent/coordinator/restart_policy.h"
 #include "agent/node/worker_env.h"
 #include "agent/placement.h"
 #include "launcher/host_spec.h"
@@ -65,6 +66,36 @@ struct JobSpec {
   // > 0: the job is stopped gracefully once this long has passed since start(), and ends as
   // kTimedOut (hvdrun --time-limit).
   std::chrono::milliseconds timeLimit{0};
+
+  // Restarts (restart_policy.h): which attempt this coordinator runs, 0 for the first. The ranks
+  // see it as HVD_RESTART_COUNT; agents know the attempt by launchId().
+  int attempt = 0;
+  // Applied by the coordinator's owner (LedJobs, embedded hvdrun) between attempts; the
+  // coordinator only tells the ranks maxRestarts.
+  RestartPolicy restart;
+  // Resources busy: wait in the leader's queue (false: --no-queue, end as kResourcesBusy).
+  bool queue = true;
+  // Per host (spec.hosts order): the GPUs the previous attempt held there, asked for again.
+  std::vector<std::vector<int>> preferredGpus;
+  // How long a reservation holds before its launch (the agents' ledger lease).
+  std::chrono::milliseconds reserveLease{30000};
+
+  // The id agents know this attempt by: the job id for attempt 0, "<job id>.<attempt>" after.
+  std::string launchId() const {
+    return attempt == 0 ? jobId : jobId + "." + std::to_string(attempt);
+  }
+};
+
+// What an attempt holds on one host (JobCoordinator::resources()).
+struct HostResources {
+  std::string host;
+  int slots = 0;
+  std::vector<int> gpus;
+  std::vector<std::string> gpuUuids;
+
+  bool operator==(const HostResources& o) const {
+    return host == o.host && slots == o.slots && gpus == o.gpus && gpuUuids == o.gpuUuids;
+  }
 };
 
 // The job's rendezvous store, owned by the caller, which already registered `token` for the job
@@ -83,6 +114,8 @@ enum class JobOutcome {
   kInvalidJob,        // placement or environment refused the request; nothing was started
   kCancelled,         // the client cancelled (Ctrl-C) before any failure
   kTimedOut,          // the time limit passed before any failure or cancel; the job was stopped
+  kResourcesBusy,     // the slots or GPUs were held by other jobs and the job was not to wait
+                      // (--no-queue); nothing was started
 };
 
 enum class RankState { kNotStarted, kRunning, kExited, kLost };
@@ -113,6 +146,9 @@ struct JobResult {
   std::string reason;                         // agent or launch error, placement message
   std::vector<std::string> stderrTail;        // root-cause rank's last stderr lines, oldest first
   std::vector<int> unreportedRanks;  // ranks whose exit never arrived (stop deadline passed)
+  // From every rank started to the root-cause failure (0 when the ranks never all started):
+  // what --restart-min-uptime is compared with.
+  std::chrono::milliseconds uptime{0};
 };
 
 // What the client (hvdrun's stream, or the embedded renderer) receives. Calls may come from
@@ -141,9 +177,24 @@ class JobCoordinator : public JobEvents {
   JobCoordinator(JobSpec spec, std::vector<NodeAgent*> agents, StoreEndpoint store,
                  ClientEvents* client, Clock* clock);
 
-  // Describes, places and launches. Returns true if the job is running, false if it already
-  // ended (result() then holds why, and onJobEnd was called). Call once.
-  bool start();
+  enum class Start {
+    kRunning,  // launched (a rank may already have failed: the job ends through events)
+    kEnded,    // ended before anything ran: result() holds why, onJobEnd was called
+    kBusy,     // the resources are held by other jobs: nothing was started or is still held,
+               // busyReason() says why, and tryStart() may be called again later
+  };
+  // Describes, places, reserves every host's share and launches. With `queue` false a busy
+  // host ends the job as kResourcesBusy instead of returning kBusy. A job cancelled while it
+  // waited ends as kCancelled here.
+  Start tryStart(bool queue);
+  // tryStart(false): true if the job is running, false if it already ended. Call once.
+  bool start() { return tryStart(false) == Start::kRunning && !finished(); }
+  std::string busyReason() const;
+  // Ends a job that has not started as kResourcesBusy (--no-queue behind a queue); no effect
+  // once tryStart() launched anything.
+  void endUnstarted(std::string summary, std::string reason);
+  // What each host granted this attempt (empty before the reservations).
+  std::vector<HostResources> resources() const;
   // Client's Ctrl-C: graceful stop of every host; a second call within kCancelEscalationWindow
   // sends SIGKILL with no grace. A failure seen earlier stays the root cause. `grace`, when
   // given, replaces the job's own grace for this stop (hvdrun cancel --grace).
@@ -180,8 +231,17 @@ class JobCoordinator : public JobEvents {
   };
 
   // Steps of start(); a returned result means the job ended before anything was launched.
-  std::optional<JobResult> placeAndBuild(const std::vector<NodeDescription>& nodes,
-                                         std::vector<LaunchRequest>* requests);
+  std::optional<JobResult> place(const std::vector<NodeDescription>& nodes, Placement* placement);
+  // kGranted with every host's GPUs in `gpus`, or why not (nothing is held then).
+  ledger::Grant reserveAll(const std::vector<NodeDescription>& nodes, const Placement& placement,
+                           std::vector<std::vector<int>>* gpus, std::vector<bool>* accounted,
+                           std::optional<JobResult>* failed);
+  void unreserveAll(const std::vector<bool>& held);
+  JobResult unreachableResult(const AgentError& error) const;
+  std::optional<JobResult> build(const std::vector<NodeDescription>& nodes, Placement placement,
+                                 const std::vector<std::vector<int>>& gpus,
+                                 const std::vector<bool>& accounted,
+                                 std::vector<LaunchRequest>* requests);
   void launchAll(const std::vector<LaunchRequest>& requests);
   void endNow(JobResult result);
   void perform(Actions actions);
@@ -222,7 +282,11 @@ class JobCoordinator : public JobEvents {
   std::chrono::milliseconds stopGrace_{0};  // grace of the graceful stop sent
   std::optional<std::chrono::steady_clock::time_point> lastCancel_;
   std::optional<std::chrono::steady_clock::time_point> stopDeadline_;
+  std::optional<std::chrono::steady_clock::time_point> runningSince_;  // every rank started
   std::optional<JobResult> result_;
+  std::string busyReason_;
+  std::vector<HostResources> resources_;
+  std::vector<bool> reserved_;  // per host: holds a reservation not yet launched
 };
 
 // "hvdrun: rank 3 on host-b exited with code 3" / "... was killed by signal 9 (Killed)".

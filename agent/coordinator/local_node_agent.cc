@@ -30,8 +30,8 @@ class LocalNodeAgent::Forwarder : public process::OutputSink {
 };
 
 LocalNodeAgent::LocalNodeAgent(std::string host, process::Spawner* spawner,
-                               node::GpuDiscovery* gpus)
-    : host_(std::move(host)), spawner_(spawner), gpus_(gpus) {}
+                               node::GpuDiscovery* gpus, ledger::ResourceLedger* ledger)
+    : host_(std::move(host)), spawner_(spawner), gpus_(gpus), ledger_(ledger) {}
 
 LocalNodeAgent::~LocalNodeAgent() { shutdown(); }
 
@@ -65,6 +65,28 @@ void LocalNodeAgent::release(const std::string& jobId) {
   }
   // Outside the lock, as in shutdown(): the group's teardown waits for its supervisor thread.
   job.group.reset();
+  // Every rank is reaped: its slots and GPUs are free for the next job.
+  if (ledger_ != nullptr) ledger_->release(jobId);
+}
+
+ReserveResult LocalNodeAgent::reserve(const ledger::Request& request) {
+  ReserveResult result;
+  if (ledger_ == nullptr) {
+    result.accounted = false;
+    return result;
+  }
+  result.grant = ledger_->reserve(request);
+  return result;
+}
+
+void LocalNodeAgent::unreserve(const std::string& key) {
+  if (ledger_ == nullptr) return;
+  {
+    // A launched job keeps its holding until release(): only a reservation not launched goes.
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (jobs_.count(key) != 0) return;
+  }
+  ledger_->release(key);
 }
 
 DescribeResult LocalNodeAgent::describe() {
@@ -97,6 +119,13 @@ LaunchStatus LocalNodeAgent::launch(const LaunchRequest& request, JobEvents* eve
     }
     jobs_[request.jobId];  // reserves the id, so a stop during spawn() is remembered
   }
+  if (request.reserved && ledger_ != nullptr && !ledger_->bind(request.jobId)) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    jobs_.erase(request.jobId);
+    // Its lease ran out before the launch came: the GPUs may be another job's by now.
+    return {"no reservation of job " + request.jobId + " on " + host_ +
+            " (its lease expired before the launch)"};
+  }
   std::vector<int> globalRanks;
   std::vector<process::SpawnSpec> specs;
   for (const RankLaunch& r : request.ranks) {
@@ -110,8 +139,11 @@ LaunchStatus LocalNodeAgent::launch(const LaunchRequest& request, JobEvents* eve
       [raw](int index, const process::ExitStatus& status) { raw->exited(index, status); });
   if (!spawned.ok()) {
     // spawn() is all or nothing: nothing of the job runs, so the error replaces every event.
-    std::lock_guard<std::mutex> lock(mutex_);
-    jobs_.erase(request.jobId);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      jobs_.erase(request.jobId);
+    }
+    if (ledger_ != nullptr) ledger_->release(request.jobId);
     // The spawner numbers ranks by position; name the global rank, as the user knows it.
     std::string error = spawned.error;
     if (error.rfind("rank ", 0) == 0) {

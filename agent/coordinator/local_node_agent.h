@@ -21,8 +21,12 @@ namespace hvd::agent::coordinator {
 
 class LocalNodeAgent : public NodeAgent {
  public:
-  // `host` is the name the user gave (or "localhost"); spawner and gpus must outlive the agent.
-  LocalNodeAgent(std::string host, process::Spawner* spawner, node::GpuDiscovery* gpus);
+  // `host` is the name the user gave (or "localhost"); spawner, gpus and ledger must outlive the
+  // agent. With a ledger, reserve() holds slots and GPUs in it, a reserved launch binds its
+  // reservation and release() returns it; without one nothing is accounted (reserve() says so
+  // and the coordinator uses the GPUs described).
+  LocalNodeAgent(std::string host, process::Spawner* spawner, node::GpuDiscovery* gpus,
+                 ledger::ResourceLedger* ledger = nullptr);
   // Same as shutdown().
   ~LocalNodeAgent() override;
   LocalNodeAgent(const LocalNodeAgent&) = delete;
@@ -40,7 +44,8 @@ class LocalNodeAgent : public NodeAgent {
   // records it to clean up after a crash (agent/service/job_records.h).
   std::optional<pid_t> processGroupId(const std::string& jobId);
   // Forgets a job: its group is destroyed (whatever still runs is SIGKILLed, every rank is
-  // reaped) and no event of that job is delivered after it returns. Call it once the job is
+  // reaped), what it holds in the ledger is returned, and no event of that job is delivered
+  // after it returns. Call it once the job is
   // over, or its zombies and bookkeeping stay until shutdown(). Unknown ids are ignored; must
   // not be called from one of the job's own callbacks.
   void release(const std::string& jobId);
@@ -48,6 +53,8 @@ class LocalNodeAgent : public NodeAgent {
   std::string host() const override { return host_; }
   std::string address() const override { return "in-process"; }
   DescribeResult describe() override;
+  ReserveResult reserve(const ledger::Request& request) override;
+  void unreserve(const std::string& key) override;
   LaunchStatus launch(const LaunchRequest& request, JobEvents* events) override;
   void stop(const std::string& jobId, int signal, std::chrono::milliseconds grace) override;
 
@@ -68,6 +75,7 @@ class LocalNodeAgent : public NodeAgent {
   const std::string host_;
   process::Spawner* const spawner_;
   node::GpuDiscovery* const gpus_;
+  ledger::ResourceLedger* const ledger_;
 
   std::mutex mutex_;
   std::map<std::string, Job> jobs_;

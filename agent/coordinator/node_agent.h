@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "agent/ledger/resource_ledger.h"
 #include "agent/node/gpu_discovery.h"
 #include "agent/process/spawner.h"
 
@@ -56,6 +57,17 @@ struct DescribeResult {
   bool ok() const { return description.has_value(); }
 };
 
+// reserve(): the agent's answer, or why it could not be asked (then `error.reason` is set).
+struct ReserveResult {
+  ledger::Grant grant;
+  // false: the agent keeps no ledger (a test's in-process agent); the coordinator then uses the
+  // GPUs it described, and the launch binds nothing.
+  bool accounted = true;
+  AgentError error;
+
+  bool ok() const { return error.reason.empty(); }
+};
+
 // One rank to start on the agent's node: its global rank and its complete command (argv list,
 // the full environment from node::buildWorkerEnvironment, cwd).
 struct RankLaunch {
@@ -71,6 +83,10 @@ struct LaunchRequest {
   // breaks): the job's stop signal, then SIGKILL after the grace.
   int stopSignal = SIGTERM;
   std::chrono::milliseconds grace{10000};
+  // The coordinator reserved `jobId` here (reserve()): the launch binds that reservation and
+  // fails when it is gone (its lease expired), instead of starting on resources another job may
+  // hold by now.
+  bool reserved = false;
 };
 
 // Outcome of launch(): empty `error` means every rank was started.
@@ -109,6 +125,11 @@ class NodeAgent {
   virtual std::string address() const = 0;
 
   virtual DescribeResult describe() = 0;
+  // Holds this host's share of an attempt in the agent's ledger, all or nothing (the request's
+  // key is the attempt's launch id). Busy and never-fits are grants with that verdict.
+  virtual ReserveResult reserve(const ledger::Request& request) = 0;
+  // Gives back a reservation that will not be launched; returns at once, unknown keys ignored.
+  virtual void unreserve(const std::string& key) = 0;
   // Starts `request.ranks` and from then on reports their events to `events`, which must outlive
   // the job on this agent (until every rank's exit, or onAgentLost, was reported).
   virtual LaunchStatus launch(const LaunchRequest& request, JobEvents* events) = 0;

@@ -177,6 +177,14 @@ std::vector<std::string> buildWorkerEnvironment(const WorkerEnvInput& in) {
       {"HOROVOD_CROSS_RANK", std::to_string(p.crossRank)},
       {"HOROVOD_CROSS_SIZE", std::to_string(p.crossSize)},
   };
+  // Only for a job that can restart: a job without --max-restarts keeps the contract it had,
+  // and scripts read an absent count as 0 (torchrun's readers do).
+  if (in.maxRestarts > 0 || in.restartCount > 0) {
+    own.emplace_back("HVD_RESTART_COUNT", std::to_string(in.restartCount));
+    own.emplace_back("HVD_MAX_RESTARTS", std::to_string(in.maxRestarts));
+    own.emplace_back("TORCHELASTIC_RESTART_COUNT", std::to_string(in.restartCount));
+    own.emplace_back("TORCHELASTIC_MAX_RESTARTS", std::to_string(in.maxRestarts));
+  }
   if (!gpus.empty()) {
     own.emplace_back("HVD_GPU", joinInts(gpus));
     if (in.gpuBind == GpuBind::kVisible) own.emplace_back("CUDA_VISIBLE_DEVICES", joinInts(gpus));

@@ -43,6 +43,12 @@ struct WorkerEnvInput {
   GpuBind gpuBind = GpuBind::kNone;
   // Lets more GPU ranks than GPUs share them round-robin (hvdrun --oversubscribe).
   bool oversubscribe = false;
+
+  // Restarts so far (HVD_RESTART_COUNT, torchrun's TORCHELASTIC_RESTART_COUNT): a rank of a
+  // restarted job reloads its checkpoint when this is above 0. Set only for a job that may
+  // restart (maxRestarts > 0) or has.
+  int restartCount = 0;
+  int maxRestarts = 0;  // TORCHELASTIC_MAX_RESTARTS
 };
 
 // The node index torch calls GROUP_RANK: the position of `hostIndex` among the hosts that got at

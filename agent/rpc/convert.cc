@@ -54,6 +54,7 @@ v1::LaunchRequest toProto(const coordinator::LaunchRequest& request) {
   r.set_job_id(request.jobId);
   r.set_stop_signal(request.stopSignal);
   r.set_grace_ms(request.grace.count());
+  r.set_reserved(request.reserved);
   for (const coordinator::RankLaunch& rank : request.ranks) {
     v1::RankSpec* spec = r.add_ranks();
     spec->set_rank(rank.rank);
@@ -69,6 +70,7 @@ coordinator::LaunchRequest fromProto(const v1::LaunchRequest& r) {
   request.jobId = r.job_id();
   if (r.stop_signal() > 0 && r.stop_signal() < NSIG) request.stopSignal = r.stop_signal();
   if (r.grace_ms() >= 0) request.grace = std::chrono::milliseconds(r.grace_ms());
+  request.reserved = r.reserved();
   for (const v1::RankSpec& spec : r.ranks()) {
     coordinator::RankLaunch rank;
     rank.rank = spec.rank();
@@ -100,6 +102,8 @@ v1::JobOutcome toProto(coordinator::JobOutcome o) {
       return v1::TIMED_OUT;
     case coordinator::JobOutcome::kCancelled:
       return v1::CANCELLED;
+    case coordinator::JobOutcome::kResourcesBusy:
+      return v1::RESOURCES_BUSY;
   }
   return v1::RANK_FAILED;
 }
@@ -122,6 +126,8 @@ coordinator::JobOutcome fromProto(v1::JobOutcome o) {
       return coordinator::JobOutcome::kCancelled;
     case v1::TIMED_OUT:
       return coordinator::JobOutcome::kTimedOut;
+    case v1::RESOURCES_BUSY:
+      return coordinator::JobOutcome::kResourcesBusy;
     default:
       return coordinator::JobOutcome::kRankFailed;
   }
@@ -145,6 +151,7 @@ v1::JobEnd toProto(const coordinator::JobResult& result) {
   e.set_reason(result.reason);
   for (const std::string& line : result.stderrTail) e.add_stderr_tail(line);
   for (int rank : result.unreportedRanks) e.add_unreported_ranks(rank);
+  e.set_uptime_ms(result.uptime.count());
   return e;
 }
 
@@ -165,6 +172,7 @@ coordinator::JobResult fromProto(const v1::JobEnd& e) {
   result.reason = e.reason();
   result.stderrTail.assign(e.stderr_tail().begin(), e.stderr_tail().end());
   result.unreportedRanks.assign(e.unreported_ranks().begin(), e.unreported_ranks().end());
+  result.uptime = std::chrono::milliseconds(e.uptime_ms());
   return result;
 }
 
@@ -189,6 +197,10 @@ v1::SubmitJobRequest toProto(const coordinator::JobSpec& spec,
   r.set_job_name(spec.jobId);
   r.set_gpus_per_rank(spec.gpusPerRank);
   r.set_time_limit_ms(spec.timeLimit.count());
+  r.set_max_restarts(spec.restart.maxRestarts);
+  r.set_restart_min_uptime_ms(spec.restart.minUptime.count());
+  for (int code : spec.restart.noRestartOnExit) r.add_no_restart_on_exit(code);
+  r.set_no_queue(!spec.queue);
   return r;
 }
 
@@ -232,7 +244,89 @@ coordinator::JobSpec fromProto(const v1::SubmitJobRequest& r) {
   spec.gpusPerRank = r.gpus_per_rank() > 0 ? r.gpus_per_rank() : 1;
   if (r.time_limit_ms() < 0) throw InvalidArgumentError("the time limit must not be negative");
   spec.timeLimit = std::chrono::milliseconds(r.time_limit_ms());
+  if (r.max_restarts() < 0 || r.max_restarts() > kMaxRestarts) {
+    throw InvalidArgumentError("--max-restarts " + std::to_string(r.max_restarts()) +
+                               " is not in 0.." + std::to_string(kMaxRestarts));
+  }
+  spec.restart.maxRestarts = r.max_restarts();
+  if (r.restart_min_uptime_ms() < 0) {
+    throw InvalidArgumentError("the minimum uptime must not be negative");
+  }
+  spec.restart.minUptime = std::chrono::milliseconds(r.restart_min_uptime_ms());
+  for (int code : r.no_restart_on_exit()) {
+    if (code < 0 || code > 255) {
+      throw InvalidArgumentError("exit code " + std::to_string(code) + " is not in 0..255");
+    }
+    spec.restart.noRestartOnExit.push_back(code);
+  }
+  spec.queue = !r.no_queue();
   return spec;
+}
+
+v1::ReserveRequest toProto(const ledger::Request& request) {
+  v1::ReserveRequest r;
+  r.set_job_id(request.key);
+  r.set_job(request.job);
+  r.set_ranks(request.ranks);
+  r.set_gpus_per_rank(request.gpusPerRank);
+  r.set_share(request.share);
+  for (int g : request.preferredGpus) r.add_preferred_gpus(g);
+  r.set_lease_ms(request.lease.count());
+  return r;
+}
+
+ledger::Request fromProto(const v1::ReserveRequest& r) {
+  if (r.job_id().empty()) throw InvalidArgumentError("the reservation names no job");
+  if (r.ranks() < 1 || r.ranks() > launcher::kMaxSlotsPerHost) {
+    throw InvalidArgumentError("a reservation of " + std::to_string(r.ranks()) + " ranks");
+  }
+  if (r.lease_ms() < 0 || r.lease_ms() > kMaxLeaseMs) {
+    throw InvalidArgumentError("a lease of " + std::to_string(r.lease_ms()) + " ms");
+  }
+  ledger::Request request;
+  request.key = r.job_id();
+  request.job = r.job().empty() ? r.job_id() : r.job();
+  request.ranks = r.ranks();
+  request.gpusPerRank = r.gpus_per_rank() > 0 ? r.gpus_per_rank() : 1;
+  request.share = r.share();
+  request.preferredGpus.assign(r.preferred_gpus().begin(), r.preferred_gpus().end());
+  request.lease = std::chrono::milliseconds(r.lease_ms());
+  return request;
+}
+
+v1::ReserveResponse toProto(const ledger::Grant& grant) {
+  v1::ReserveResponse r;
+  switch (grant.verdict) {
+    case ledger::Verdict::kGranted:
+      r.set_verdict(v1::RESERVE_GRANTED);
+      break;
+    case ledger::Verdict::kBusy:
+      r.set_verdict(v1::RESERVE_BUSY);
+      break;
+    case ledger::Verdict::kNeverFits:
+      r.set_verdict(v1::RESERVE_NEVER_FITS);
+      break;
+  }
+  for (int g : grant.gpus) r.add_gpus(g);
+  r.set_reason(grant.reason);
+  return r;
+}
+
+ledger::Grant fromProto(const v1::ReserveResponse& r) {
+  ledger::Grant grant;
+  switch (r.verdict()) {
+    case v1::RESERVE_BUSY:
+      grant.verdict = ledger::Verdict::kBusy;
+      break;
+    case v1::RESERVE_NEVER_FITS:
+      grant.verdict = ledger::Verdict::kNeverFits;
+      break;
+    default:
+      grant.verdict = ledger::Verdict::kGranted;
+  }
+  grant.gpus.assign(r.gpus().begin(), r.gpus().end());
+  grant.reason = r.reason();
+  return grant;
 }
 
 bool isFinalState(v1::JobState state) {
@@ -264,6 +358,8 @@ std::string jobStateName(v1::JobState state) {
       return "TIMEOUT";
     case v1::JOB_LOST:
       return "LOST";
+    case v1::JOB_QUEUED:
+      return "QUEUED";
     default:
       return "UNKNOWN";
   }

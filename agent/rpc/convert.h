@@ -32,6 +32,17 @@ v1::SubmitJobRequest toProto(const coordinator::JobSpec& spec,
 // slots or grace), so a malformed request is refused before anything is started.
 coordinator::JobSpec fromProto(const v1::SubmitJobRequest& request);
 
+// The most restarts a job may ask for, and the longest lease a reservation may ask for.
+inline constexpr int kMaxRestarts = 1000000;
+inline constexpr long long kMaxLeaseMs = 3600 * 1000;
+
+v1::ReserveRequest toProto(const ledger::Request& request);
+// Throws hvd::InvalidArgumentError for a request no leader sends (no key, ranks < 1, a
+// negative or huge lease).
+ledger::Request fromProto(const v1::ReserveRequest& request);
+v1::ReserveResponse toProto(const ledger::Grant& grant);
+ledger::Grant fromProto(const v1::ReserveResponse& response);
+
 // Where a job is: COMPLETED, FAILED, CANCELLED, TIMEOUT and LOST are final.
 bool isFinalState(v1::JobState state);
 // "RUNNING", "COMPLETED", ...: what `hvdrun ps` and `status` print.

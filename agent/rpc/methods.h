@@ -10,6 +10,8 @@ namespace hvd::agent::rpc {
 inline constexpr std::string_view kDescribeMethod = "/hvd.v1.Agent/Describe";
 inline constexpr std::string_view kLaunchMethod = "/hvd.v1.Agent/Launch";
 inline constexpr std::string_view kStopMethod = "/hvd.v1.Agent/Stop";
+inline constexpr std::string_view kReserveMethod = "/hvd.v1.Agent/Reserve";
+inline constexpr std::string_view kUnreserveMethod = "/hvd.v1.Agent/Unreserve";
 inline constexpr std::string_view kSubmitJobMethod = "/hvd.v1.Agent/SubmitJob";
 inline constexpr std::string_view kCancelJobMethod = "/hvd.v1.Agent/CancelJob";
 inline constexpr std::string_view kListJobsMethod = "/hvd.v1.Agent/ListJobs";

@@ -7,6 +7,8 @@
 //              away gets its ranks stopped (its stop signal, grace, SIGKILL): no worker outlives
 //              the job's leader.
 //   Stop       LocalJobs::stop.
+//   Reserve, Unreserve  this node's ledger (agent/ledger): a leader holds its job's share here
+//              before any rank starts anywhere; Launch binds it, the job's release returns it.
 //   SubmitJob  LedJobs (led_jobs.h): the job runs on the leader whoever is connected. JobAccepted,
 //              then for an attached run the job's output from its log and JobEnd (a client
 //              that goes away cancels an attached run); a detached one (hvdrun submit) ends
@@ -56,6 +58,8 @@ struct AgentServiceOptions {
   uint64_t maxLogBytes = uint64_t{1} << 30;  // per led job (--max-log-mb)
   // Empty: jobs with more than one host are refused.
   RemoteAgentFactory remoteAgents;
+  // This node's ledger (the one LocalJobs' agent reserves in); its releases wake the queue.
+  ledger::ResourceLedger* ledger = nullptr;
 };
 
 class AgentService final : public v1::Agent::Service {
@@ -69,6 +73,8 @@ class AgentService final : public v1::Agent::Service {
   void shutdown();
   // Waits until every led job has ended (after shutdown(): within its grace).
   void join();
+  // At start-up: queued submitted jobs of the previous agent wait in this one's queue again.
+  int resumeQueued() { return led_->resumeQueued(); }
 
   grpc::Status Describe(grpc::ServerContext* context, const v1::DescribeRequest* request,
                         v1::DescribeResponse* response) override;
@@ -76,6 +82,10 @@ class AgentService final : public v1::Agent::Service {
                       grpc::ServerWriter<v1::RankEvent>* writer) override;
   grpc::Status Stop(grpc::ServerContext* context, const v1::StopRequest* request,
                     v1::StopResponse* response) override;
+  grpc::Status Reserve(grpc::ServerContext* context, const v1::ReserveRequest* request,
+                       v1::ReserveResponse* response) override;
+  grpc::Status Unreserve(grpc::ServerContext* context, const v1::UnreserveRequest* request,
+                         v1::UnreserveResponse* response) override;
   grpc::Status SubmitJob(grpc::ServerContext* context, const v1::SubmitJobRequest* request,
                          grpc::ServerWriter<v1::JobEvent>* writer) override;
   grpc::Status CancelJob(grpc::ServerContext* context, const v1::CancelJobRequest* request,

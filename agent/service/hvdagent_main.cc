@@ -100,7 +100,10 @@ int serve(const svc::AgentCliOptions& options, const hvd::agent::rpc::ListenAddr
 
   hvd::agent::process::PosixSpawner spawner;
   hvd::agent::node::NvmlGpuDiscovery gpus;
-  hvd::agent::coordinator::LocalNodeAgent localAgent(ownHostname(), &spawner, &gpus);
+  // The ledger's GPUs are the node's at start-up: GPUs do not come and go under a running agent.
+  hvd::agent::ledger::ResourceLedger ledger(ownHostname(), gpus.discover(), /*slots=*/0,
+                                            [] { return std::chrono::steady_clock::now(); });
+  hvd::agent::coordinator::LocalNodeAgent localAgent(ownHostname(), &spawner, &gpus, &ledger);
   svc::LocalJobs jobs(&localAgent, &records, std::move(baseEnv));
 
   hvd::agent::auth::SystemClock clock;
@@ -115,6 +118,7 @@ int serve(const svc::AgentCliOptions& options, const hvd::agent::rpc::ListenAddr
       std::chrono::milliseconds(static_cast<long long>(options.shutdownGraceSeconds * 1000));
   const hvd::agent::rpc::TlsOptions tls = options.tls;
   serviceOptions.maxLogBytes = options.maxLogMb << 20;
+  serviceOptions.ledger = &ledger;
   serviceOptions.remoteAgents = [tls, &signer](const svc::RemoteHost& host) {
     hvd::agent::client::RemoteAgentOptions remote;
     remote.host = host.host;
@@ -160,6 +164,9 @@ int serve(const svc::AgentCliOptions& options, const hvd::agent::rpc::ListenAddr
       svc::agentVersion(), hvd::agent::rpc::joinHostPort(listen.host, port), key.fingerprint(),
       options.tls.enabled() ? "on (client certificates required)" : "off", store.port(),
       records.dir(), loaded.loaded);
+  if (const int resumed = service.resumeQueued(); resumed > 0) {
+    spdlog::info("hvdagent: {} queued job(s) of the previous agent are waiting again", resumed);
+  }
 
   const int signo = waitForSignal(signalPipe);
   spdlog::info("hvdagent: got {}, stopping running jobs and shutting down",

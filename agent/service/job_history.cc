@@ -27,6 +27,7 @@ namespace fs = std::filesystem;
 
 constexpr const char* kRecordFile = "record.json";
 constexpr const char* kLogFile = "output.log";
+constexpr const char* kRequestFile = "request.pb";
 
 int64_t nowUnixMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -115,9 +116,17 @@ void JobHistory::load() {
       ++loadReport_.otherAgents;
       continue;
     }
-    if (!isFinalState(info->state())) {
+    std::error_code exists;
+    const bool waiting = info->state() == v1::JOB_QUEUED && info->detached() &&
+                         fs::exists(e.path() / kRequestFile, exists);
+    if (waiting) {
+      // A submitted job that had not started: nothing of it ran, so it keeps its place in the
+      // queue of the agent that takes over (LedJobs::resumeQueued).
+      ++loadReport_.requeued;
+    } else if (!isFinalState(info->state())) {
       markLost(&*info, info->leader_pid());
       ++loadReport_.markedLost;
+      fs::remove(e.path() / kRequestFile, exists);
     }
     info->set_leader_pid(selfPid_);
     info->set_leader_start_ticks(selfStart_);
@@ -201,6 +210,39 @@ std::optional<std::string> JobHistory::logPath(const std::string& jobId) const {
   std::lock_guard<std::mutex> lock(mutex_);
   if (jobs_.count(jobId) == 0) return std::nullopt;
   return jobDir(jobId) + "/" + kLogFile;
+}
+
+bool JobHistory::saveRequest(const std::string& jobId, const v1::SubmitJobRequest& request) {
+  std::string bytes;
+  if (!request.SerializeToString(&bytes)) return false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (jobs_.count(jobId) == 0) return false;
+  }
+  // Mode 0600 inside a 0700 directory: the request holds the job's environment.
+  return writeFileAtomically(jobDir(jobId) + "/" + kRequestFile, bytes, 0600);
+}
+
+std::optional<v1::SubmitJobRequest> JobHistory::savedRequest(const std::string& jobId) const {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (jobs_.count(jobId) == 0) return std::nullopt;
+  }
+  std::ifstream in(jobDir(jobId) + "/" + kRequestFile, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  v1::SubmitJobRequest request;
+  if (!request.ParseFromString(bytes)) return std::nullopt;
+  return request;
+}
+
+void JobHistory::dropRequest(const std::string& jobId) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (jobs_.count(jobId) == 0) return;
+  }
+  std::error_code ec;
+  fs::remove(jobDir(jobId) + "/" + kRequestFile, ec);
 }
 
 int JobHistory::prune() {

@@ -4,13 +4,19 @@
 //   <state-dir>/jobs/<job id>/record.json   v1::JobInfo as JSON, rewritten atomically (temporary
 //                                           file, fsync, rename) at every change of state
 //   <state-dir>/jobs/<job id>/output.log    the job's output (job_log.h)
+//   <state-dir>/jobs/<job id>/request.pb    while a submitted job waits in the queue: the
+//                                           SubmitJobRequest (mode 0600; it holds the job's
+//                                           environment), so that the job survives a restart
+//                                           of its agent; removed once the job starts or ends
 //
 // A record never holds the job's environment or store token. The cache in memory is what calls
 // read; the files are what a restarted agent reads.
 //
 // At start-up every record is loaded. One that is not finished and whose leader agent (pid and
 // /proc start time) is no longer running belonged to an agent that died with the job running:
-// it is marked LOST with that reason and adopted by this agent. (Its processes are cleaned up by
+// it is marked LOST with that reason and adopted by this agent, except a detached job still
+// QUEUED with its saved request: nothing of it ran, so it stays QUEUED and the new agent starts
+// it in its turn (LedJobs::resumeQueued). (Its processes are cleaned up by
 // JobRecords, the process-group records.) Records of another agent that is still running (agents
 // of a test cluster may share a state directory) are left alone and not listed.
 //
@@ -37,6 +43,7 @@ using rpc::jobStateName;
 struct HistoryLoadReport {
   int loaded = 0;
   int markedLost = 0;   // unfinished records of a dead leader, now LOST
+  int requeued = 0;     // queued submitted jobs of a dead leader, still QUEUED
   int unreadable = 0;   // directories without a readable record (left in place)
   int otherAgents = 0;  // records of another running agent (not loaded)
   int pruned = 0;
@@ -67,6 +74,12 @@ class JobHistory {
   std::vector<v1::JobInfo> list() const;
   // Where the job's output goes; for known ids only (never built from a caller's string).
   std::optional<std::string> logPath(const std::string& jobId) const;
+
+  // The request of a queued job (request.pb): saved at submit, read after a restart, dropped
+  // when the job starts or ends. False / nullopt for unknown jobs or an unwritable file.
+  bool saveRequest(const std::string& jobId, const v1::SubmitJobRequest& request);
+  std::optional<v1::SubmitJobRequest> savedRequest(const std::string& jobId) const;
+  void dropRequest(const std::string& jobId);
 
   // Removes the oldest finished jobs beyond keepJobs; returns how many.
   int prune();

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
 #include <thread>
 #include <utility>
@@ -9,6 +10,7 @@
 
 #include "agent/auth/cluster_key.h"
 #include "agent/coordinator/exit_codes.h"
+#include "agent/coordinator/restart_policy.h"
 #include "agent/rpc/convert.h"
 #include "agent/rpc/net.h"
 #include "hvd/error.hpp"
@@ -51,6 +53,17 @@ void setRanks(const std::vector<coord::RankSnapshot>& ranks, v1::JobInfo* info) 
       out->set_exit_code(r.exit->exitCode);
       out->set_signal(r.exit->signal);
     }
+  }
+}
+
+void setResources(const std::vector<coord::HostResources>& resources, v1::JobInfo* info) {
+  info->clear_resources();
+  for (const coord::HostResources& r : resources) {
+    v1::HostResources* out = info->add_resources();
+    out->set_host(r.host);
+    out->set_slots(r.slots);
+    for (int g : r.gpus) out->add_gpus(g);
+    for (const std::string& u : r.gpuUuids) out->add_gpu_uuids(u);
   }
 }
 
@@ -119,31 +132,42 @@ class JobSink final : public coord::ClientEvents {
 
 struct LedJobs::Job {
   std::string id;
-  coord::JobSpec spec;
-  std::string token;
+  coord::JobSpec spec;  // as submitted: attempt 0
+  v1::SubmitJobRequest request;
+  std::unique_ptr<JobLogWriter> log;
+  coord::SteadyClock clock;
+  std::shared_ptr<ChangeSignal> changed = std::make_shared<ChangeSignal>();
+  // The attempt in progress; replaced between attempts under LedJobs::mutex_.
   std::unique_ptr<LocalHostAgent> local;
   std::vector<std::unique_ptr<coord::NodeAgent>> remotes;
-  std::unique_ptr<JobLogWriter> log;
   std::unique_ptr<JobSink> sink;
-  coord::SteadyClock clock;
   std::unique_ptr<coord::JobCoordinator> coordinator;
-  std::shared_ptr<ChangeSignal> changed = std::make_shared<ChangeSignal>();
-  std::string cancelReason;  // set under LedJobs::mutex_
+  // Set under LedJobs::mutex_.
+  std::string cancelReason;
+  bool cancelRequested = false;
+  std::optional<std::chrono::milliseconds> cancelGrace;
   std::thread thread;
   std::atomic<bool> done{false};
 };
 
 LedJobs::LedJobs(LedJobsOptions options, LocalJobs* jobs, store::TcpStoreServer* store,
                  JobHistory* history)
-    : options_(std::move(options)), jobs_(jobs), store_(store), history_(history) {}
+    : options_(std::move(options)), jobs_(jobs), store_(store), history_(history) {
+  if (options_.ledger != nullptr) {
+    std::weak_ptr<ChangeSignal> signal = queueChanged_;
+    options_.ledger->setOnRelease([signal] {
+      if (std::shared_ptr<ChangeSignal> s = signal.lock()) s->bump();
+    });
+  }
+}
 
 LedJobs::~LedJobs() {
   shutdown();
   join();
+  if (options_.ledger != nullptr) options_.ledger->setOnRelease(nullptr);
 }
 
-std::string LedJobs::submit(coord::JobSpec spec, const v1::SubmitJobRequest& request,
-                            const std::string& submittedBy) {
+void LedJobs::validate(const coord::JobSpec& spec, const v1::SubmitJobRequest& request) const {
   if (spec.hosts.size() > 1) {
     if (rpc::isLoopbackName(spec.hosts[0].host)) {
       throw InvalidArgumentError(
@@ -160,14 +184,17 @@ std::string LedJobs::submit(coord::JobSpec spec, const v1::SubmitJobRequest& req
       }
     }
   }
+}
+
+std::string LedJobs::submit(coord::JobSpec spec, const v1::SubmitJobRequest& request,
+                            const std::string& submittedBy) {
+  validate(spec, request);
   reapFinished();
   auto job = std::make_unique<Job>();
   job->id = history_->newJobId();
   spec.jobId = job->id;
-  // MASTER_PORT for torch env://: free on this agent's address now.
-  if (const int port = rpc::pickFreePort(options_.listenHost); port > 0) spec.masterPort = port;
   job->spec = spec;
-  job->token = auth::randomHex(32);
+  job->request = request;
 
   v1::JobInfo info;
   info.set_job_id(job->id);
@@ -181,12 +208,24 @@ std::string LedJobs::submit(coord::JobSpec spec, const v1::SubmitJobRequest& req
   info.set_time_limit_ms(spec.timeLimit.count());
   info.set_grace_ms(spec.grace.count());
   info.set_detached(request.detach());
+  info.set_max_restarts(spec.restart.maxRestarts);
   history_->create(info);
+  // A submitted job may wait in the queue past this agent's life: its request is kept until
+  // it starts.
+  if (request.detach() && !history_->saveRequest(job->id, request)) {
+    spdlog::warn("hvdagent: job {}: cannot save its request; it would not survive a restart",
+                 job->id);
+  }
+  return start(std::move(job), submittedBy);
+}
+
+std::string LedJobs::start(std::unique_ptr<Job> job, const std::string& submittedBy) {
   try {
     job->log =
         std::make_unique<JobLogWriter>(history_->logPath(job->id).value(), options_.maxLogBytes);
   } catch (const InvalidArgumentError& e) {
     // Nothing started: the record says why rather than staying PENDING forever.
+    history_->dropRequest(job->id);
     history_->update(job->id, [&](v1::JobInfo* i) {
       i->set_state(v1::JOB_FAILED);
       i->set_ended_unix_ms(nowUnixMs());
@@ -199,61 +238,199 @@ std::string LedJobs::submit(coord::JobSpec spec, const v1::SubmitJobRequest& req
     });
     throw;
   }
-  job->sink = std::make_unique<JobSink>(job->log.get(), job->changed.get());
-
-  job->local = std::make_unique<LocalHostAgent>(spec.hosts[0].host, jobs_, options_.describeLocal);
-  std::vector<coord::NodeAgent*> agents = {job->local.get()};
-  const std::chrono::milliseconds timeout =
-      request.connect_timeout_ms() > 0 ? std::chrono::milliseconds(request.connect_timeout_ms())
-                                       : options_.defaultConnectTimeout;
-  for (int i = 1; i < request.hosts_size(); ++i) {
-    job->remotes.push_back(options_.remoteAgents(
-        {request.hosts(i).host(), request.hosts(i).agent_address(), timeout}));
-    agents.push_back(job->remotes.back().get());
-  }
-  store_->addJob(job->id, job->token);
-  // The ranks reach this agent's store (and rank 0's MASTER_PORT) at the address the agent
-  // listens on when that is one specific address: it is reachable by construction and needs no
-  // name resolution (the node names of a Slurm allocation, say). A wildcard bind leaves the
-  // leader's host as the user named it.
-  const std::string& listen = options_.listenHost;
-  const bool specific = !listen.empty() && !rpc::isWildcardAddress(listen);
-  const std::string storeHost = specific ? listen : spec.hosts[0].host;
-  if (specific) spec.masterAddr = job->spec.masterAddr = listen;
-  const std::string storeAddress = rpc::joinHostPort(storeHost, store_->port());
-  job->coordinator = std::make_unique<coord::JobCoordinator>(
-      spec, agents, coord::StoreEndpoint{storeAddress, job->token}, job->sink.get(), &job->clock);
-
-  spdlog::info("hvdagent: job {}: np {} on {} host(s), '{}', {} by {}", job->id, spec.np,
-               spec.hosts.size(), spec.argv[0], request.detach() ? "submitted" : "run",
-               submittedBy);
+  spdlog::info("hvdagent: job {}: np {} on {} host(s), '{}', {} by {}", job->id, job->spec.np,
+               job->spec.hosts.size(), job->spec.argv[0],
+               job->request.detach() ? "submitted" : "run", submittedBy);
   Job* raw = job.get();
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (shuttingDown_) {
-      store_->removeJob(job->id);
-      history_->update(job->id, [](v1::JobInfo* i) {
+      history_->update(raw->id, [](v1::JobInfo* i) {
         i->set_state(v1::JOB_CANCELLED);
         i->set_ended_unix_ms(nowUnixMs());
       });
       throw PeerError("the agent is shutting down");
     }
     running_[raw->id] = std::move(job);
-    raw->thread = std::thread([this, raw] { run(raw); });
+    raw->thread = std::thread([this, raw] {
+      try {
+        run(raw);
+      } catch (const std::exception& e) {
+        // Last resort: the job's record must not stay RUNNING for an agent that goes on.
+        spdlog::error("hvdagent: job {}: internal error: {}", raw->id, e.what());
+        history_->update(raw->id, [&](v1::JobInfo* i) {
+          i->set_state(v1::JOB_FAILED);
+          i->set_ended_unix_ms(nowUnixMs());
+          i->mutable_end()->set_summary(std::string("hvdrun: internal error: ") + e.what());
+        });
+        raw->done = true;
+        raw->changed->bump();
+      }
+    });
   }
   return raw->id;
 }
 
-void LedJobs::run(Job* job) {
+int LedJobs::resumeQueued() {
+  int resumed = 0;
+  for (const v1::JobInfo& info : history_->list()) {
+    if (info.state() != v1::JOB_QUEUED) continue;
+    const std::string id = info.job_id();
+    try {
+      std::optional<v1::SubmitJobRequest> request = history_->savedRequest(id);
+      if (!request) throw InvalidArgumentError("its saved request cannot be read");
+      coord::JobSpec spec = rpc::fromProto(*request);
+      validate(spec, *request);
+      spec.jobId = id;
+      auto job = std::make_unique<Job>();
+      job->id = id;
+      job->spec = std::move(spec);
+      job->request = std::move(*request);
+      start(std::move(job), "a previous agent's queue");
+      ++resumed;
+    } catch (const std::exception& e) {
+      spdlog::warn("hvdagent: job {}: cannot resume it from the queue: {}", id, e.what());
+      history_->dropRequest(id);
+      history_->update(id, [&](v1::JobInfo* i) {
+        i->set_state(v1::JOB_FAILED);
+        i->set_ended_unix_ms(nowUnixMs());
+        i->mutable_end()->set_job_id(id);
+        i->mutable_end()->set_outcome(v1::INVALID_JOB);
+        i->mutable_end()->set_exit_code(coord::kExitUsage);
+        i->mutable_end()->set_summary(std::string("hvdrun: job ") + id +
+                                      " could not be resumed after the agent restarted: " +
+                                      e.what());
+        i->mutable_end()->set_reason(e.what());
+        i->mutable_end()->set_rank(-1);
+      });
+    }
+  }
+  return resumed;
+}
+
+void LedJobs::leaveQueue(const std::string& id) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queue_.erase(std::remove(queue_.begin(), queue_.end(), id), queue_.end());
+  }
+  queueChanged_->bump();
+}
+
+coord::JobCoordinator::Start LedJobs::waitAndStart(Job* job, bool restarting) {
+  using Start = coord::JobCoordinator::Start;
   const std::string& id = job->id;
-  job->coordinator->start();
-  if (job->coordinator->launched() && !job->coordinator->finished()) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    // A restart held its resources a moment ago: it goes first, not behind jobs that queued
+    // while it ran.
+    if (restarting) {
+      queue_.push_front(id);
+    } else {
+      queue_.push_back(id);
+    }
+  }
+  std::string shown;
+  for (;;) {
+    const uint64_t seen = queueChanged_->current();
+    std::string ahead;
+    bool cancelled = false;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!queue_.empty() && queue_.front() != id) ahead = queue_.front();
+      cancelled = job->cancelRequested;
+    }
+    std::string reason;
+    if (ahead.empty() || cancelled) {
+      const Start started = job->coordinator->tryStart(job->spec.queue);
+      if (started != Start::kBusy) {
+        leaveQueue(id);
+        return started;
+      }
+      reason = job->coordinator->busyReason();
+    } else if (!job->spec.queue) {
+      // --no-queue does not jump the queue: the jobs ahead would wait longer.
+      job->coordinator->endUnstarted("hvdrun: job " + id + " was not queued (--no-queue): " +
+                                         "job " + ahead + " is waiting ahead of it",
+                                     "job " + ahead + " is waiting ahead of it");
+      leaveQueue(id);
+      return Start::kEnded;
+    } else {
+      reason = "queued behind job " + ahead;
+    }
+    if (reason != shown) {
+      spdlog::info("hvdagent: job {}: queued: {}", id, reason);
+      history_->update(id, [&](v1::JobInfo* info) {
+        info->set_state(v1::JOB_QUEUED);
+        info->set_queue_reason(reason);
+      });
+      job->changed->bump();
+      shown = reason;
+    }
+    queueChanged_->waitPast(seen, options_.queuePoll);
+  }
+}
+
+coord::JobResult LedJobs::runAttempt(Job* job, int attempt, const coord::JobSpec& spec) {
+  const std::string& id = job->id;
+  // Each attempt reaches its own store namespace with its own token: a rank of an earlier
+  // attempt that is still around is refused, and no key it wrote (an NCCL id) survives.
+  const std::string token = auth::randomHex(32);
+  store_->removeJob(id);
+  store_->addJob(id, token);
+  {
+    auto local = std::make_unique<LocalHostAgent>(spec.hosts[0].host, jobs_, options_.describeLocal);
+    std::vector<coord::NodeAgent*> agents = {local.get()};
+    std::vector<std::unique_ptr<coord::NodeAgent>> remotes;
+    const std::chrono::milliseconds timeout =
+        job->request.connect_timeout_ms() > 0
+            ? std::chrono::milliseconds(job->request.connect_timeout_ms())
+            : options_.defaultConnectTimeout;
+    for (size_t h = 1; h < spec.hosts.size(); ++h) {
+      std::string address;
+      for (const v1::HostEntry& entry : job->request.hosts()) {
+        if (entry.host() == spec.hosts[h].host) address = entry.agent_address();
+      }
+      remotes.push_back(options_.remoteAgents({spec.hosts[h].host, address, timeout}));
+      agents.push_back(remotes.back().get());
+    }
+    // The ranks reach this agent's store (and rank 0's MASTER_PORT) at the address the agent
+    // listens on when that is one specific address: it is reachable by construction and needs
+    // no name resolution (the node names of a Slurm allocation, say). A wildcard bind leaves
+    // the leader's host as the user named it.
+    const std::string& listen = options_.listenHost;
+    const bool specific = !listen.empty() && !rpc::isWildcardAddress(listen);
+    const std::string storeHost = specific ? listen : spec.hosts[0].host;
+    const std::string storeAddress = rpc::joinHostPort(storeHost, store_->port());
+    auto sink = std::make_unique<JobSink>(job->log.get(), job->changed.get());
+    auto coordinator = std::make_unique<coord::JobCoordinator>(
+        spec, agents, coord::StoreEndpoint{storeAddress, token}, sink.get(), &job->clock);
+    std::lock_guard<std::mutex> lock(mutex_);
+    job->local = std::move(local);
+    job->remotes = std::move(remotes);
+    job->sink = std::move(sink);
+    job->coordinator = std::move(coordinator);
+    // A cancel between attempts, or while this one was being set up, still ends it.
+    if (job->cancelRequested) job->coordinator->cancel(job->cancelGrace);
+  }
+  const coord::JobCoordinator::Start started = waitAndStart(job, attempt > 0);
+  if (started == coord::JobCoordinator::Start::kRunning && job->coordinator->launched() &&
+      !job->coordinator->finished()) {
+    history_->dropRequest(id);
+    const int64_t now = nowUnixMs();
     history_->update(id, [&](v1::JobInfo* info) {
       info->set_state(v1::JOB_RUNNING);
-      info->set_started_unix_ms(nowUnixMs());
+      info->clear_queue_reason();
+      if (info->started_unix_ms() == 0) info->set_started_unix_ms(now);
+      info->set_restart_count(attempt);
       setRanks(job->coordinator->ranks(), info);
+      setResources(job->coordinator->resources(), info);
+      v1::AttemptInfo* a = info->add_attempts();
+      a->set_attempt(attempt);
+      for (const auto& h : spec.hosts) a->add_hosts(h.host);
+      a->set_started_unix_ms(now);
     });
     job->changed->bump();
+    spdlog::info("hvdagent: job {} attempt {}: every rank started", id, attempt);
   }
   std::vector<coord::RankSnapshot> recorded = job->coordinator->ranks();
   while (!job->coordinator->finished()) {
@@ -266,11 +443,92 @@ void LedJobs::run(Job* job) {
     }
   }
   const coord::JobResult result = *job->coordinator->result();
-  // Teardown before the final record: no host may still deliver lines after readers saw the end.
-  job->remotes.clear();  // RemoteNodeAgent: cancels its streams, joins its threads
+  // Teardown before anything else sees the end: no host may still deliver lines after readers
+  // saw it, and the next attempt must find this one's resources released.
+  {
+    std::vector<std::unique_ptr<coord::NodeAgent>> remotes;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      remotes.swap(job->remotes);
+    }
+    remotes.clear();  // RemoteNodeAgent: cancels its streams, joins its threads
+  }
   job->local->finish();  // releases the local group: leftovers SIGKILLed, ranks reaped
   store_->removeJob(id);
+  history_->update(id, [&](v1::JobInfo* info) {
+    setRanks(job->coordinator->ranks(), info);
+    if (info->attempts_size() > 0 && info->attempts().rbegin()->attempt() == attempt) {
+      v1::AttemptInfo* a = info->mutable_attempts(info->attempts_size() - 1);
+      a->set_ended_unix_ms(nowUnixMs());
+      *a->mutable_end() = rpc::toProto(result);
+    }
+  });
+  spdlog::info("hvdagent: job {} attempt {}: ended, exit code {}: {}", id, attempt,
+               result.exitCode, result.summary);
+  return result;
+}
+
+void LedJobs::run(Job* job) {
+  const std::string& id = job->id;
+  coord::JobSpec spec = job->spec;
+  // MASTER_PORT for torch env://: free on this agent's address now.
+  if (const int port = rpc::pickFreePort(options_.listenHost); port > 0) spec.masterPort = port;
+  const std::string& listen = options_.listenHost;
+  if (!listen.empty() && !rpc::isWildcardAddress(listen)) spec.masterAddr = listen;
+
+  coord::JobResult result;
+  std::optional<coord::JobResult> previous;  // the failure that caused this attempt
+  for (int attempt = 0;; ++attempt) {
+    spec.attempt = attempt;
+    coord::JobResult ended = runAttempt(job, attempt, spec);
+    if (previous && ended.uptime.count() == 0 &&
+        (ended.outcome == coord::JobOutcome::kInvalidJob ||
+         ended.outcome == coord::JobOutcome::kAgentUnreachable ||
+         ended.outcome == coord::JobOutcome::kLaunchFailed)) {
+      // The restart could not start (the lost host's share fits nowhere else, an agent is
+      // gone): the failure that asked for it stays the root cause.
+      result = *previous;
+      result.summary += " (restart " + std::to_string(attempt) + " could not start: " +
+                        ended.reason + ")";
+      break;
+    }
+    result = ended;
+    bool stopping = false;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping = job->cancelRequested || shuttingDown_;
+    }
+    const coord::RestartDecision decision = coord::decideRestart(spec.restart, ended, attempt);
+    if (!decision.restart || stopping) {
+      if (!decision.why.empty()) result.summary += " (" + decision.why + ")";
+      break;
+    }
+    // Same placement where free: the same hosts, less one whose agent was lost, and each
+    // host's GPUs of this attempt asked for again.
+    std::vector<std::vector<int>> preferred;
+    const std::vector<coord::HostResources> held = job->coordinator->resources();
+    std::vector<launcher::HostSlots> hosts;
+    for (size_t h = 0; h < spec.hosts.size(); ++h) {
+      if (h > 0 && ended.outcome == coord::JobOutcome::kAgentLost &&
+          spec.hosts[h].host == ended.host) {
+        continue;
+      }
+      hosts.push_back(spec.hosts[h]);
+      std::vector<int> gpus;
+      for (const coord::HostResources& r : held) {
+        if (r.host == spec.hosts[h].host) gpus = r.gpus;
+      }
+      preferred.push_back(std::move(gpus));
+    }
+    spec.hosts = std::move(hosts);
+    spec.preferredGpus = std::move(preferred);
+    spdlog::warn("hvdagent: job {}: restarting (restart {} of {}) after: {}", id, attempt + 1,
+                 spec.restart.maxRestarts, ended.summary);
+    history_->update(id, [&](v1::JobInfo* info) { info->set_restart_count(attempt + 1); });
+    previous = ended;
+  }
   job->log->close();
+  history_->dropRequest(id);
   std::string cancelReason;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -279,7 +537,7 @@ void LedJobs::run(Job* job) {
   history_->update(id, [&](v1::JobInfo* info) {
     info->set_state(stateOfOutcome(result.outcome));
     info->set_ended_unix_ms(nowUnixMs());
-    setRanks(job->coordinator->ranks(), info);
+    info->clear_queue_reason();
     *info->mutable_end() = rpc::toProto(result);
     if (result.outcome == coord::JobOutcome::kCancelled && !cancelReason.empty()) {
       info->mutable_end()->set_reason(cancelReason);
@@ -323,14 +581,19 @@ LedJobs::CancelOutcome LedJobs::cancel(const std::string& jobId,
   {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = running_.find(jobId);
-    if (it != running_.end() && !it->second->done && !it->second->coordinator->finished()) {
-      if (it->second->cancelReason.empty()) it->second->cancelReason = reason;
+    if (it != running_.end() && !it->second->done) {
+      Job& job = *it->second;
+      if (job.cancelReason.empty()) job.cancelReason = reason;
+      // Also what the next attempt, or one still being set up, starts with: cancelled.
+      job.cancelRequested = true;
+      if (grace) job.cancelGrace = grace;
       // Under mutex_ so the job cannot be reaped meanwhile; cancel() only queues stops.
-      it->second->coordinator->cancel(grace);
+      if (job.coordinator) job.coordinator->cancel(grace);
       outcome.found = true;
       outcome.wasRunning = true;
     }
   }
+  queueChanged_->bump();  // a queued job ends now rather than at its next poll
   if (const std::optional<v1::JobInfo> info = history_->get(jobId)) {
     outcome.found = true;
     outcome.state = info->state();

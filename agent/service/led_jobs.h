@@ -2,12 +2,17 @@
 // a client that disconnects changes nothing for the job"). SubmitJob hands the job here; from
 // then on it runs on a thread of its own, whoever is connected:
 //
-//   * a JobCoordinator over this node (LocalHostAgent) and the other hosts' agents
-//     (RemoteAgentFactory), paced by tick() (stop deadlines, --time-limit);
-//   * its own store namespace and token on the agent's one store server, and its own
-//     MASTER_PORT: several jobs at once share nothing but the agent;
-//   * its record (JobHistory) rewritten at each change of state, and every output line appended
-//     to its log (JobLogWriter) as it arrives;
+//   * a queue: a job whose slots or GPUs are held by other jobs is QUEUED with the reason and
+//     starts in submission order once they are free (each agent's ledger, agent/ledger); a
+//     submitted (detached) job that waits survives a restart of this agent;
+//   * attempts: a JobCoordinator per attempt over this node (LocalHostAgent) and the other
+//     hosts' agents (RemoteAgentFactory), paced by tick() (stop deadlines, --time-limit); a
+//     failed attempt starts again while the job's restart policy allows (restart_policy.h),
+//     each attempt with its own store namespace and token, so nothing of an earlier attempt
+//     reaches a later one;
+//   * its own MASTER_PORT: several jobs at once share nothing but the agent;
+//   * its record (JobHistory) rewritten at each change of state, every attempt listed, and
+//     every output line appended to its log (JobLogWriter) as it arrives;
 //   * at the end: hosts released, store namespace removed, log closed, then the final record
 //     written (so a reader that sees a final state has every line), then old jobs pruned.
 //
@@ -20,6 +25,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -28,6 +34,7 @@
 #include <string>
 
 #include "agent/coordinator/job_coordinator.h"
+#include "agent/ledger/resource_ledger.h"
 #include "agent/service/job_history.h"
 #include "agent/service/job_log.h"
 #include "agent/service/local_jobs.h"
@@ -57,6 +64,11 @@ struct LedJobsOptions {
   uint64_t maxLogBytes = uint64_t{1} << 30;  // per job (--max-log-mb)
   RemoteAgentFactory remoteAgents;           // empty: single-host jobs only
   LocalHostAgent::Describer describeLocal;
+  // This node's ledger, whose releases wake the queue (may be null: the queue then only polls).
+  ledger::ResourceLedger* ledger = nullptr;
+  // How often the head of the queue asks again whether its hosts are free: other hosts'
+  // releases are not signalled to this agent.
+  std::chrono::milliseconds queuePoll{1000};
 };
 
 // A counter that readers wait on: bumped by every logged line and every change of state.
@@ -86,6 +98,10 @@ class LedJobs {
   // the agent is shutting down.
   std::string submit(coordinator::JobSpec spec, const v1::SubmitJobRequest& request,
                      const std::string& submittedBy);
+  // At start-up: the queued submitted jobs a previous agent left (JobHistory kept them QUEUED)
+  // join the queue again in submission order. Returns how many; a job whose saved request
+  // cannot be read or run is marked FAILED with the reason.
+  int resumeQueued();
 
   struct CancelOutcome {
     bool found = false;
@@ -109,7 +125,14 @@ class LedJobs {
 
  private:
   struct Job;
+  void validate(const coordinator::JobSpec& spec, const v1::SubmitJobRequest& request) const;
+  std::string start(std::unique_ptr<Job> job, const std::string& submittedBy);
   void run(Job* job);
+  // One attempt from its queue wait to its end; returns how it ended.
+  coordinator::JobResult runAttempt(Job* job, int attempt, const coordinator::JobSpec& spec);
+  // Waits for the job's turn and its resources; the coordinator's start outcome.
+  coordinator::JobCoordinator::Start waitAndStart(Job* job, bool restarting);
+  void leaveQueue(const std::string& id);
   void reapFinished();
 
   const LedJobsOptions options_;
@@ -120,6 +143,10 @@ class LedJobs {
   mutable std::mutex mutex_;
   bool shuttingDown_ = false;
   std::map<std::string, std::unique_ptr<Job>> running_;
+  std::deque<std::string> queue_;  // ids of jobs waiting to start, in turn order
+  // Bumped by every change that may let a queued job start: a ledger release, a job leaving
+  // the queue, a cancel. Shared with the ledger's callback, which may outlive this object.
+  std::shared_ptr<ChangeSignal> queueChanged_ = std::make_shared<ChangeSignal>();
 };
 
 // The job's end as the record keeps it.

@@ -42,6 +42,12 @@ coordinator::LaunchStatus LocalJobs::launch(coordinator::LaunchRequest request,
   return status;
 }
 
+coordinator::ReserveResult LocalJobs::reserve(const ledger::Request& request) {
+  return agent_->reserve(request);
+}
+
+void LocalJobs::unreserve(const std::string& key) { agent_->unreserve(key); }
+
 void LocalJobs::stop(const std::string& jobId, int signal, std::chrono::milliseconds grace) {
   agent_->stop(jobId, signal, grace);
 }
@@ -95,6 +101,12 @@ coordinator::DescribeResult LocalHostAgent::describe() {
   }
   return result;
 }
+
+coordinator::ReserveResult LocalHostAgent::reserve(const ledger::Request& request) {
+  return jobs_->reserve(request);
+}
+
+void LocalHostAgent::unreserve(const std::string& key) { jobs_->unreserve(key); }
 
 coordinator::LaunchStatus LocalHostAgent::launch(const coordinator::LaunchRequest& request,
                                                  coordinator::JobEvents* events) {

@@ -34,6 +34,9 @@ class LocalJobs {
   // environment entry (nothing is started then); spawn failures are the returned error.
   coordinator::LaunchStatus launch(coordinator::LaunchRequest request,
                                    coordinator::JobEvents* events);
+  // This node's ledger (LocalNodeAgent::reserve / unreserve): a leader's Reserve, local or not.
+  coordinator::ReserveResult reserve(const ledger::Request& request);
+  void unreserve(const std::string& key);
   // Graceful stop of a running job (LocalNodeAgent::stop); unknown ids are ignored.
   void stop(const std::string& jobId, int signal, std::chrono::milliseconds grace);
   // The job is over: destroys its group (SIGKILL to leftovers, reap) and removes its record. No
@@ -73,6 +76,8 @@ class LocalHostAgent : public coordinator::NodeAgent {
   std::string host() const override { return host_; }
   std::string address() const override { return "this agent"; }
   coordinator::DescribeResult describe() override;
+  coordinator::ReserveResult reserve(const ledger::Request& request) override;
+  void unreserve(const std::string& key) override;
   coordinator::LaunchStatus launch(const coordinator::LaunchRequest& request,
                                    coordinator::JobEvents* events) override;
   void stop(const std::string& jobId, int signal, std::chrono::milliseconds grace) override;

@@ -28,6 +28,33 @@ std::optional<v1::JobInfo> waitPastPending(const LedJobs& led, const std::string
   }
 }
 
+v1::JobEvent queuedEvent(const v1::JobInfo& info) {
+  v1::JobEvent event;
+  event.mutable_queued()->set_job_id(info.job_id());
+  event.mutable_queued()->set_reason(info.queue_reason());
+  return event;
+}
+
+// An attached run while its job waits in the queue: a JobQueued for each new reason, until the
+// job runs or ends. False when the caller went away.
+bool followQueue(const LedJobs& led, const std::string& jobId, grpc::ServerContext* context,
+                 grpc::ServerWriter<v1::JobEvent>* writer) {
+  const std::shared_ptr<const ChangeSignal> changed = led.changedOf(jobId);
+  std::string told;
+  for (;;) {
+    const uint64_t seen = changed->current();
+    const std::optional<v1::JobInfo> info = led.history()->get(jobId);
+    if (!info) return true;
+    if (info->state() == v1::JOB_QUEUED && info->queue_reason() != told) {
+      if (!writer->Write(queuedEvent(*info))) return false;
+      told = info->queue_reason();
+    }
+    if (info->state() != v1::JOB_QUEUED && info->state() != v1::JOB_PENDING) return true;
+    if (context->IsCancelled()) return false;
+    changed->waitPast(seen, std::chrono::milliseconds(150));
+  }
+}
+
 }  // namespace
 
 grpc::Status AgentService::SubmitJob(grpc::ServerContext* context,
@@ -71,6 +98,11 @@ grpc::Status AgentService::runSubmit(grpc::ServerContext* context,
       }
       return true;
     };
+    if (info && info->state() == v1::JOB_QUEUED) {
+      // Submitted, and waiting for resources: hvdrun submit says so with the reason.
+      writer->Write(queuedEvent(*info));
+      return grpc::Status::OK;
+    }
     if (info && isFinalState(info->state()) && info->has_end() && !started(*info)) {
       v1::JobEvent end;
       *end.mutable_end() = info->end();
@@ -80,7 +112,7 @@ grpc::Status AgentService::runSubmit(grpc::ServerContext* context,
   }
 
   uint64_t offset = 0;
-  const bool delivered = streamJobLog(
+  const bool delivered = followQueue(*led_, jobId, context, writer) && streamJobLog(
       *led_, jobId, LogFilter{}, &offset, /*follow=*/true, [&] { return context->IsCancelled(); },
       [&](const std::vector<LogLine>& lines) {
         for (v1::JobOutputBatch& batch : toBatches(lines, /*live=*/true)) {

@@ -79,6 +79,8 @@ class AgentServiceTest : public ::testing::Test {
  protected:
   // Lets a derived fixture adjust the service's options before it starts.
   virtual void configure(AgentServiceOptions*) {}
+  // The GPUs the agent's ledger accounts for (its GpuDiscovery describes none either way).
+  virtual std::vector<node::GpuInfo> ledgerGpus() { return {}; }
 
   void SetUp() override {
     key_.emplace(auth::ClusterKey::generate((dir_.path() / "key").string()));
@@ -88,12 +90,16 @@ class AgentServiceTest : public ::testing::Test {
     signer_ = std::make_unique<rpc::CallSigner>(*key_, clock_);
     wrongSigner_ = std::make_unique<rpc::CallSigner>(*wrongKey_, clock_);
     records_ = std::make_unique<JobRecords>((dir_.path() / "state").string());
-    localAgent_ = std::make_unique<coordinator::LocalNodeAgent>("localhost", &spawner_, &gpus_);
+    ledger_ = std::make_unique<ledger::ResourceLedger>(
+        "localhost", ledgerGpus(), 0, [] { return std::chrono::steady_clock::now(); });
+    localAgent_ = std::make_unique<coordinator::LocalNodeAgent>("localhost", &spawner_, &gpus_,
+                                                                ledger_.get());
     jobs_ =
         std::make_unique<LocalJobs>(localAgent_.get(), records_.get(), baseEnvironment(environ));
     store_.start();
     AgentServiceOptions options;
     options.listenHost = "127.0.0.1";
+    options.ledger = ledger_.get();
     configure(&options);
     history_ = std::make_unique<JobHistory>((dir_.path() / "state").string());
     service_ = std::make_unique<AgentService>(options, guard_.get(), jobs_.get(), &gpus_, &store_,
@@ -133,6 +139,7 @@ class AgentServiceTest : public ::testing::Test {
   process::PosixSpawner spawner_;
   node::FakeGpuDiscovery gpus_{{}};
   std::unique_ptr<JobRecords> records_;
+  std::unique_ptr<ledger::ResourceLedger> ledger_;
   std::unique_ptr<coordinator::LocalNodeAgent> localAgent_;
   std::unique_ptr<LocalJobs> jobs_;
   store::TcpStoreServer store_;
@@ -216,6 +223,23 @@ std::map<std::string, Caller> callers() {
     v1::JobInfo response;
     prepare(&context, signer, "/hvd.v1.Agent/GetJob", request);
     return stub->GetJob(&context, request, &response);
+  };
+  c["Reserve"] = [](v1::Agent::Stub* stub, rpc::CallSigner* signer) {
+    grpc::ClientContext context;
+    v1::ReserveRequest request;
+    request.set_job_id("never");
+    request.set_ranks(1);
+    v1::ReserveResponse response;
+    prepare(&context, signer, "/hvd.v1.Agent/Reserve", request);
+    return stub->Reserve(&context, request, &response);
+  };
+  c["Unreserve"] = [](v1::Agent::Stub* stub, rpc::CallSigner* signer) {
+    grpc::ClientContext context;
+    v1::UnreserveRequest request;
+    request.set_job_id("never");
+    v1::UnreserveResponse response;
+    prepare(&context, signer, "/hvd.v1.Agent/Unreserve", request);
+    return stub->Unreserve(&context, request, &response);
   };
   c["JobLogs"] = [](v1::Agent::Stub* stub, rpc::CallSigner* signer) {
     grpc::ClientContext context;
@@ -328,6 +352,84 @@ TEST_F(AgentServiceTest, LaunchStreamsOutputAndExitCodes) {
   // The job is over: released, its record removed.
   EXPECT_EQ(localAgent_->processGroupId("launch-1"), std::nullopt);
   EXPECT_TRUE(records_->list().empty());
+}
+
+// An agent of a node with four GPUs: its ledger over the Reserve, Launch and Unreserve RPCs.
+class LedgerServiceTest : public AgentServiceTest {
+ protected:
+  std::vector<node::GpuInfo> ledgerGpus() override {
+    std::vector<node::GpuInfo> gpus;
+    for (int i = 0; i < 4; ++i) gpus.push_back({i, "GPU-" + std::to_string(i), "fake", "", 0});
+    return gpus;
+  }
+
+  v1::ReserveResponse reserve(const std::string& job, int ranks, grpc::Status* status) {
+    v1::ReserveRequest request;
+    request.set_job_id(job);
+    request.set_job(job);
+    request.set_ranks(ranks);
+    request.set_lease_ms(30000);
+    v1::ReserveResponse response;
+    auto context = signedContext("/hvd.v1.Agent/Reserve", request);
+    *status = stub_->Reserve(context.get(), request, &response);
+    return response;
+  }
+};
+
+TEST_F(LedgerServiceTest, ReserveGrantsDisjointGpusAndSaysWhoHoldsABusyNode) {
+  grpc::Status status;
+  const v1::ReserveResponse a = reserve("hvd-a", 2, &status);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(a.verdict(), v1::RESERVE_GRANTED);
+  EXPECT_EQ(std::vector<int>(a.gpus().begin(), a.gpus().end()), (std::vector<int>{0, 1}));
+  const v1::ReserveResponse b = reserve("hvd-b", 4, &status);
+  EXPECT_EQ(b.verdict(), v1::RESERVE_BUSY);
+  EXPECT_EQ(b.reason(), "waiting for 4 GPUs on localhost (2 free); held by hvd-a");
+  const v1::ReserveResponse never = reserve("hvd-c", 5, &status);
+  EXPECT_EQ(never.verdict(), v1::RESERVE_NEVER_FITS);
+
+  v1::UnreserveRequest give;
+  give.set_job_id("hvd-a");
+  v1::UnreserveResponse none;
+  auto context = signedContext("/hvd.v1.Agent/Unreserve", give);
+  ASSERT_TRUE(stub_->Unreserve(context.get(), give, &none).ok());
+  EXPECT_EQ(reserve("hvd-b", 4, &status).verdict(), v1::RESERVE_GRANTED);
+}
+
+TEST_F(LedgerServiceTest, AReservedLaunchBindsItsReservationAndTheEndReleasesIt) {
+  grpc::Status status;
+  ASSERT_EQ(reserve("hvd-a", 1, &status).verdict(), v1::RESERVE_GRANTED);
+  v1::LaunchRequest request;
+  request.set_job_id("hvd-a");
+  request.set_reserved(true);
+  addRank(&request, 0, "exit 0");
+  auto context = signedContext("/hvd.v1.Agent/Launch", request);
+  auto reader = stub_->Launch(context.get(), request);
+  v1::RankEvent event;
+  ASSERT_TRUE(reader->Read(&event));
+  EXPECT_EQ(event.launched().error(), "");
+  while (reader->Read(&event)) {
+  }
+  EXPECT_TRUE(reader->Finish().ok());
+  // Its rank was reaped: the GPU is free again.
+  EXPECT_TRUE(ledger_->holdings().empty());
+}
+
+TEST_F(LedgerServiceTest, AReservedLaunchWithoutItsReservationDoesNotStart) {
+  v1::LaunchRequest request;
+  request.set_job_id("hvd-expired");
+  request.set_reserved(true);
+  addRank(&request, 0, "echo must not run");
+  auto context = signedContext("/hvd.v1.Agent/Launch", request);
+  auto reader = stub_->Launch(context.get(), request);
+  v1::RankEvent event;
+  ASSERT_TRUE(reader->Read(&event));
+  EXPECT_EQ(event.launched().error(),
+            "no reservation of job hvd-expired on localhost (its lease expired before the "
+            "launch)");
+  EXPECT_FALSE(reader->Read(&event));
+  reader->Finish();
+  EXPECT_EQ(localAgent_->processGroupId("hvd-expired"), std::nullopt);
 }
 
 TEST_F(AgentServiceTest, LaunchOfAMissingProgramReportsTheError) {
@@ -536,10 +638,16 @@ class TwoAgentsTest : public AgentServiceTest {
         : verifier(key, clock),
           guard(&verifier),
           records((dir / "other-state").string()),
-          localAgent("other", &spawner, &gpus),
+          ledger("other", {}, 0, [] { return std::chrono::steady_clock::now(); }),
+          localAgent("other", &spawner, &gpus, &ledger),
           jobs(&localAgent, &records, baseEnvironment(environ)),
           history((dir / "other-state").string()),
-          service(AgentServiceOptions{}, &guard, &jobs, &gpus, &store, &history) {}
+          service(options(&ledger), &guard, &jobs, &gpus, &store, &history) {}
+    static AgentServiceOptions options(ledger::ResourceLedger* ledger) {
+      AgentServiceOptions o;
+      o.ledger = ledger;
+      return o;
+    }
     ~Other() {
       service.shutdown();
       if (server) server->Shutdown(std::chrono::system_clock::now() + 5s);
@@ -553,6 +661,7 @@ class TwoAgentsTest : public AgentServiceTest {
     process::PosixSpawner spawner;
     node::FakeGpuDiscovery gpus{{}};
     JobRecords records;
+    ledger::ResourceLedger ledger;
     coordinator::LocalNodeAgent localAgent;
     LocalJobs jobs;
     store::TcpStoreServer store;

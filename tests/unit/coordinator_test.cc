@@ -436,5 +436,218 @@ TEST_F(CoordinatorTest, CancelWithAGraceUsesItAndRanksReportTheirPids) {
   EXPECT_EQ(agent(0).stops()[0].grace, 250ms);
 }
 
+// The ledger path: two coordinators share each host's ledger, as jobs share a node.
+class LedgerCoordinatorTest : public ::testing::Test {
+ protected:
+  static std::vector<node::GpuInfo> gpus(int n) {
+    std::vector<node::GpuInfo> out;
+    for (int i = 0; i < n; ++i) out.push_back({i, "GPU-fake-" + std::to_string(i), "", "", 0});
+    return out;
+  }
+  JobSpec spec(const std::string& id, int np) {
+    JobSpec s;
+    s.jobId = id;
+    s.argv = {"./train"};
+    s.np = np;
+    s.hosts = {{"a", std::nullopt}, {"b", std::nullopt}};
+    s.gpuBind = node::GpuBind::kVisible;
+    return s;
+  }
+  std::unique_ptr<JobCoordinator> make(const JobSpec& s) {
+    return std::make_unique<JobCoordinator>(s, std::vector<NodeAgent*>{&a_, &b_},
+                                            StoreEndpoint{"a:5555", "tok"}, &client_, &clock_);
+  }
+  void SetUp() override {
+    for (FakeNodeAgent* agent : {&a_, &b_}) agent->setGpuCount(4);
+    a_.useLedger(&ledgerA_);
+    b_.useLedger(&ledgerB_);
+  }
+  std::chrono::steady_clock::time_point now_{};
+  ledger::ResourceLedger ledgerA_{"a", gpus(4), 0, [this] { return now_; }};
+  ledger::ResourceLedger ledgerB_{"b", gpus(4), 0, [this] { return now_; }};
+  FakeNodeAgent a_{"a"};
+  FakeNodeAgent b_{"b"};
+  RecordingClient client_;
+  ManualClock clock_;
+};
+
+TEST_F(LedgerCoordinatorTest, ConcurrentJobsGetDisjointGpusOnEveryHost) {
+  JobSpec small = spec("hvd-2", 2);
+  small.hosts = {{"a", 1}, {"b", 1}};
+  auto second = make(small);
+  JobSpec s1 = spec("hvd-1", 4);
+  s1.hosts = {{"a", 2}, {"b", 2}};
+  auto firstSlots = make(s1);
+  ASSERT_EQ(firstSlots->tryStart(true), JobCoordinator::Start::kRunning);
+  ASSERT_EQ(second->tryStart(true), JobCoordinator::Start::kRunning);
+  // hvd-1's ranks see GPUs 0 and 1 on each host, hvd-2's rank GPU 2: never the same GPU.
+  const LaunchRequest& r1 = a_.launches().at(a_.launches().size() - 2);
+  const LaunchRequest& r2 = a_.launches().back();
+  EXPECT_EQ(envOf(r1.ranks[0])["CUDA_VISIBLE_DEVICES"], "0");
+  EXPECT_EQ(envOf(r1.ranks[1])["CUDA_VISIBLE_DEVICES"], "1");
+  EXPECT_EQ(envOf(r2.ranks[0])["CUDA_VISIBLE_DEVICES"], "2");
+  EXPECT_TRUE(r1.reserved);
+  ASSERT_EQ(firstSlots->resources().size(), 2u);
+  EXPECT_EQ(firstSlots->resources()[1].host, "b");
+  EXPECT_EQ(firstSlots->resources()[1].gpus, (std::vector<int>{0, 1}));
+  EXPECT_EQ(firstSlots->resources()[1].gpuUuids,
+            (std::vector<std::string>{"GPU-fake-0", "GPU-fake-1"}));
+}
+
+TEST_F(LedgerCoordinatorTest, ABusyHostGivesBackWhatOtherHostsGrantedAndSaysWhy) {
+  // Another job holds 3 of b's GPUs.
+  ASSERT_EQ(ledgerB_.reserve({"hvd-x", "hvd-x", 3, 1, false, {}, 30s}).verdict,
+            ledger::Verdict::kGranted);
+  JobSpec s = spec("hvd-1", 4);
+  s.hosts = {{"a", 2}, {"b", 2}};
+  auto job = make(s);
+  EXPECT_EQ(job->tryStart(true), JobCoordinator::Start::kBusy);
+  EXPECT_EQ(job->busyReason(), "waiting for 2 GPUs on b (1 free); held by hvd-x");
+  EXPECT_TRUE(a_.launches().empty());
+  EXPECT_TRUE(b_.launches().empty());
+  EXPECT_EQ(a_.unreserves(), (std::vector<std::string>{"hvd-1"}));  // all or nothing
+  EXPECT_TRUE(ledgerA_.holdings().empty());
+  EXPECT_TRUE(client_.ends.empty());
+  // Once b is free the same coordinator starts.
+  ledgerB_.release("hvd-x");
+  EXPECT_EQ(job->tryStart(true), JobCoordinator::Start::kRunning);
+  EXPECT_EQ(b_.launches().size(), 1u);
+}
+
+TEST_F(LedgerCoordinatorTest, WithoutTheQueueABusyHostEndsTheJob) {
+  ASSERT_EQ(ledgerA_.reserve({"hvd-x", "hvd-x", 4, 1, false, {}, 30s}).verdict,
+            ledger::Verdict::kGranted);
+  auto job = make(spec("hvd-1", 2));
+  EXPECT_FALSE(job->start());
+  ASSERT_EQ(client_.ends.size(), 1u);
+  EXPECT_EQ(client_.ends[0].outcome, JobOutcome::kResourcesBusy);
+  EXPECT_EQ(client_.ends[0].exitCode, kExitResourcesBusy);
+  EXPECT_EQ(client_.ends[0].summary,
+            "hvdrun: job hvd-1 was not queued (--no-queue): waiting for 2 GPUs on a (0 free); "
+            "held by hvd-x");
+}
+
+TEST_F(LedgerCoordinatorTest, ACancelWhileQueuedEndsTheJobWithoutStartingIt) {
+  ASSERT_EQ(ledgerA_.reserve({"hvd-x", "hvd-x", 4, 1, false, {}, 30s}).verdict,
+            ledger::Verdict::kGranted);
+  auto job = make(spec("hvd-1", 2));
+  ASSERT_EQ(job->tryStart(true), JobCoordinator::Start::kBusy);
+  job->cancel();
+  EXPECT_EQ(job->tryStart(true), JobCoordinator::Start::kEnded);
+  ASSERT_EQ(client_.ends.size(), 1u);
+  EXPECT_EQ(client_.ends[0].outcome, JobOutcome::kCancelled);
+  EXPECT_TRUE(a_.launches().empty());
+}
+
+TEST_F(LedgerCoordinatorTest, AnAgentThatCannotReserveFailsTheJobNamingIt) {
+  b_.failReserve("connection refused");
+  JobSpec s = spec("hvd-1", 4);
+  s.hosts = {{"a", 2}, {"b", 2}};
+  auto job = make(s);
+  EXPECT_EQ(job->tryStart(true), JobCoordinator::Start::kEnded);
+  ASSERT_EQ(client_.ends.size(), 1u);
+  EXPECT_EQ(client_.ends[0].outcome, JobOutcome::kAgentUnreachable);
+  EXPECT_EQ(client_.ends[0].host, "b");
+  EXPECT_TRUE(ledgerA_.holdings().empty());
+}
+
+TEST_F(LedgerCoordinatorTest, ALaunchFailureGivesBackTheHostsThatNeverLaunched) {
+  a_.failLaunch("cannot execute './train': No such file or directory");
+  JobSpec s = spec("hvd-1", 4);
+  s.hosts = {{"a", 2}, {"b", 2}};
+  auto job = make(s);
+  EXPECT_FALSE(job->start());
+  EXPECT_TRUE(b_.launches().empty());
+  EXPECT_TRUE(ledgerB_.holdings().empty());
+  EXPECT_EQ(b_.unreserves(), (std::vector<std::string>{"hvd-1"}));
+}
+
+TEST_F(LedgerCoordinatorTest, ARestartAttemptHasItsOwnLaunchIdAndTellsTheRanks) {
+  JobSpec s = spec("hvd-1", 2);
+  s.hosts = {{"a", 2}};
+  s.attempt = 2;
+  s.restart.maxRestarts = 3;
+  s.preferredGpus = {{2, 3}};
+  auto job = std::make_unique<JobCoordinator>(s, std::vector<NodeAgent*>{&a_},
+                                              StoreEndpoint{"a:5555", "tok"}, &client_, &clock_);
+  ASSERT_TRUE(job->start());
+  const LaunchRequest& r = a_.launches().back();
+  EXPECT_EQ(r.jobId, "hvd-1.2");
+  std::map<std::string, std::string> env = envOf(r.ranks[1]);
+  EXPECT_EQ(env["HVD_JOB_ID"], "hvd-1");  // the store namespace keeps the job's name
+  EXPECT_EQ(env["HVD_RESTART_COUNT"], "2");
+  EXPECT_EQ(env["TORCHELASTIC_RESTART_COUNT"], "2");
+  EXPECT_EQ(env["TORCHELASTIC_MAX_RESTARTS"], "3");
+  EXPECT_EQ(env["CUDA_VISIBLE_DEVICES"], "3");  // the previous attempt's GPUs, asked again
+}
+
+TEST_F(CoordinatorTest, UptimeIsMeasuredFromEveryRankStartedToTheFailure) {
+  makeJob({{"a", 2}}, 2);
+  ASSERT_TRUE(coordinator().start());
+  clock_.advance(1500ms);
+  agent(0).emitExit(1, ExitStatus{3, 0});
+  clock_.advance(800ms);  // the stop's consequences do not count
+  agent(0).emitExit(0, ExitStatus{0, 15});
+  EXPECT_EQ(onlyEnd().uptime, 1500ms);
+}
+
+JobResult rankFailure(int code, std::chrono::milliseconds uptime) {
+  JobResult r;
+  r.outcome = JobOutcome::kRankFailed;
+  r.exitCode = code;
+  r.status = ExitStatus{code, 0};
+  r.uptime = uptime;
+  return r;
+}
+
+TEST(RestartPolicy, ARankFailureRestartsWhileTheBudgetLasts) {
+  RestartPolicy p;
+  p.maxRestarts = 2;
+  EXPECT_TRUE(decideRestart(p, rankFailure(1, 10s), 0).restart);
+  EXPECT_TRUE(decideRestart(p, rankFailure(1, 10s), 1).restart);
+  const RestartDecision last = decideRestart(p, rankFailure(1, 10s), 2);
+  EXPECT_FALSE(last.restart);
+  EXPECT_EQ(last.why, "no restarts left (--max-restarts 2)");
+}
+
+TEST(RestartPolicy, ListedExitCodesAndStartUpFailuresEndTheJob) {
+  RestartPolicy p;
+  p.maxRestarts = 5;
+  p.noRestartOnExit = {2, 3};
+  p.minUptime = 5s;
+  const RestartDecision listed = decideRestart(p, rankFailure(3, 60s), 0);
+  EXPECT_FALSE(listed.restart);
+  EXPECT_EQ(listed.why, "exit code 3 is listed in --no-restart-on-exit");
+  const RestartDecision early = decideRestart(p, rankFailure(1, 1200ms), 1);
+  EXPECT_FALSE(early.restart);
+  EXPECT_EQ(early.why,
+            "attempt 1 failed after 1.2 s, sooner than --restart-min-uptime 5 s: a start-up "
+            "failure, not restarted");
+  EXPECT_TRUE(decideRestart(p, rankFailure(1, 5s), 1).restart);
+}
+
+TEST(RestartPolicy, OnlyFailuresTheProgramMaySurviveRestart) {
+  RestartPolicy p;
+  p.maxRestarts = 3;
+  JobResult lost;
+  lost.outcome = JobOutcome::kAgentLost;
+  lost.uptime = 60s;
+  EXPECT_TRUE(decideRestart(p, lost, 0).restart);
+  for (JobOutcome o : {JobOutcome::kSucceeded, JobOutcome::kCancelled, JobOutcome::kTimedOut,
+                       JobOutcome::kLaunchFailed, JobOutcome::kInvalidJob,
+                       JobOutcome::kAgentUnreachable, JobOutcome::kResourcesBusy}) {
+    JobResult r;
+    r.outcome = o;
+    r.uptime = 60s;
+    const RestartDecision d = decideRestart(p, r, 0);
+    EXPECT_FALSE(d.restart) << static_cast<int>(o);
+    EXPECT_TRUE(d.why.empty());
+  }
+  RestartPolicy none;  // the default: never, and nothing to say about it
+  const RestartDecision d = decideRestart(none, rankFailure(1, 60s), 0);
+  EXPECT_FALSE(d.restart);
+  EXPECT_TRUE(d.why.empty());
+}
+
 }  // namespace
 }  // namespace hvd::agent::coordinator

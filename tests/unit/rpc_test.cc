@@ -185,14 +185,15 @@ TEST(RpcMethods, NamesMatchTheServiceDescriptor) {
   const auto* service = google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(
       std::string(v1::Agent::service_full_name()));
   ASSERT_NE(service, nullptr);
-  ASSERT_EQ(service->method_count(), 8);
+  ASSERT_EQ(service->method_count(), 10);
   std::vector<std::string> names;
   for (int i = 0; i < service->method_count(); ++i) {
     names.push_back("/" + service->full_name() + "/" + service->method(i)->name());
   }
   EXPECT_EQ(names, (std::vector<std::string>{
                        std::string(rpc::kDescribeMethod), std::string(rpc::kLaunchMethod),
-                       std::string(rpc::kStopMethod), std::string(rpc::kSubmitJobMethod),
+                       std::string(rpc::kStopMethod), std::string(rpc::kReserveMethod),
+                       std::string(rpc::kUnreserveMethod), std::string(rpc::kSubmitJobMethod),
                        std::string(rpc::kCancelJobMethod), std::string(rpc::kListJobsMethod),
                        std::string(rpc::kGetJobMethod), std::string(rpc::kJobLogsMethod)}));
 }
