@@ -481,8 +481,10 @@ TEST_F(LedgerCoordinatorTest, ConcurrentJobsGetDisjointGpusOnEveryHost) {
   ASSERT_EQ(firstSlots->tryStart(true), JobCoordinator::Start::kRunning);
   ASSERT_EQ(second->tryStart(true), JobCoordinator::Start::kRunning);
   // hvd-1's ranks see GPUs 0 and 1 on each host, hvd-2's rank GPU 2: never the same GPU.
-  const LaunchRequest& r1 = a_.launches().at(a_.launches().size() - 2);
-  const LaunchRequest& r2 = a_.launches().back();
+  const std::vector<LaunchRequest> launches = a_.launches();
+  ASSERT_EQ(launches.size(), 2u);
+  const LaunchRequest& r1 = launches[0];
+  const LaunchRequest& r2 = launches[1];
   EXPECT_EQ(envOf(r1.ranks[0])["CUDA_VISIBLE_DEVICES"], "0");
   EXPECT_EQ(envOf(r1.ranks[1])["CUDA_VISIBLE_DEVICES"], "1");
   EXPECT_EQ(envOf(r2.ranks[0])["CUDA_VISIBLE_DEVICES"], "2");
@@ -571,7 +573,7 @@ TEST_F(LedgerCoordinatorTest, ARestartAttemptHasItsOwnLaunchIdAndTellsTheRanks) 
   auto job = std::make_unique<JobCoordinator>(s, std::vector<NodeAgent*>{&a_},
                                               StoreEndpoint{"a:5555", "tok"}, &client_, &clock_);
   ASSERT_TRUE(job->start());
-  const LaunchRequest& r = a_.launches().back();
+  const LaunchRequest r = a_.launches().back();
   EXPECT_EQ(r.jobId, "hvd-1.2");
   std::map<std::string, std::string> env = envOf(r.ranks[1]);
   EXPECT_EQ(env["HVD_JOB_ID"], "hvd-1");  // the store namespace keeps the job's name
