@@ -451,6 +451,38 @@ std::string formatJobStatus(const v1::JobInfo& job, int64_t nowUnixMs) {
   field("ended", formatLocalTime(job.ended_unix_ms()));
   field("runtime", formatRuntime(runtimeMs(job, nowUnixMs)));
   if (job.time_limit_ms() > 0) field("time limit", formatRuntime(job.time_limit_ms()));
+  if (job.state() == v1::JOB_QUEUED && !job.queue_reason().empty()) {
+    field("waiting", job.queue_reason());
+  }
+  for (const v1::HostResources& r : job.resources()) {
+    std::string held = std::to_string(r.slots()) + (r.slots() == 1 ? " slot" : " slots");
+    if (r.gpus_size() > 0) {
+      std::vector<std::string> gpus;
+      for (int i = 0; i < r.gpus_size(); ++i) {
+        gpus.push_back(std::to_string(r.gpus(i)) +
+                       (i < r.gpu_uuids_size() ? " (" + r.gpu_uuids(i) + ")" : ""));
+      }
+      std::string list;
+      for (const std::string& g : gpus) list += (list.empty() ? "" : ", ") + g;
+      held += ", GPUs " + list;
+    }
+    field("holds", r.host() + ": " + held);
+  }
+  if (job.max_restarts() > 0) {
+    field("restarts", std::to_string(job.restart_count()) + " of at most " +
+                          std::to_string(job.max_restarts()));
+  }
+  if (job.attempts_size() > 1 || job.max_restarts() > 0) {
+    for (const v1::AttemptInfo& a : job.attempts()) {
+      std::string line = joined(a.hosts(), ",") + ", " + formatLocalTime(a.started_unix_ms()) +
+                         " to " + formatLocalTime(a.ended_unix_ms());
+      if (a.has_end()) {
+        const std::string& summary = a.end().summary();
+        line += ": " + (summary.rfind("hvdrun: ", 0) == 0 ? summary.substr(8) : summary);
+      }
+      field("attempt " + std::to_string(a.attempt()), line);
+    }
+  }
   if (job.has_end()) {
     field("exit code", std::to_string(job.end().exit_code()));
     if (job.end().exit_code() != 0 || !job.end().reason().empty()) {

@@ -134,7 +134,8 @@ inline std::vector<std::string> rootEnv() {
 
 // A running agent on 127.0.0.1:<ephemeral> with its own key and state directory.
 struct RunningAgent {
-  explicit RunningAgent(const fs::path& dir, std::vector<std::string> extra = {})
+  explicit RunningAgent(const fs::path& dir, std::vector<std::string> extra = {},
+                        std::vector<std::string> extraEnv = {})
       : keyFile(dir / "cluster.key") {
     if (!fs::exists(keyFile)) writeKey(dir, "cluster.key", 0600);
     const fs::path portFile = dir / "port";
@@ -146,7 +147,9 @@ struct RunningAgent {
                                      "--shutdown-grace", "1"};
     for (const std::string& a : rootArgs()) args.push_back(a);
     for (const std::string& a : extra) args.push_back(a);
-    agent.emplace(dir, args, rootEnv());
+    std::vector<std::string> env = rootEnv();
+    env.insert(env.end(), extraEnv.begin(), extraEnv.end());
+    agent.emplace(dir, args, env);
     port = agent->waitPort(portFile, 20s);
   }
 

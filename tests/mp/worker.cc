@@ -6,10 +6,14 @@
 //                                itself at FAULT_ITER
 //   worker reinit                init / allreduce / shutdown twice
 //   worker init                  init and barrier only (bad-environment tests)
+//   worker store-probe TOKEN     connects to $HVD_STORE_ADDR for $HVD_JOB_ID with TOKEN and
+//                                sets a key: "store: accepted", or "store: refused: <why>" and
+//                                exit 3 (a restarted job's old token must be refused)
 // Exit codes: 0 success, 1 wrong values, 10 PeerError, 11 TimeoutError, 12 other hvd::Error.
 #include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -17,6 +21,7 @@
 
 #include "common/collective_checks.h"
 #include "core/runtime.h"
+#include "store/tcp_store_client.h"
 #include "hvd/hvd.hpp"
 #include "worker_exit.h"
 
@@ -93,6 +98,20 @@ int main(int argc, char** argv) {
                      argc > 6 ? argv[6] : "");
     }
     if (mode == "reinit") return runReinit();
+    if (mode == "store-probe" && argc >= 3) {
+      const char* addr = std::getenv("HVD_STORE_ADDR");
+      const char* job = std::getenv("HVD_JOB_ID");
+      if (addr == nullptr || job == nullptr) return 2;
+      try {
+        hvd::store::TcpStore store(addr, job, argv[2], std::chrono::seconds(5));
+        store.set("probe", {1, 2, 3});
+      } catch (const hvd::InvalidArgumentError& e) {
+        std::printf("store: refused: %s\n", e.what());
+        return 3;
+      }
+      std::printf("store: accepted\n");
+      return 0;
+    }
     if (mode == "init") {
       hvd::init();
       hvd::barrier();

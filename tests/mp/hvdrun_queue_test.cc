@@ -1,0 +1,187 @@
+// The agent as an orchestrator, end to end with the real executables (DESIGN.md "Resources,
+// queue and restarts"): an hvdagent whose node has four (fake) GPUs, and jobs submitted with
+// hvdrun that must never share a GPU, wait in submission order when the GPUs are taken, and
+// restart as their policy says. Each rank is a /bin/sh one-liner that prints the GPUs it was
+// given; a rank that waits for a file lets a test decide when a job ends.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <chrono>
+#include <regex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/agent_jobs_fixture.h"
+#include "common/agent_process.h"
+
+namespace {
+
+using namespace hvd::test::agent_process;
+using hvd::test::Process;
+
+class QueueTest : public AgentJobsTest {
+ protected:
+  std::vector<std::string> agentEnv() const override { return {"HVD_FAKE_GPUS=4"}; }
+
+  // A job of `np` ranks that each print "gpu <rank> <CUDA_VISIBLE_DEVICES>" and wait for
+  // $DIR/<gate> (no gate: exit at once).
+  std::string submitGpuJob(int np, const std::string& gate, std::vector<std::string> extra = {}) {
+    std::string script = "echo gpu $HVD_RANK $CUDA_VISIBLE_DEVICES";
+    if (!gate.empty()) {
+      script += "; while [ ! -e \"$DIR/" + gate + "\" ]; do sleep 0.05; done";
+    }
+    std::vector<std::string> args = {"--gpu-bind", "visible"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return submit(np, script, args);
+  }
+
+  // The GPUs the job's ranks printed, once all `np` lines are logged (within 20 s).
+  std::vector<std::string> gpusOf(const std::string& id, size_t np) {
+    std::vector<std::string> gpus;
+    waitUntil(
+        [&] {
+          const ProcessResult logs = hvdrun("logs", {id});
+          gpus.clear();
+          const std::regex line(R"(gpu \d+ (\d+))");
+          for (auto it = std::sregex_iterator(logs.out.begin(), logs.out.end(), line);
+               it != std::sregex_iterator(); ++it) {
+            gpus.push_back((*it)[1].str());
+          }
+          return gpus.size() >= np;
+        },
+        20s);
+    return gpus;
+  }
+
+  // Polls status until `want` (a regex) matches it; the last text.
+  std::string waitStatus(const std::string& id, const std::string& want,
+                         std::chrono::milliseconds timeout = 20s) {
+    std::string text;
+    waitUntil(
+        [&] {
+          text = status(id);
+          return std::regex_search(text, std::regex(want));
+        },
+        timeout);
+    return text;
+  }
+};
+
+TEST_F(QueueTest, ConcurrentJobsGetDisjointGpusAndAJobThatDoesNotFitWaitsForThem) {
+  const std::string a = submitGpuJob(2, "go-a");
+  const std::string b = submitGpuJob(2, "go-b");
+  ASSERT_FALSE(a.empty());
+  ASSERT_FALSE(b.empty());
+  std::vector<std::string> gpus = gpusOf(a, 2);
+  const std::vector<std::string> gpusB = gpusOf(b, 2);
+  ASSERT_EQ(gpus.size(), 2u);
+  ASSERT_EQ(gpusB.size(), 2u);
+  gpus.insert(gpus.end(), gpusB.begin(), gpusB.end());
+  EXPECT_EQ(std::set<std::string>(gpus.begin(), gpus.end()).size(), 4u)
+      << "two running jobs share a GPU";
+  EXPECT_NE(status(a).find("holds"), std::string::npos);
+
+  // A third job, attached: it says it is queued, and why, and waits.
+  Process attached(argv("run", {"-np", "4", "-x", "DIR=" + dir_.path().string(), "--gpu-bind",
+                                "visible", "--", "/bin/sh", "-c",
+                                "echo gpu $HVD_RANK $CUDA_VISIBLE_DEVICES"}),
+                   options());
+  ProcessResult ps;
+  ASSERT_TRUE(waitUntil(
+      [&] {
+        ps = hvdrun("ps", {});
+        return ps.out.find("QUEUED") != std::string::npos;
+      },
+      20s))
+      << ps.out;
+  const std::regex queuedRow(R"((hvd-[0-9a-f]{6}) +QUEUED +4 )");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(ps.out, m, queuedRow)) << ps.out;
+  const std::string c = m[1].str();
+  const std::string waiting = waitStatus(c, "waiting +waiting for 4 GPUs on localhost");
+  EXPECT_NE(waiting.find("(0 free); held by " + a + ", " + b), std::string::npos) << waiting;
+
+  touch("go-a");
+  EXPECT_NE(waitStatus(c, "\\(2 free\\); held by " + b).find("QUEUED"), std::string::npos);
+  touch("go-b");
+  const std::optional<int> exit = attached.waitExit(30s);
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_EQ(*exit, 0) << attached.err();
+  EXPECT_NE(attached.err().find("hvdrun: job " + c + " is queued: waiting for 4 GPUs"),
+            std::string::npos)
+      << attached.err();
+  const std::vector<std::string> gpusC = gpusOf(c, 4);
+  EXPECT_EQ(std::set<std::string>(gpusC.begin(), gpusC.end()),
+            (std::set<std::string>{"0", "1", "2", "3"}));
+  EXPECT_NE(waitEnded(c).find(": COMPLETED\n"), std::string::npos);
+}
+
+TEST_F(QueueTest, QueuedJobsStartInSubmissionOrder) {
+  const std::string a = submitGpuJob(3, "go-a");
+  ASSERT_EQ(gpusOf(a, 3).size(), 3u);
+  const std::string b = submitGpuJob(2, "go-b");  // 1 GPU free: waits
+  const std::string c = submitGpuJob(1, "go-c");  // would fit now, but b came first
+  EXPECT_NE(waitStatus(b, "waiting for 2 GPUs on localhost \\(1 free\\)").find("QUEUED"),
+            std::string::npos);
+  EXPECT_NE(waitStatus(c, "waiting +queued behind job " + b).find("QUEUED"), std::string::npos);
+  touch("go-a");
+  ASSERT_EQ(gpusOf(b, 2).size(), 2u);
+  ASSERT_EQ(gpusOf(c, 1).size(), 1u);
+  const std::string sb = waitStatus(b, "RUNNING");
+  const std::string sc = waitStatus(c, "RUNNING");
+  const std::regex started(R"(started +(\S+ \S+))");
+  std::smatch mb;
+  std::smatch mc;
+  ASSERT_TRUE(std::regex_search(sb, mb, started));
+  ASSERT_TRUE(std::regex_search(sc, mc, started));
+  EXPECT_LE(mb[1].str(), mc[1].str());
+  touch("go-b");
+  touch("go-c");
+  EXPECT_NE(waitEnded(b).find(": COMPLETED\n"), std::string::npos);
+  EXPECT_NE(waitEnded(c).find(": COMPLETED\n"), std::string::npos);
+}
+
+TEST_F(QueueTest, NoQueueFailsAtOnceAndACancelledQueuedJobNeverStarts) {
+  const std::string a = submitGpuJob(4, "go-a");
+  ASSERT_EQ(gpusOf(a, 4).size(), 4u);
+  const auto before = std::chrono::steady_clock::now();
+  const ProcessResult refused =
+      hvdrun("run", {"-np", "1", "--gpu-bind", "visible", "--no-queue", "--", "/bin/true"});
+  EXPECT_LT(std::chrono::steady_clock::now() - before, 10s);
+  EXPECT_EQ(refused.status, 75) << refused.err;
+  EXPECT_NE(refused.err.find("was not queued (--no-queue): waiting for 1 GPU on localhost (0 "
+                             "free); held by " + a),
+            std::string::npos)
+      << refused.err;
+
+  const std::string q = submitGpuJob(1, "");
+  EXPECT_NE(waitStatus(q, "QUEUED").find("waiting for 1 GPU"), std::string::npos);
+  const ProcessResult cancel = hvdrun("cancel", {q});
+  EXPECT_EQ(cancel.status, 0) << cancel.err;
+  const std::string ended = waitEnded(q);
+  EXPECT_NE(ended.find(": CANCELLED\n"), std::string::npos) << ended;
+  EXPECT_EQ(ended.find("started     2"), std::string::npos);
+  EXPECT_TRUE(hvdrun("logs", {q}).out.empty()) << "a cancelled queued job ran";
+  touch("go-a");
+  EXPECT_NE(waitEnded(a).find(": COMPLETED\n"), std::string::npos);
+}
+
+TEST_F(QueueTest, ARestartedAgentKeepsItsQueueAndFreesTheGpusOfLostJobs) {
+  const std::string a = submitGpuJob(4, "never");
+  ASSERT_EQ(gpusOf(a, 4).size(), 4u);
+  const std::string b = submitGpuJob(2, "");
+  EXPECT_NE(waitStatus(b, "QUEUED").find("held by " + a), std::string::npos);
+
+  ::kill(agent_->agent->pid(), SIGKILL);
+  EXPECT_EQ(agent_->agent->waitExit(10s), 128 + SIGKILL);
+  startAgent();  // same key, same state directory, the same four GPUs
+
+  EXPECT_NE(waitEnded(a).find(": LOST\n"), std::string::npos);
+  const std::string ended = waitEnded(b);
+  EXPECT_NE(ended.find(": COMPLETED\n"), std::string::npos) << ended;
+  EXPECT_EQ(gpusOf(b, 2).size(), 2u);
+}
+
+}  // namespace
