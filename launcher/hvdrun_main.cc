@@ -103,9 +103,10 @@ int runEmbedded(const launcher::Options& options, const std::vector<launcher::Ho
       if (!decision.why.empty()) result.summary += " (" + decision.why + ")";
       break;
     }
+    const std::string why =
+        result.summary.rfind("hvdrun: ", 0) == 0 ? result.summary.substr(8) : result.summary;
     std::fprintf(stderr, "hvdrun: restarting job %s (restart %d of %d) after: %s\n",
-                 spec.jobId.c_str(), attempt + 1, spec.restart.maxRestarts,
-                 result.summary.c_str());
+                 spec.jobId.c_str(), attempt + 1, spec.restart.maxRestarts, why.c_str());
   }
   agent.shutdown();
   store.removeJob(spec.jobId);

@@ -93,6 +93,14 @@ void RemoteJobClient::readStream() {
                      event.queued().job_id().c_str(), event.queued().reason().c_str(),
                      config_.detached ? "" : " (waiting; Ctrl-C cancels it)");
         break;
+      case v1::JobEvent::kRestarting: {
+        const v1::JobRestarting& r = event.restarting();
+        std::string why = r.reason();
+        if (why.rfind("hvdrun: ", 0) == 0) why = why.substr(8);
+        std::fprintf(stderr, "hvdrun: restarting job %s (restart %d of %d) after: %s\n",
+                     r.job_id().c_str(), r.restart(), r.max_restarts(), why.c_str());
+        break;
+      }
       case v1::JobEvent::kEnd:
         end(agent::rpc::fromProto(event.end()));
         break;

@@ -525,6 +525,7 @@ void LedJobs::run(Job* job) {
     spdlog::warn("hvdagent: job {}: restarting (restart {} of {}) after: {}", id, attempt + 1,
                  spec.restart.maxRestarts, ended.summary);
     history_->update(id, [&](v1::JobInfo* info) { info->set_restart_count(attempt + 1); });
+    job->changed->bump();
     previous = ended;
   }
   job->log->close();
@@ -623,7 +624,8 @@ void LedJobs::join() {
 bool streamJobLog(const LedJobs& led, const std::string& jobId, const LogFilter& filter,
                   uint64_t* offset, bool follow, const std::function<bool()>& cancelled,
                   const std::function<bool(const std::vector<LogLine>&)>& emitLines,
-                  const std::function<bool(const v1::JobEnd&)>& emitEnd) {
+                  const std::function<bool(const v1::JobEnd&)>& emitEnd,
+                  const std::function<bool(const v1::JobInfo&)>& onRecord) {
   const std::optional<std::string> path = led.history()->logPath(jobId);
   if (!path) return true;
   const std::shared_ptr<const ChangeSignal> changed = led.changedOf(jobId);
@@ -632,6 +634,7 @@ bool streamJobLog(const LedJobs& led, const std::string& jobId, const LogFilter&
     // The state first, then the lines: the log is complete once the record is final.
     const std::optional<v1::JobInfo> info = led.history()->get(jobId);
     const bool ended = !info || isFinalState(info->state());
+    if (info && onRecord && !onRecord(*info)) return false;
     for (;;) {
       const uint64_t before = *offset;
       const std::vector<LogLine> lines = readLogLines(*path, offset, filter);

@@ -156,10 +156,12 @@ v1::JobState stateOfOutcome(coordinator::JobOutcome outcome);
 // `follow` keeps going until the job has ended. Once the job has ended (and its log is read to
 // the end) `emitEnd` gets its JobEnd. Returns false when an emit failed or `cancelled()` became
 // true (the caller went away). Lines come in the batches they were read in, with their host and
-// time.
+// time. `onRecord`, when given, sees the job's record at every wake-up (an attached run tells
+// its client about restarts from it); returning false ends the stream as a failed emit.
 bool streamJobLog(const LedJobs& led, const std::string& jobId, const LogFilter& filter,
                   uint64_t* offset, bool follow, const std::function<bool()>& cancelled,
                   const std::function<bool(const std::vector<LogLine>&)>& emitLines,
-                  const std::function<bool(const v1::JobEnd&)>& emitEnd);
+                  const std::function<bool(const v1::JobEnd&)>& emitEnd,
+                  const std::function<bool(const v1::JobInfo&)>& onRecord = nullptr);
 
 }  // namespace hvd::agent::service

@@ -126,6 +126,21 @@ grpc::Status AgentService::runSubmit(grpc::ServerContext* context,
         v1::JobEvent event;
         *event.mutable_end() = end;
         return writer->Write(event);
+      },
+      [&, told = 0](const v1::JobInfo& info) mutable {
+        // The client learns of each restart, with the failure that caused it.
+        for (; told < info.restart_count(); ++told) {
+          v1::JobEvent event;
+          v1::JobRestarting* r = event.mutable_restarting();
+          r->set_job_id(info.job_id());
+          r->set_restart(told + 1);
+          r->set_max_restarts(info.max_restarts());
+          for (const v1::AttemptInfo& a : info.attempts()) {
+            if (a.attempt() == told) r->set_reason(a.end().summary());
+          }
+          if (!writer->Write(event)) return false;
+        }
+        return true;
       });
   if (!delivered) {
     // An attached hvdrun that is killed leaves nothing running (hvdrun submit is for that).
