@@ -56,9 +56,10 @@ constexpr char kDescription[] =
     "(128+signal when a signal killed it), with one line naming it and its last stderr\n"
     "lines; 2 for usage errors (also a missing or unsafe key file); 69 agent unreachable\n"
     "(in a Slurm allocation also: its agents could not be started);\n"
-    "71 launch failed (e.g. PROGRAM not found); 75 agent lost; 77 authentication failed\n"
-    "(wrong key); 124 time limit reached; 130 cancelled. Ctrl-C (or SIGTERM) stops the job\n"
-    "gracefully; a second one within 2 s kills it.";
+    "70 internal error (a bug in hvdrun: please report the message); 71 launch failed\n"
+    "(e.g. PROGRAM not found); 75 agent lost; 77 authentication failed (wrong key); 124 time\n"
+    "limit reached; 130 cancelled. Ctrl-C (or SIGTERM) stops the job gracefully; a second one\n"
+    "within 2 s kills it.";
 
 constexpr char kJobsDescription[] =
     "Usage: hvdrun ps [agent options]\n"
@@ -82,8 +83,8 @@ constexpr char kJobsDescription[] =
     "        a job that already ended is left as it was.\n"
     "\n"
     "Exit status: 0; 1 no such job on those agents; 2 usage error; 69 agent unreachable;\n"
-    "77 authentication failed; 124 cancel: the job did not end in its grace plus a margin;\n"
-    "attach: the job's exit status.";
+    "70 internal error (a bug in hvdrun); 77 authentication failed; 124 cancel: the job did\n"
+    "not end in its grace plus a margin; attach: the job's exit status.";
 
 constexpr char kKeygenDescription[] =
     "Usage: hvdrun keygen [--key-file F]\n"

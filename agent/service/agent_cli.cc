@@ -14,6 +14,11 @@ std::optional<int> parseAgentCommandLine(int argc, char** argv, AgentCliOptions*
       "hvdagent: the per-node daemon of hvd. It describes its node and runs the ranks of jobs "
       "that hvdrun submits, for callers that sign every request with the cluster key.",
       "hvdagent");
+  app.footer(
+      "Exit status: 0 after SIGTERM or SIGINT (running jobs stopped); 1 cannot serve (address "
+      "in use, state dir not writable); 2 usage error (also a missing or unsafe key file, or root "
+      "without both confirmations); 70 internal error (a bug in hvdagent: please report the "
+      "message).\n");
   options->listen = "127.0.0.1:" + std::to_string(rpc::kDefaultAgentPort);
   app.add_option("--listen", options->listen,
                  "IP:PORT or [IPv6]:PORT to serve on (default loopback 127.0.0.1:" +

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "agent/auth/cluster_key.h"
+#include "agent/common/thread_guard.h"
 #include "agent/coordinator/exit_codes.h"
 #include "agent/rpc/convert.h"
 #include "agent/rpc/net.h"
@@ -239,7 +240,11 @@ std::string LedJobs::submit(coord::JobSpec spec, const v1::SubmitJobRequest& req
       throw PeerError("the agent is shutting down");
     }
     running_[raw->id] = std::move(job);
-    raw->thread = std::thread([this, raw] { run(raw); });
+    raw->thread = std::thread([this, raw] {
+      common::runGuarded(
+          "job " + raw->id + " (leader)", [&] { run(raw); },
+          [&](const std::string& what) { abandon(raw, what); });
+    });
   }
   return raw->id;
 }
@@ -289,6 +294,35 @@ void LedJobs::run(Job* job) {
   });
   spdlog::info("hvdagent: job {}: ended, exit code {}: {}", id, result.exitCode, result.summary);
   history_->prune();
+  job->done = true;
+  job->changed->bump();
+}
+
+// After an exception escaped run(): the job must still end, its ranks stopped, its record final
+// and its readers woken, or it would keep its ranks and read RUNNING forever. Each step is
+// guarded on its own so that one failing does not skip the others.
+void LedJobs::abandon(Job* job, const std::string& what) {
+  const std::string& id = job->id;
+  const std::string role = "job " + id + " (leader, ending it)";
+  common::runGuarded(role, [&] { job->remotes.clear(); });
+  common::runGuarded(role, [&] { job->local->finish(); });
+  common::runGuarded(role, [&] { store_->removeJob(id); });
+  common::runGuarded(role, [&] { job->log->close(); });
+  common::runGuarded(role, [&] {
+    history_->update(id, [&](v1::JobInfo* info) {
+      info->set_state(v1::JOB_FAILED);
+      info->set_ended_unix_ms(nowUnixMs());
+      v1::JobEnd* end = info->mutable_end();
+      end->set_job_id(id);
+      // The leader lost track of its job, as if its agent had gone: the program did not fail.
+      end->set_outcome(v1::AGENT_LOST);
+      end->set_exit_code(coord::kExitInternalError);
+      end->set_summary("hvdrun: internal error in the agent leading job " + id + ": " + what +
+                       "; its ranks were stopped");
+      end->set_reason("internal error: " + what);
+      end->set_rank(-1);
+    });
+  });
   job->done = true;
   job->changed->bump();
 }

@@ -110,6 +110,7 @@ class LedJobs {
  private:
   struct Job;
   void run(Job* job);
+  void abandon(Job* job, const std::string& what);
   void reapFinished();
 
   const LedJobsOptions options_;
