@@ -1,7 +1,8 @@
-# Host specifications (-H lists, hostfiles, Slurm's hostlists): pure parsing, tested in
-# tests/unit.
+# Host specifications (-H lists, hostfiles, Slurm's hostlists) and the rules for host and
+# environment-variable names: pure parsing, tested in tests/unit.
 add_library(hvd_launcher_core STATIC ${CMAKE_CURRENT_LIST_DIR}/host_spec.cc
-                                     ${CMAKE_CURRENT_LIST_DIR}/slurm_hosts.cc)
+                                     ${CMAKE_CURRENT_LIST_DIR}/slurm_hosts.cc
+                                     ${CMAKE_CURRENT_LIST_DIR}/validate.cc)
 target_include_directories(hvd_launcher_core PUBLIC ${PROJECT_SOURCE_DIR})
 target_link_libraries(hvd_launcher_core PUBLIC hvd PRIVATE hvd_internal hvd_warnings)
 
