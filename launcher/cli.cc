@@ -4,20 +4,30 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
+#include <system_error>
 #include <utility>
 
+#include "agent/common/cli_checks.h"
 #include "agent/rpc/defaults.h"
 #include "agent/rpc/net.h"
 #include "hvd/error.hpp"
 #include "launcher/slurm_hosts.h"
+#include "launcher/validate.h"
 
 namespace hvd::launcher {
 
 namespace {
+
+using agent::common::finiteRange;
+using agent::common::inQuotes;
+using agent::common::integerRange;
+using agent::common::nonEmpty;
 
 constexpr char kDescription[] =
     "Usage: hvdrun [run] -np N [options] [--] PROGRAM [ARGS...]\n"
@@ -56,9 +66,10 @@ constexpr char kDescription[] =
     "(128+signal when a signal killed it), with one line naming it and its last stderr\n"
     "lines; 2 for usage errors (also a missing or unsafe key file); 69 agent unreachable\n"
     "(in a Slurm allocation also: its agents could not be started);\n"
-    "71 launch failed (e.g. PROGRAM not found); 75 agent lost; 77 authentication failed\n"
-    "(wrong key); 124 time limit reached; 130 cancelled. Ctrl-C (or SIGTERM) stops the job\n"
-    "gracefully; a second one within 2 s kills it.";
+    "70 internal error (a bug in hvdrun: please report the message); 71 launch failed\n"
+    "(e.g. PROGRAM not found); 75 agent lost (with --no-queue also: the GPUs or slots are\n"
+    "busy); 77 authentication failed (wrong key); 124 time limit reached; 130 cancelled.\n"
+    "Ctrl-C (or SIGTERM) stops the job gracefully; a second one within 2 s kills it.";
 
 constexpr char kJobsDescription[] =
     "Usage: hvdrun ps [agent options]\n"
@@ -82,8 +93,8 @@ constexpr char kJobsDescription[] =
     "        a job that already ended is left as it was.\n"
     "\n"
     "Exit status: 0; 1 no such job on those agents; 2 usage error; 69 agent unreachable;\n"
-    "77 authentication failed; 124 cancel: the job did not end in its grace plus a margin;\n"
-    "attach: the job's exit status.";
+    "70 internal error (a bug in hvdrun); 77 authentication failed; 124 cancel: the job did\n"
+    "not end in its grace plus a margin; attach: the job's exit status.";
 
 constexpr char kKeygenDescription[] =
     "Usage: hvdrun keygen [--key-file F]\n"
@@ -101,6 +112,29 @@ constexpr SignalName kSignals[] = {
     {"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT}, {"KILL", SIGKILL},
     {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"TERM", SIGTERM}, {"ALRM", SIGALRM},
 };
+
+// What is wrong with a -x entry (NAME or NAME=VALUE), or "": a NAME that is not an environment
+// variable's name reaches the ranks as an entry that shells drop and programs cannot look up, a
+// typo that would otherwise surface as a setting silently not taken.
+std::string exportProblem(const std::string& entry) {
+  const std::string name = entry.substr(0, entry.find('='));
+  if (name.empty()) return "expected NAME[=VALUE]";
+  if (!isEnvName(name)) {
+    return inQuotes(name) +
+           " is not an environment variable name (expected NAME[=VALUE], NAME of letters, digits "
+           "and '_', not starting with a digit)";
+  }
+  return {};
+}
+
+CLI::Validator exportCheck() {
+  return CLI::Validator(
+      [](std::string& entry) -> std::string {
+        const std::string problem = exportProblem(entry);
+        return problem.empty() ? problem : inQuotes(entry) + ": " + problem;
+      },
+      "NAME[=VALUE]");
+}
 
 // mpirun and horovodrun spell the rank count "-np"; CLI11 allows one character after a single
 // dash. Options before PROGRAM are split from PROGRAM's own argv here (the first word that is
@@ -132,7 +166,10 @@ void splitArguments(int argc, char** argv, std::vector<std::string>* ours,
                                             "--timeline-filename",
                                             "--stall-check-warning-time-seconds",
                                             "--stall-check-shutdown-time-seconds",
-                                            "--time-limit"};
+                                            "--time-limit",
+                                            "--max-restarts",
+                                            "--restart-min-uptime",
+                                            "--no-restart-on-exit"};
   ours->push_back(argc > 0 ? argv[0] : "hvdrun");
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -172,9 +209,11 @@ std::optional<int> parseAfterCommand(CLI::App& app, int argc, char** argv) {
 // `hvdrun keygen [--key-file F]`: argv[1] is "keygen".
 std::optional<int> parseKeygen(int argc, char** argv, Options* options) {
   CLI::App app(kKeygenDescription, "hvdrun keygen");
+  agent::common::prefixErrorsWithName(&app);
   options->keyFile = agent::rpc::defaultKeyFile();
   app.add_option("--key-file", options->keyFile,
-                 "where to write the key (default: $HVD_KEY_FILE, else ~/.hvd/cluster.key)");
+                 "where to write the key (default: $HVD_KEY_FILE, else ~/.hvd/cluster.key)")
+      ->check(nonEmpty());
   if (std::optional<int> code = parseAfterCommand(app, argc, argv)) return code;
   if (options->keyFile.empty()) {
     std::fprintf(stderr, "hvdrun keygen: no key file: give --key-file (HOME is not set)\n");
@@ -187,17 +226,22 @@ std::optional<int> parseKeygen(int argc, char** argv, Options* options) {
 // The options every job command takes: which agents, and how to reach them.
 void addAgentOptions(CLI::App* app, Options* options) {
   app->add_option("-H,--hosts", options->hostList,
-                  "the agents of these hosts (host[:slots],...; slots ignored)");
-  app->add_option("--hostfile", options->hostfile, "the agents of this hostfile's hosts");
+                  "the agents of these hosts (host[:slots],...; slots ignored)")
+      ->check(nonEmpty());
+  app->add_option("--hostfile", options->hostfile, "the agents of this hostfile's hosts")
+      ->check(nonEmpty());
   app->add_option("--agent-port", options->agentPort,
                   "port of hvdagent on every host (default " +
                       std::to_string(agent::rpc::kDefaultAgentPort) + ")")
-      ->check(CLI::Range(1, 65535));
+      ->check(integerRange(1, 65535));
   app->add_option("--key-file", options->keyFile,
-                  "cluster key (default: $HVD_KEY_FILE, else ~/.hvd/cluster.key)");
-  app->add_option("--tls-cert", options->tlsCert, "client certificate (PEM) for mutual TLS");
-  app->add_option("--tls-key", options->tlsKey, "its private key (PEM)");
-  app->add_option("--tls-ca", options->tlsCa, "CA (PEM) that signed the agents' certificates");
+                  "cluster key (default: $HVD_KEY_FILE, else ~/.hvd/cluster.key)")
+      ->check(nonEmpty());
+  app->add_option("--tls-cert", options->tlsCert, "client certificate (PEM) for mutual TLS")
+      ->check(nonEmpty());
+  app->add_option("--tls-key", options->tlsKey, "its private key (PEM)")->check(nonEmpty());
+  app->add_option("--tls-ca", options->tlsCa, "CA (PEM) that signed the agents' certificates")
+      ->check(nonEmpty());
   app->add_flag("--verbose", options->verbose, "debug logs on stderr");
 }
 
@@ -205,28 +249,33 @@ void addAgentOptions(CLI::App* app, Options* options) {
 std::optional<int> parseJobCommand(int argc, char** argv, Options* options) {
   const std::string command = argv[1];
   CLI::App app(kJobsDescription, "hvdrun " + command);
+  agent::common::prefixErrorsWithName(&app);
   addAgentOptions(&app, options);
-  if (command != "ps") app.add_option("JOB", options->jobId, "the job id (hvd-...)")->required();
+  if (command != "ps") {
+    app.add_option("JOB", options->jobId, "the job id (hvd-...)")->required()->check(nonEmpty());
+  }
   std::string ranks;
+  CLI::Option* rankOption = nullptr;
   double grace = 0;
   CLI::Option* graceOption = nullptr;
   if (command == "logs") {
-    app.add_option("--rank", ranks, "only this rank (R) or these ranks (R1-R2)");
+    rankOption = app.add_option("--rank", ranks, "only this rank (R) or these ranks (R1-R2)");
     app.add_flag("-f,--follow", options->follow, "keep printing new lines until the job ends");
     app.add_option("--tail", options->tailLines, "only the last N lines")
-        ->check(CLI::Range(0LL, 1LL << 40));
+        ->check(integerRange(0, 1LL << 40));
     app.add_flag("--stderr", options->stderrOnly, "only the ranks' stderr");
   } else if (command == "attach") {
     app.add_option("--tail", options->tailLines, "first print the last N lines (default 0)")
-        ->check(CLI::Range(0LL, 1LL << 40));
+        ->check(integerRange(0, 1LL << 40));
   } else if (command == "cancel") {
     graceOption = app.add_option("--grace", grace,
                                  "seconds between the stop signal and SIGKILL (default: the "
                                  "job's own)")
-                      ->check(CLI::Range(0.0, 86400.0));
+                      ->check(finiteRange(0, 86400, "seconds"));
   }
   if (std::optional<int> code = parseAfterCommand(app, argc, argv)) return code;
-  if (!ranks.empty()) {
+  // By count, not by value: `--rank ''` is an error, not "every rank".
+  if (rankOption != nullptr && rankOption->count() > 0) {
     options->logRanks = parseRankRange(ranks);
     if (!options->logRanks) {
       std::fprintf(stderr, "hvdrun logs: --rank '%s': expected a rank R or a range R1-R2\n",
@@ -274,27 +323,32 @@ namespace {
 
 std::optional<int> parseRunCommandLine(int argc, char** argv, Options* options) {
   CLI::App app(kDescription, "hvdrun");
+  agent::common::prefixErrorsWithName(&app);
   // -np is checked below rather than by CLI11, so that --version and --check-build need none.
   app.add_option("-n,--np,--num-proc", options->np, "number of ranks to run (exact); also -np")
-      ->check(CLI::Range(1, 1 << 20));
+      ->check(integerRange(1, 1 << 20));
   app.add_option("-H,--hosts", options->hostList,
                  "hosts as host[:slots],... (IPv6 as [addr]:slots); a host without slots gets "
-                 "its GPU count, or 1; default: localhost:N");
+                 "its GPU count, or 1; default: localhost:N")
+      ->check(nonEmpty());
   app.add_option("--hostfile", options->hostfile,
-                 "file with one 'host slots=N' (or host:N) per line, # comments");
+                 "file with one 'host slots=N' (or host:N) per line, # comments")
+      ->check(nonEmpty());
   app.add_flag("--oversubscribe", options->oversubscribe, "allow more ranks than a host's slots");
   app.add_option("-x", options->exports,
                  "NAME=VALUE sets NAME for every rank; NAME forwards the caller's value "
                  "(embedded jobs forward the whole environment already; remote ranks get only "
                  "what -x names); repeatable")
-      ->allow_extra_args(false);
+      ->allow_extra_args(false)
+      ->check(exportCheck());
   app.add_option("--stop-signal", options->stopSignal, "signal of a graceful stop (name or number)")
       ->capture_default_str();
   app.add_option("--grace", options->graceSeconds, "seconds between the stop signal and SIGKILL")
-      ->check(CLI::Range(0.0, 86400.0))
+      ->check(finiteRange(0, 86400, "seconds"))
       ->capture_default_str();
   app.add_option("--output-filename", options->outputDir,
-                 "also write each rank's output to DIR/rank.<r>/stdout and stderr");
+                 "also write each rank's output to DIR/rank.<r>/stdout and stderr")
+      ->check(nonEmpty());
   app.add_flag("--tag-output,!--no-tag-output", options->tagOutput,
                "prefix each line with [rank]<stdout>: or [rank]<stderr>: (default on)");
   app.add_flag("--timestamp-output", options->timestampOutput,
@@ -305,7 +359,7 @@ std::optional<int> parseRunCommandLine(int argc, char** argv, Options* options) 
   app.add_option("--gpus-per-rank", options->gpusPerRank,
                  "GPUs each rank gets (consecutive, in local-rank order); a host's default slots "
                  "are then its GPUs / this")
-      ->check(CLI::Range(1, 1024))
+      ->check(integerRange(1, 1024))
       ->capture_default_str();
   std::string gpuBackend;
   app.add_option("--gpu-backend", gpuBackend,
@@ -319,19 +373,22 @@ std::optional<int> parseRunCommandLine(int argc, char** argv, Options* options) 
   app.add_option("--start-timeout", options->startTimeoutSeconds,
                  "seconds the agents may take to answer and accept the job; when given, also "
                  "the ranks' rendezvous timeout (HVD_START_TIMEOUT) unless -x sets it")
-      ->check(CLI::Range(0.001, 86400.0))
+      ->check(finiteRange(0.001, 86400, "seconds"))
       ->capture_default_str();
   app.add_option("--agent-port", options->agentPort,
                  "port of hvdagent on every host (default " +
                      std::to_string(agent::rpc::kDefaultAgentPort) +
                      "); given, even a local job goes through the agent")
-      ->check(CLI::Range(1, 65535));
+      ->check(integerRange(1, 65535));
   app.add_option("--key-file", options->keyFile,
                  "cluster key that signs the agent calls (default: $HVD_KEY_FILE, else "
-                 "~/.hvd/cluster.key)");
-  app.add_option("--tls-cert", options->tlsCert, "client certificate (PEM) for mutual TLS");
-  app.add_option("--tls-key", options->tlsKey, "its private key (PEM)");
-  app.add_option("--tls-ca", options->tlsCa, "CA (PEM) that signed the agents' certificates");
+                 "~/.hvd/cluster.key)")
+      ->check(nonEmpty());
+  app.add_option("--tls-cert", options->tlsCert, "client certificate (PEM) for mutual TLS")
+      ->check(nonEmpty());
+  app.add_option("--tls-key", options->tlsKey, "its private key (PEM)")->check(nonEmpty());
+  app.add_option("--tls-ca", options->tlsCa, "CA (PEM) that signed the agents' certificates")
+      ->check(nonEmpty());
   app.add_flag("--verbose", options->verbose, "debug logs on stderr");
   // Engine knobs: each becomes an environment variable of every rank (HVD_*; the runtime also
   // reads the HOROVOD_* names). Kept as text and checked here, converted after parsing.
@@ -342,33 +399,51 @@ std::optional<int> parseRunCommandLine(int argc, char** argv, Options* options) 
   app.add_option("--fusion-threshold-mb", fusionMb,
                  "engine: fuse ready allreduces into buffers of up to this many MiB (default "
                  "128; 0 disables fusion) -> HVD_FUSION_THRESHOLD")
-      ->check(CLI::Range(0.0, 1048576.0));
+      ->check(finiteRange(0, 1048576, "MiB"));
   app.add_option("--cycle-time-ms", cycleMs,
                  "engine: milliseconds between negotiation cycles (default 1) -> HVD_CYCLE_TIME")
-      ->check(CLI::Range(0.0, 60000.0));
+      ->check(finiteRange(0, 60000, "milliseconds"));
   app.add_option("--cache-capacity", cacheCapacity,
                  "engine: response cache entries (default 1024; 0 disables) -> "
                  "HVD_CACHE_CAPACITY")
-      ->check(CLI::Range(0LL, 1LL << 30));
+      ->check(integerRange(0, 1LL << 30));
   app.add_option("--timeline-filename", timeline,
                  "engine: write a Chrome-trace timeline (Perfetto, chrome://tracing) of rank 0 "
                  "to this file; DYNAMIC: none until the program calls start_timeline() -> "
-                 "HVD_TIMELINE");
+                 "HVD_TIMELINE")
+      ->check(nonEmpty());
   app.add_flag("--timeline-mark-cycles", markCycles,
                "engine: mark each negotiation cycle that ran ops in the timeline -> "
                "HVD_TIMELINE_MARK_CYCLES=1");
   app.add_option("--stall-check-warning-time-seconds", stallWarn,
                  "engine: warn about ops some ranks submitted and others did not after this "
                  "long (default 60; 0 disables) -> HVD_STALL_CHECK_TIME")
-      ->check(CLI::Range(0.0, 1e7));
+      ->check(finiteRange(0, 1e7, "seconds"));
   app.add_option("--stall-check-shutdown-time-seconds", stallShutdown,
                  "engine: fail the job after a stall this long (default 300; 0 never) -> "
                  "HVD_STALL_SHUTDOWN_TIME")
-      ->check(CLI::Range(0.0, 1e7));
+      ->check(finiteRange(0, 1e7, "seconds"));
   std::string timeLimit;
   app.add_option("--time-limit", timeLimit,
                  "stop the job gracefully once it has run this long; it ends in TIMEOUT (exit "
                  "124). Seconds, or 90s, 15m, 2h, 1d, MM:SS, HH:MM:SS, D-HH:MM:SS");
+  // Restarts and the queue: parsed and checked here, carried out by the job's leader agent, which
+  // keeps the one restart budget (DESIGN.md "Resources, queue and restarts").
+  app.add_option("--max-restarts", options->maxRestarts,
+                 "when a rank fails, stop every rank and start the job again, up to N times for "
+                 "the whole job (default 0)")
+      ->check(integerRange(0, std::numeric_limits<int>::max()));
+  std::string minUptime;
+  app.add_option("--restart-min-uptime", minUptime,
+                 "an attempt that fails sooner than T ends the job (a start-up failure) instead "
+                 "of restarting; T as for --time-limit (default 0: none)");
+  std::string noRestartCodes;
+  app.add_option("--no-restart-on-exit", noRestartCodes,
+                 "a rank exiting with one of these codes (comma-separated, 0-255, e.g. 2,3) ends "
+                 "the job at once, without restart");
+  app.add_flag("--no-queue", options->noQueue,
+               "fail at once (exit 75) instead of waiting in the agent's queue when the GPUs or "
+               "slots are busy");
   app.add_flag("--print-hosts", options->printHosts,
                "print the hosts the job would use, as a -H list (in a Slurm allocation: derived "
                "from it), and exit");
@@ -396,7 +471,8 @@ std::optional<int> parseRunCommandLine(int argc, char** argv, Options* options) 
     return 2;
   }
   options->startTimeoutGiven = app.count("--start-timeout") > 0;
-  if (!timeLimit.empty()) {
+  // By count, not by value: `--time-limit ''` is an error, not "no limit".
+  if (app.count("--time-limit") > 0) {
     const std::optional<double> seconds = parseDuration(timeLimit);
     if (!seconds) {
       std::fprintf(stderr,
@@ -406,6 +482,27 @@ std::optional<int> parseRunCommandLine(int argc, char** argv, Options* options) 
       return 2;
     }
     options->timeLimitSeconds = *seconds;
+  }
+  if (app.count("--restart-min-uptime") > 0) {
+    const std::optional<double> seconds = parseDurationOrZero(minUptime);
+    if (!seconds) {
+      std::fprintf(stderr,
+                   "hvdrun: --restart-min-uptime '%s': expected 0, seconds, a number with s, m, h "
+                   "or d, or [D-]HH:MM:SS\n",
+                   minUptime.c_str());
+      return 2;
+    }
+    options->restartMinUptimeSeconds = *seconds;
+  }
+  if (app.count("--no-restart-on-exit") > 0) {
+    std::string problem;
+    std::optional<std::vector<int>> codes = parseExitCodeList(noRestartCodes, &problem);
+    if (!codes) {
+      std::fprintf(stderr, "hvdrun: --no-restart-on-exit '%s': %s\n", noRestartCodes.c_str(),
+                   problem.c_str());
+      return 2;
+    }
+    options->noRestartOnExit = std::move(*codes);
   }
   const auto number = [](double v) {
     char text[64];
@@ -427,10 +524,18 @@ std::optional<int> parseRunCommandLine(int argc, char** argv, Options* options) 
   if (app.count("--timeline-filename") > 0) {
     // Relative to where hvdrun runs, whatever the ranks' working directory; DYNAMIC is the
     // engine's keyword (no file until start_timeline()), not a file name.
-    options->engineSettings.push_back(
-        "HVD_TIMELINE=" + (timeline == "DYNAMIC"
-                               ? timeline
-                               : std::filesystem::absolute(timeline).lexically_normal().string()));
+    std::string path = timeline;
+    if (timeline != "DYNAMIC") {
+      std::error_code error;  // e.g. hvdrun's working directory was removed
+      const std::filesystem::path absolute = std::filesystem::absolute(timeline, error);
+      if (error) {
+        std::fprintf(stderr, "hvdrun: --timeline-filename '%s': %s\n", timeline.c_str(),
+                     error.message().c_str());
+        return 2;
+      }
+      path = absolute.lexically_normal().string();
+    }
+    options->engineSettings.push_back("HVD_TIMELINE=" + path);
   }
   if (markCycles) options->engineSettings.push_back("HVD_TIMELINE_MARK_CYCLES=1");
   if (app.count("--stall-check-warning-time-seconds") > 0) {
@@ -473,7 +578,10 @@ std::optional<int> parseRunCommandLine(int argc, char** argv, Options* options) 
 
 }  // namespace
 
-std::optional<double> parseDuration(const std::string& text) {
+namespace {
+
+// parseDuration's forms; a zero duration is accepted only with `allowZero`.
+std::optional<double> parseDurationText(const std::string& text, bool allowZero) {
   if (text.empty()) return std::nullopt;
   const auto number = [](const std::string& t, double* out) {
     if (t.empty() || t.find_first_not_of("0123456789.") != std::string::npos) return false;
@@ -501,8 +609,11 @@ std::optional<double> parseDuration(const std::string& text) {
       default:
         break;
     }
-    if (!number(digits, &value) || value <= 0) return std::nullopt;
-    return value * unit;
+    if (!number(digits, &value)) return std::nullopt;
+    value *= unit;
+    // Hundreds of digits overflow to infinity: not a duration anyone means.
+    if (!std::isfinite(value) || value < 0 || (value == 0 && !allowZero)) return std::nullopt;
+    return value;
   }
   // [D-]HH:MM:SS or MM:SS
   std::string rest = text;
@@ -524,8 +635,51 @@ std::optional<double> parseDuration(const std::string& text) {
   if (parts.size() > 3 || (parts.size() < 3 && days > 0)) return std::nullopt;
   for (double p : parts) value = value * 60 + p;
   value += days * 86400;
-  if (value <= 0) return std::nullopt;
+  if (!std::isfinite(value) || value < 0 || (value == 0 && !allowZero)) return std::nullopt;
   return value;
+}
+
+}  // namespace
+
+std::optional<double> parseDuration(const std::string& text) {
+  return parseDurationText(text, /*allowZero=*/false);
+}
+
+std::optional<double> parseDurationOrZero(const std::string& text) {
+  return parseDurationText(text, /*allowZero=*/true);
+}
+
+std::optional<std::vector<int>> parseExitCodeList(const std::string& text, std::string* problem) {
+  const auto refuse = [problem](const std::string& why) -> std::optional<std::vector<int>> {
+    if (problem != nullptr) {
+      *problem = why + " (expected exit codes 0 to 255, separated by commas, e.g. 2,3)";
+    }
+    return std::nullopt;
+  };
+  std::vector<int> codes;
+  size_t start = 0;
+  for (int position = 1;; ++position) {
+    const size_t comma = text.find(',', start);
+    std::string item = text.substr(start, comma == std::string::npos ? comma : comma - start);
+    const size_t first = item.find_first_not_of(" \t");
+    item = first == std::string::npos
+               ? ""
+               : item.substr(first, item.find_last_not_of(" \t") - first + 1);
+    if (item.empty()) {
+      return refuse(text.find_first_not_of(" \t,") == std::string::npos
+                        ? std::string("no exit code given")
+                        : "an empty entry at position " + std::to_string(position));
+    }
+    if (item.size() > 3 || item.find_first_not_of("0123456789") != std::string::npos ||
+        std::atoi(item.c_str()) > 255) {
+      return refuse(inQuotes(item) + " is not an exit code");
+    }
+    const int code = std::atoi(item.c_str());
+    if (std::find(codes.begin(), codes.end(), code) == codes.end()) codes.push_back(code);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return codes;
 }
 
 std::optional<std::pair<int, int>> parseRankRange(const std::string& text) {
@@ -663,7 +817,9 @@ std::vector<std::string> forwardedEnvironment(const std::vector<std::string>& ca
   };
   for (const std::string& x : exports) {
     const size_t eq = x.find('=');
-    if (x.empty() || eq == 0) throw InvalidArgumentError("-x '" + x + "': expected NAME[=VALUE]");
+    if (const std::string problem = exportProblem(x); !problem.empty()) {
+      throw InvalidArgumentError("-x " + inQuotes(x) + ": " + problem);
+    }
     if (eq != std::string::npos) {
       set(x);
       continue;

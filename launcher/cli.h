@@ -66,6 +66,12 @@ struct Options {
   double timeLimitSeconds = 0;       // --time-limit; 0: none
   bool printHosts = false;           // --print-hosts: print the hosts (-H form) and exit
   bool allowRunAsRoot = false;       // --allow-run-as-root: for the agents hvdrun starts in Slurm
+  // Restarts and the queue (run and submit): parsed and checked here, carried out by the job's
+  // leader agent.
+  int maxRestarts = 0;                 // --max-restarts: attempts after the first, whole job
+  double restartMinUptimeSeconds = 0;  // --restart-min-uptime; 0: none
+  std::vector<int> noRestartOnExit;    // --no-restart-on-exit: codes that end the job at once
+  bool noQueue = false;                // --no-queue: fail (75) rather than wait for resources
 
   // The job commands (ps, status, logs, attach, cancel).
   std::string jobId;
@@ -78,13 +84,25 @@ struct Options {
 
 // Parses argv (`hvdrun [options] PROGRAM ...` or `hvdrun keygen [--key-file F]`). Returns nullopt
 // when options->action should be carried out; otherwise the exit code hvdrun ends with after
-// printing what there is to say: 0 for --help, 2 (usage error) for every parse error.
+// printing what there is to say: 0 for --help, 2 (usage error) for every parse error. Every
+// option's value is checked here, and a value that cannot be meant (an empty path or host list,
+// NaN or an infinite number, a number out of range, -x with a name that is not an environment
+// variable's) is a usage error whose message names the option and quotes the value.
 std::optional<int> parseCommandLine(int argc, char** argv, Options* options);
 
 // --time-limit values: seconds ("90", "1.5"), a number with a unit ("90s", "15m", "2h", "1d"),
 // or Slurm's clock forms ("MM:SS", "HH:MM:SS", "D-HH:MM:SS"). nullopt for anything else or a
-// value that is not positive.
+// value that is not positive (or not finite).
 std::optional<double> parseDuration(const std::string& text);
+
+// parseDuration's forms, and zero ("0", "0s", "00:00"): for options where 0 means none.
+std::optional<double> parseDurationOrZero(const std::string& text);
+
+// "2,3" -> {2, 3}: exit codes 0..255 separated by commas (blanks around them allowed; repeats
+// dropped). nullopt for an empty list, an empty entry or anything that is not such a code, with
+// *problem (when given) saying which.
+std::optional<std::vector<int>> parseExitCodeList(const std::string& text,
+                                                  std::string* problem = nullptr);
 
 // "3" -> (3, 3), "1-2" -> (1, 2); nullopt for anything else (negative, reversed, junk).
 std::optional<std::pair<int, int>> parseRankRange(const std::string& text);

@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "hvd/error.hpp"
+#include "launcher/validate.h"
 
 namespace hvd::launcher {
 namespace {
@@ -64,18 +65,14 @@ int parseSlots(const Where& w, std::string_view token, std::string_view digits,
   return static_cast<int>(value);
 }
 
-// Hostnames and IPv4 addresses use [A-Za-z0-9.-_]; IPv6 (inside brackets) adds ':' and '%' (zone
-// ids such as fe80::1%eth0). Anything else is a typo such as `h1=4`, `h1;h2` or a missing comma.
-void checkHostChars(const Where& w, std::string_view token, std::string_view host, bool ipv6) {
-  for (char c : host) {
-    const bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' ||
-                    c == '_' || (ipv6 && (c == ':' || c == '%'));
-    if (ok) continue;
-    if (c == ']' || c == '[') fail(w, token, "has a stray bracket; write IPv6 as [ADDR]:SLOTS");
-    fail(w, token,
-         std::string("has the character '") + c +
-             "' in its host name (host names use letters, digits, '.', '-' and '_')");
+// The host part of a token: a host name, an IPv4 address or (bracketed) an IPv6 address, by the
+// rules of launcher/validate.h. Brackets inside a name are a misplaced IPv6 form, said as such.
+void checkHost(const Where& w, std::string_view token, std::string_view host, bool bracketed) {
+  if (!bracketed && host.find_first_of("[]") != std::string_view::npos) {
+    fail(w, token, "has a stray bracket; write IPv6 as [ADDR]:SLOTS");
   }
+  const std::string problem = hostNameProblem(host, bracketed);
+  if (!problem.empty()) fail(w, token, problem);
 }
 
 // Parses one trimmed, non-empty HOST, HOST:SLOTS, [IPV6] or [IPV6]:SLOTS token.
@@ -88,7 +85,7 @@ HostSlots parseHostToken(const Where& w, std::string_view token) {
     }
     const std::string_view addr = token.substr(1, close - 1);
     if (addr.empty()) fail(w, token, "has an empty address between '[' and ']'");
-    checkHostChars(w, token, addr, /*ipv6=*/true);
+    checkHost(w, token, addr, /*bracketed=*/true);
     out.host = std::string(addr);
     const std::string_view rest = token.substr(close + 1);
     if (!rest.empty()) {
@@ -104,7 +101,7 @@ HostSlots parseHostToken(const Where& w, std::string_view token) {
   }
   const std::string_view host = token.substr(0, colon);
   if (host.empty()) fail(w, token, "has no host before ':'");
-  checkHostChars(w, token, host, /*ipv6=*/false);
+  checkHost(w, token, host, /*bracketed=*/false);
   out.host = std::string(host);
   if (colon != std::string_view::npos) {
     out.slots = parseSlots(w, token, token.substr(colon + 1), ":");

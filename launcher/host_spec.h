@@ -5,7 +5,8 @@
 //
 // Every malformed input is an hvd::InvalidArgumentError whose message quotes the offending token
 // and says what was expected; hostfile errors also name the file and the line number. The
-// launcher turns these into exit code 2 (usage error).
+// launcher turns these into exit code 2 (usage error). A host must be one a resolver accepts: a
+// host name, an IPv4 address or a bracketed IPv6 address (launcher/validate.h).
 #pragma once
 
 #include <optional>

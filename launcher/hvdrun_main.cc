@@ -21,6 +21,7 @@
 
 #include "agent/auth/cluster_key.h"
 #include "agent/auth/request_signer.h"
+#include "agent/common/thread_guard.h"
 #include "agent/coordinator/exit_codes.h"
 #include "agent/coordinator/job_coordinator.h"
 #include "agent/coordinator/local_node_agent.h"
@@ -240,9 +241,7 @@ int runJob(launcher::Options options) {
   return runEmbedded(options, hosts);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int runAction(int argc, char** argv) {
   // Logs go to stderr: stdout carries the ranks' output.
   spdlog::set_default_logger(spdlog::stderr_logger_mt("hvdrun"));
   if (const char* level = std::getenv("HVD_LOG_LEVEL")) {
@@ -262,25 +261,35 @@ int main(int argc, char** argv) {
       return launcher::runKeygen(options.keyFile, stdout, stderr);
     case launcher::Action::kRun:
     case launcher::Action::kSubmit:
-      break;
+      return runJob(options);
     default:
-      try {
-        return launcher::runJobCommand(options);
-      } catch (const hvd::InvalidArgumentError& e) {
-        std::fprintf(stderr, "hvdrun: %s\n", e.what());
-        return coord::kExitUsage;
-      }
+      return launcher::runJobCommand(options);
   }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
   try {
-    return runJob(options);
+    return runAction(argc, argv);
   } catch (const launcher::SlurmStartInterrupted& e) {
     std::fprintf(stderr, "hvdrun: %s\n", e.what());
     return coord::kExitCancelled;
   } catch (const hvd::InvalidArgumentError& e) {
     std::fprintf(stderr, "hvdrun: %s\n", e.what());
     return coord::kExitUsage;
-  } catch (const std::exception& e) {
+  } catch (const hvd::InternalError& e) {
+    std::fprintf(stderr, "hvdrun: internal error: %s\n", e.what());
+    return coord::kExitInternalError;
+  } catch (const hvd::Error& e) {
+    // An expected failure of its kind (a port in use, a peer gone): said as it is.
     std::fprintf(stderr, "hvdrun: %s\n", e.what());
     return 1;
+  } catch (...) {
+    // Anything else is a bug that escaped every handler; still one line and a documented code
+    // (--help: "70 internal error") rather than std::terminate's abort and core dump.
+    std::fprintf(stderr, "hvdrun: internal error: %s\n",
+                 hvd::agent::common::currentExceptionMessage().c_str());
+    return coord::kExitInternalError;
   }
 }

@@ -16,6 +16,7 @@
 
 #include "agent/auth/request_signer.h"
 #include "agent/client/remote_node_agent.h"
+#include "agent/common/thread_guard.h"
 #include "agent/coordinator/exit_codes.h"
 #include "agent/rpc/call_auth.h"
 #include "agent/rpc/convert.h"
@@ -188,15 +189,21 @@ class InterruptWatch {
  public:
   explicit InterruptWatch(grpc::ClientContext* context) : pipe_(installSignalPipe()) {
     thread_ = std::thread([this, context] {
-      while (!done_) {
-        pollfd pfd = {pipe_, POLLIN, 0};
-        if (::poll(&pfd, 1, 100) <= 0) continue;
-        unsigned char signo = 0;
-        if (::read(pipe_, &signo, 1) == 1 && signo != 0) {
-          interrupted_ = true;
-          context->TryCancel();
-        }
-      }
+      // A watcher that fails could no longer stop the stream on Ctrl-C: end it now instead.
+      agent::common::runGuarded(
+          "hvdrun: Ctrl-C watcher",
+          [&] {
+            while (!done_) {
+              pollfd pfd = {pipe_, POLLIN, 0};
+              if (::poll(&pfd, 1, 100) <= 0) continue;
+              unsigned char signo = 0;
+              if (::read(pipe_, &signo, 1) == 1 && signo != 0) {
+                interrupted_ = true;
+                context->TryCancel();
+              }
+            }
+          },
+          [context](const std::string&) { context->TryCancel(); });
     });
   }
   ~InterruptWatch() {

@@ -35,6 +35,11 @@ agent::coordinator::JobSpec buildJobSpec(const Options& options,
   spec.grace = std::chrono::milliseconds(static_cast<long long>(options.graceSeconds * 1000));
   spec.timeLimit =
       std::chrono::milliseconds(static_cast<long long>(options.timeLimitSeconds * 1000));
+  spec.restart.maxRestarts = options.maxRestarts;
+  spec.restart.minUptime =
+      std::chrono::milliseconds(static_cast<long long>(options.restartMinUptimeSeconds * 1000));
+  spec.restart.noRestartOnExit = options.noRestartOnExit;
+  spec.queue = !options.noQueue;
   return spec;
 }
 

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "agent/client/remote_node_agent.h"
+#include "agent/common/thread_guard.h"
 #include "agent/coordinator/exit_codes.h"
 #include "agent/rpc/convert.h"
 #include "agent/rpc/methods.h"
@@ -63,7 +64,11 @@ void RemoteJobClient::start(const v1::SubmitJobRequest& request) {
   spdlog::debug("hvdrun: submitting the job to the agent on {} ({})", config_.host,
                 config_.address);
   reader_ = stub_->SubmitJob(&context_, request);
-  thread_ = std::thread([this] { readStream(); });
+  thread_ = std::thread([this] {
+    agent::common::runGuarded(
+        "hvdrun: job stream reader", [this] { readStream(); },
+        [this](const std::string& what) { streamFailed(what); });
+  });
 }
 
 void RemoteJobClient::readStream() {
@@ -109,6 +114,7 @@ void RemoteJobClient::readStream() {
     }
   }
   const grpc::Status status = reader_->Finish();
+  streamFinished_ = true;
   spdlog::debug("hvdrun: the job's stream ended: {} {}", static_cast<int>(status.error_code()),
                 status.error_message());
   coord::JobResult result;
@@ -118,6 +124,28 @@ void RemoteJobClient::readStream() {
     result = resultWithoutEnd(status);
   }
   end(std::move(result));
+}
+
+void RemoteJobClient::streamFailed(const std::string& what) {
+  if (!streamFinished_) {
+    context_.TryCancel();  // the agent stops the job when its client goes
+    v1::JobEvent ignored;
+    while (reader_->Read(&ignored)) {
+    }
+    reader_->Finish();
+    streamFinished_ = true;
+  }
+  const std::string reason = "internal error reading the job's stream: " + what;
+  coord::JobResult result;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    result = makeResult(coord::JobOutcome::kAgentLost, coord::kExitInternalError,
+                        "hvdrun: " + reason +
+                            "; hvdrun closed the stream and the agent stops the "
+                            "job",
+                        reason);
+  }
+  end(std::move(result));  // nothing, if the job's end was what failed
 }
 
 coord::JobResult RemoteJobClient::makeResult(coord::JobOutcome outcome, int exitCode,

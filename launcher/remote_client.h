@@ -78,6 +78,8 @@ class RemoteJobClient {
 
  private:
   void readStream();
+  // readStream's way out after an exception: the stream counts as lost, the job as stopped.
+  void streamFailed(const std::string& what);
   // The result when the stream ended without JobEnd.
   agent::coordinator::JobResult resultWithoutEnd(const grpc::Status& status) const;
   agent::coordinator::JobResult makeResult(agent::coordinator::JobOutcome outcome, int exitCode,
@@ -96,6 +98,7 @@ class RemoteJobClient {
   grpc::ClientContext context_;
   std::unique_ptr<grpc::ClientReader<v1::JobEvent>> reader_;
   std::thread thread_;
+  bool streamFinished_ = false;  // reader_->Finish() was called (reader thread only)
 
   mutable std::mutex mutex_;
   std::chrono::steady_clock::time_point startDeadline_;

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "agent/common/thread_guard.h"
 #include "agent/process/spawner.h"
 #include "agent/service/slurm_step.h"
 #include "hvd/error.hpp"
@@ -93,20 +94,22 @@ SlurmAgents::SlurmAgents(const SlurmAgentsOptions& options, const agent::auth::C
   // stop() has reaped srun and nothing more comes: a process that kept the pipe open must not
   // hold hvdrun's exit.
   drain_ = std::thread([this, fd = stdoutFd_] {
-    char buffer[4096];
-    for (;;) {
-      pollfd pfd = {fd, POLLIN, 0};
-      const int ready = ::poll(&pfd, 1, 200);
-      if (ready == 0) {
-        if (draining_.load()) return;
-        continue;
+    agent::common::runGuarded("hvdrun: srun stdout drain", [&] {
+      char buffer[4096];
+      for (;;) {
+        pollfd pfd = {fd, POLLIN, 0};
+        const int ready = ::poll(&pfd, 1, 200);
+        if (ready == 0) {
+          if (draining_.load()) return;
+          continue;
+        }
+        if (ready < 0 && errno == EINTR) continue;
+        const ssize_t n = ready < 0 ? -1 : ::read(fd, buffer, sizeof(buffer));
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return;
+        (void)!::write(STDERR_FILENO, buffer, static_cast<size_t>(n));
       }
-      if (ready < 0 && errno == EINTR) continue;
-      const ssize_t n = ready < 0 ? -1 : ::read(fd, buffer, sizeof(buffer));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return;
-      (void)!::write(STDERR_FILENO, buffer, static_cast<size_t>(n));
-    }
+    });
   });
 }
 

@@ -1,7 +1,8 @@
-# Host specifications (-H lists, hostfiles, Slurm's hostlists): pure parsing, tested in
-# tests/unit.
+# Host specifications (-H lists, hostfiles, Slurm's hostlists) and the rules for host and
+# environment-variable names: pure parsing, tested in tests/unit.
 add_library(hvd_launcher_core STATIC ${CMAKE_CURRENT_LIST_DIR}/host_spec.cc
-                                     ${CMAKE_CURRENT_LIST_DIR}/slurm_hosts.cc)
+                                     ${CMAKE_CURRENT_LIST_DIR}/slurm_hosts.cc
+                                     ${CMAKE_CURRENT_LIST_DIR}/validate.cc)
 target_include_directories(hvd_launcher_core PUBLIC ${PROJECT_SOURCE_DIR})
 target_link_libraries(hvd_launcher_core PUBLIC hvd PRIVATE hvd_internal hvd_warnings)
 
@@ -20,7 +21,7 @@ add_library(hvd_launcher STATIC
 target_include_directories(hvd_launcher PUBLIC ${PROJECT_SOURCE_DIR})
 target_link_libraries(hvd_launcher
   PUBLIC hvd_launcher_core hvd_agent_coordinator hvd_agent_process hvd_agent_rpc hvd_agent_client hvd_auth hvd
-  PRIVATE CLI11::CLI11 spdlog::spdlog hvd_warnings)
+  PRIVATE hvd_agent_common CLI11::CLI11 spdlog::spdlog hvd_warnings)
 # --version and --check-build describe this build (cmake/HvdDependencies.cmake's detection).
 target_compile_definitions(hvd_launcher PRIVATE
   HVD_VERSION_STRING="${PROJECT_VERSION}"
@@ -31,4 +32,5 @@ target_compile_definitions(hvd_launcher PRIVATE
 # hvdrun: embedded mode (coordinator, process supervision and the job store in one process) and
 # remote mode (SubmitJob to the leader hvdagent).
 add_executable(hvdrun ${CMAKE_CURRENT_LIST_DIR}/hvdrun_main.cc)
-target_link_libraries(hvdrun PRIVATE hvd_launcher hvd_internal spdlog::spdlog hvd_warnings)
+target_link_libraries(hvdrun PRIVATE hvd_launcher hvd_agent_common hvd_internal spdlog::spdlog
+                             hvd_warnings)

@@ -5,6 +5,7 @@
 #include <set>
 #include <utility>
 
+#include "agent/common/thread_guard.h"
 #include "agent/rpc/convert.h"
 #include "agent/rpc/methods.h"
 
@@ -77,6 +78,7 @@ struct RemoteNodeAgent::Stream {
   std::string error;                      // the launch error (empty: every rank started)
   std::vector<std::pair<int, int>> pids;  // (rank, pid) from LaunchResult
   bool abandoned = false;                 // launch() gave up waiting: deliver nothing
+  bool finished = false;                  // reader->Finish() was called (reader thread only)
 };
 
 RemoteNodeAgent::RemoteNodeAgent(RemoteAgentOptions options, rpc::CallSigner* signer)
@@ -178,7 +180,11 @@ coordinator::LaunchStatus RemoteNodeAgent::launch(const coordinator::LaunchReque
     const v1::LaunchRequest message = rpc::toProto(request);
     signer_->sign(&s->context, rpc::kLaunchMethod, message);
     s->reader = stub_->Launch(&s->context, message);
-    s->thread = std::thread([this, s] { readStream(s); });
+    s->thread = std::thread([this, s] {
+      common::runGuarded(
+          "launch stream of job " + s->jobId + " on " + options_.host, [&] { readStream(s); },
+          [&](const std::string& what) { streamFailed(s, what); });
+    });
     streams_.emplace(request.jobId, std::move(stream));
   }
 
@@ -224,6 +230,7 @@ void RemoteNodeAgent::readStream(Stream* s) {
     }
   }
   const grpc::Status status = s->reader->Finish();
+  s->finished = true;
   {
     std::lock_guard<std::mutex> lock(s->mutex);
     if (!s->hasAnswer) {
@@ -249,23 +256,54 @@ void RemoteNodeAgent::readStream(Stream* s) {
   s->events->onAgentLost(options_.host, reason);
 }
 
+void RemoteNodeAgent::streamFailed(Stream* s, const std::string& what) {
+  // Once finished, the exception came from reporting the stream's end: it was handled.
+  if (s->finished) return;
+  s->context.TryCancel();  // the agent stops the job's ranks when its caller goes
+  v1::RankEvent ignored;
+  while (s->reader->Read(&ignored)) {
+  }
+  s->reader->Finish();
+  s->finished = true;
+  const std::string reason = "internal error reading its stream: " + what;
+  bool running = false;
+  {
+    std::lock_guard<std::mutex> lock(s->mutex);
+    if (!s->hasAnswer) {
+      s->hasAnswer = true;
+      s->error = "agent on " + options_.host + " (" + options_.address + "): " + reason;
+      s->answered.notify_all();
+      return;
+    }
+    running = s->error.empty() && !s->abandoned && !s->running.empty();
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (shutdown_) return;
+  }
+  if (running) s->events->onAgentLost(options_.host, reason);
+}
+
 void RemoteNodeAgent::stop(const std::string& jobId, int signal, std::chrono::milliseconds grace) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (shutdown_) return;
+  // A failed Stop is only logged, as a refused one is: the job's end (its stream) still comes.
   stopThreads_.emplace_back([this, jobId, signal, grace] {
-    v1::StopRequest request;
-    request.set_job_id(jobId);
-    request.set_signal(signal);
-    request.set_grace_ms(grace.count());
-    v1::StopResponse response;
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + options_.callTimeout);
-    signer_->sign(&context, rpc::kStopMethod, request);
-    const grpc::Status status = stub_->Stop(&context, request, &response);
-    if (!status.ok()) {
-      spdlog::warn("stop of job {} on {} ({}) failed: {}", jobId, options_.host, options_.address,
-                   describeStatus(status, options_.callTimeout));
-    }
+    common::runGuarded("stop of job " + jobId + " on " + options_.host, [&] {
+      v1::StopRequest request;
+      request.set_job_id(jobId);
+      request.set_signal(signal);
+      request.set_grace_ms(grace.count());
+      v1::StopResponse response;
+      grpc::ClientContext context;
+      context.set_deadline(std::chrono::system_clock::now() + options_.callTimeout);
+      signer_->sign(&context, rpc::kStopMethod, request);
+      const grpc::Status status = stub_->Stop(&context, request, &response);
+      if (!status.ok()) {
+        spdlog::warn("stop of job {} on {} ({}) failed: {}", jobId, options_.host, options_.address,
+                     describeStatus(status, options_.callTimeout));
+      }
+    });
   });
 }
 

@@ -74,6 +74,8 @@ class RemoteNodeAgent : public coordinator::NodeAgent {
   struct Stream;
 
   void readStream(Stream* stream);
+  // readStream's way out after an exception: the stream counts as lost.
+  void streamFailed(Stream* stream, const std::string& what);
 
   const RemoteAgentOptions options_;
   rpc::CallSigner* const signer_;

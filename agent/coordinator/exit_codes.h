@@ -21,6 +21,9 @@ inline constexpr int kExitAuthenticationFailed = 77;
 // An agent refused or failed to start the ranks (program not found, bad cwd, ...)
 // (sysexits EX_OSERR). Other hosts' ranks were stopped.
 inline constexpr int kExitLaunchFailed = 71;
+// A bug in hvd: an exception escaped where none should (sysexits EX_SOFTWARE). The job's ranks
+// were stopped; the message says what went wrong, for a bug report.
+inline constexpr int kExitInternalError = 70;
 // An agent was lost while its ranks were running (sysexits EX_TEMPFAIL: retrying may work,
 // since the program itself did not fail).
 inline constexpr int kExitAgentLost = 75;

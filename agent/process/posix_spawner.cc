@@ -16,6 +16,8 @@
 #include <mutex>
 #include <thread>
 
+#include "agent/common/thread_guard.h"
+
 namespace hvd::agent::process {
 
 std::string ExitStatus::describe() const {
@@ -128,6 +130,7 @@ struct Rank {
   int fds[2] = {-1, -1};  // stdout, stderr read ends
   std::string pending[2];
   bool exited = false;
+  bool reaped = false;  // waitpid'ed: its pid may now belong to another process
 };
 
 class PosixProcessGroup : public ProcessGroup {
@@ -153,10 +156,21 @@ class PosixProcessGroup : public ProcessGroup {
     // The promise moves into the thread: start() may return (and would destroy a promise on its
     // stack) while set_value is still finishing.
     thread_ = std::thread([this, specs = std::move(specs), started = std::move(started)]() mutable {
-      std::string error = forkAll(specs);
-      bool ok = error.empty();
-      started.set_value(std::move(error));
-      if (ok) supervise();
+      bool answered = false;
+      common::runGuarded(
+          "process supervisor",
+          [&] {
+            std::string error = forkAll(specs);
+            bool ok = error.empty();
+            answered = true;
+            started.set_value(std::move(error));
+            if (ok) supervise();
+          },
+          [&](const std::string& what) {
+            if (answered) return abandon();
+            killAndReapStarted();
+            started.set_value("internal error while starting the ranks: " + what);
+          });
     });
     std::string error = result.get();
     if (!error.empty()) thread_.join();
@@ -200,6 +214,7 @@ class PosixProcessGroup : public ProcessGroup {
   std::string forkOne(int index, SpawnSpec& spec, int devNull);
   void killAndReapStarted();
   void supervise();
+  void abandon();
   void readPipe(int index, int stream, bool drain);
   void emit(int index, int stream, std::string_view text);
   bool checkExit(int index);
@@ -449,8 +464,46 @@ void PosixProcessGroup::supervise() {
     }
     while (waitpid(r.pid, nullptr, 0) < 0 && errno == EINTR) {
     }
+    r.reaped = true;
     if (r.pidFd >= 0) close(r.pidFd);
     r.pidFd = -1;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  finished_ = true;
+  cv_.notify_all();
+}
+
+// The supervisor's way out after an exception (an output sink or exit callback that threw): no
+// rank may outlive it unseen and no waiter may wait forever. Kills the group, reaps every rank
+// and reports those not reported yet as killed.
+void PosixProcessGroup::abandon() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!reaped_) killpg(pgid_, SIGKILL);
+    reaped_ = true;
+  }
+  for (size_t i = 0; i < ranks_.size(); ++i) {
+    Rank& r = ranks_[i];
+    for (int& fd : r.fds) {
+      if (fd >= 0) close(fd);
+      fd = -1;
+    }
+    while (!r.reaped && waitpid(r.pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+    r.reaped = true;
+    if (r.pidFd >= 0) close(r.pidFd);
+    r.pidFd = -1;
+    if (r.exited) continue;
+    r.exited = true;
+    ExitStatus status;
+    status.signal = SIGKILL;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      statuses_[i] = status;
+    }
+    common::runGuarded("process supervisor", [&] {
+      if (onExit_) onExit_(static_cast<int>(i), status);
+    });
   }
   std::lock_guard<std::mutex> lock(mu_);
   finished_ = true;

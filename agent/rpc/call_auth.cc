@@ -18,16 +18,6 @@ std::string metadataValue(const std::multimap<grpc::string_ref, grpc::string_ref
   return std::string(range.first->second.data(), range.first->second.size());
 }
 
-// The caller's address without its port ("ipv4:10.0.0.1:4242" -> "ipv4:10.0.0.1",
-// "ipv6:[::1]:4242" -> "ipv6:[::1]"): a client reconnects from a new port for every retry, and
-// a denial is logged once per caller, not once per connection.
-std::string peerHost(const std::string& peer) {
-  const size_t colon = peer.rfind(':');
-  const size_t scheme = peer.find(':');
-  if (colon == std::string::npos || colon == scheme) return peer;
-  return peer.substr(0, colon);
-}
-
 }  // namespace
 
 std::string requestDigest(const google::protobuf::Message& request) {
@@ -49,6 +39,12 @@ void CallSigner::sign(grpc::ClientContext* context, std::string_view method,
   context->AddMetadata(std::string(auth::kSignatureMetadata), headers.signature);
 }
 
+CallGuard::CallGuard(auth::RequestVerifier* verifier, auth::Clock* clock,
+                     std::chrono::milliseconds logInterval)
+    : verifier_(verifier),
+      ownClock_(clock == nullptr ? std::make_unique<auth::SystemClock>() : nullptr),
+      log_(clock != nullptr ? clock : ownClock_.get(), logInterval) {}
+
 grpc::Status CallGuard::check(const grpc::ServerContext& context, std::string_view method,
                               const google::protobuf::Message& request) {
   const auto& metadata = context.client_metadata();
@@ -57,33 +53,14 @@ grpc::Status CallGuard::check(const grpc::ServerContext& context, std::string_vi
   headers.nonce = metadataValue(metadata, auth::kNonceMetadata);
   headers.signature = metadataValue(metadata, auth::kSignatureMetadata);
   const auth::VerifyResult result = verifier_->verify(method, requestDigest(request), headers);
-  if (result.ok) return grpc::Status::OK;
-
-  const std::string peer = context.peer();
-  bool first = false;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    ++denials_;
-    // Bounded: a flood of distinct callers stops adding entries (and log lines) at the cap.
-    if (logged_.size() < kMaxLoggedDenials) {
-      first = logged_.insert(peerHost(peer) + "|" + result.reason).second;
-    }
+  if (result.ok) {
+    // A summary still held for an interval that is over goes out now, not at the next denial.
+    log_.flushIfDue();
+    return grpc::Status::OK;
   }
-  if (first) {
-    spdlog::warn("hvdagent: denied {} from {}: {}", method, peer, result.reason);
-  }
+  log_.record(method, context.peer(), result.reason);
   return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
                       std::string(kAuthFailedPrefix) + ": " + result.reason);
-}
-
-size_t CallGuard::denials() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return denials_;
-}
-
-size_t CallGuard::loggedDenials() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return logged_.size();
 }
 
 }  // namespace hvd::agent::rpc

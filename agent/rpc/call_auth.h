@@ -8,12 +8,13 @@
 #include <google/protobuf/message.h>
 #include <grpcpp/grpcpp.h>
 
-#include <mutex>
+#include <chrono>
+#include <memory>
 #include <string>
 #include <string_view>
-#include <unordered_set>
 
 #include "agent/auth/request_signer.h"
+#include "agent/rpc/denial_log.h"
 
 namespace hvd::agent::rpc {
 
@@ -38,28 +39,27 @@ inline constexpr std::string_view kAuthFailedPrefix = "authentication failed";
 
 class CallGuard {
  public:
-  // `verifier` must outlive the guard.
-  explicit CallGuard(auth::RequestVerifier* verifier) : verifier_(verifier) {}
+  // `verifier` must outlive the guard, and so must `clock` when given (the system clock
+  // otherwise): it times the intervals of the denial log (agent/rpc/denial_log.h).
+  explicit CallGuard(auth::RequestVerifier* verifier, auth::Clock* clock = nullptr,
+                     std::chrono::milliseconds logInterval = DenialLog::kDefaultInterval);
 
-  // OK, or UNAUTHENTICATED "authentication failed: <reason>". A denial is logged once per caller
-  // host (the peer address without its port) and reason, so a client retrying a bad key cannot
-  // flood the log; the line names the peer, the method and the reason, never metadata values.
+  // OK, or UNAUTHENTICATED "authentication failed: <reason>". Denials are logged rate-limited
+  // (DenialLog): the first of an interval at once with the peer, the method and the reason,
+  // the rest as one summary line, so a client retrying a bad key cannot flood the log. Never
+  // metadata values.
   grpc::Status check(const grpc::ServerContext& context, std::string_view method,
                      const google::protobuf::Message& request);
 
   // Denials so far (all of them, logged or not); for tests.
-  size_t denials() const;
-  // Denials that were logged (first of their caller and reason); for tests.
-  size_t loggedDenials() const;
-
-  // Distinct (caller, reason) pairs remembered for logging; beyond it denials are counted only.
-  static constexpr size_t kMaxLoggedDenials = 4096;
+  size_t denials() const { return log_.total(); }
+  // Denials logged on a line of their own (the first of each interval); for tests.
+  size_t loggedDenials() const { return log_.logged(); }
 
  private:
   auth::RequestVerifier* const verifier_;
-  mutable std::mutex mutex_;
-  std::unordered_set<std::string> logged_;  // "peer|reason"
-  size_t denials_ = 0;
+  std::unique_ptr<auth::SystemClock> ownClock_;  // when no clock was given
+  DenialLog log_;
 };
 
 }  // namespace hvd::agent::rpc

@@ -3,6 +3,7 @@
 add_library(hvd_agent_rpc STATIC
   ${CMAKE_CURRENT_LIST_DIR}/credentials.cc
   ${CMAKE_CURRENT_LIST_DIR}/call_auth.cc
+  ${CMAKE_CURRENT_LIST_DIR}/denial_log.cc
   ${CMAKE_CURRENT_LIST_DIR}/convert.cc
   ${CMAKE_CURRENT_LIST_DIR}/net.cc)
 target_include_directories(hvd_agent_rpc PUBLIC ${PROJECT_SOURCE_DIR})

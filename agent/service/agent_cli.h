@@ -18,6 +18,9 @@ struct AgentCliOptions {
   std::string portFile;
   std::string logLevel = "info";
   double shutdownGraceSeconds = 5;
+  // --slots: ranks this node runs at once across all jobs; 0: one per GPU on a GPU node, no
+  // limit on a CPU-only node. Parsed here; the node's ledger applies it.
+  int slots = 0;
   size_t keepJobs = 1000;    // finished job records (and logs) kept
   uint64_t maxLogMb = 1024;  // per job
   bool version = false;
@@ -33,7 +36,9 @@ struct AgentCliOptions {
 
 // Parses argv. Returns an exit code when the process should exit now (--help: 0, a usage error:
 // 2, after printing the message), else nullopt with `options` filled and defaults applied
-// (key file: rpc::defaultKeyFile(); state dir: defaultStateDir()).
+// (key file: rpc::defaultKeyFile(); state dir: defaultStateDir()). A value that cannot be meant
+// (an empty path or address, NaN or an infinite number, a number out of range) is a usage error
+// naming the option and quoting the value.
 std::optional<int> parseAgentCommandLine(int argc, char** argv, AgentCliOptions* options);
 
 // The message that refuses to run as root, or empty when allowed: root needs both

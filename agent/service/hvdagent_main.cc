@@ -21,6 +21,8 @@
 #include "agent/auth/cluster_key.h"
 #include "agent/auth/request_signer.h"
 #include "agent/client/remote_node_agent.h"
+#include "agent/common/thread_guard.h"
+#include "agent/coordinator/exit_codes.h"
 #include "agent/coordinator/local_node_agent.h"
 #include "agent/node/gpu_discovery.h"
 #include "agent/process/posix_spawner.h"
@@ -101,7 +103,7 @@ int serve(const svc::AgentCliOptions& options, const hvd::agent::rpc::ListenAddr
   hvd::agent::process::PosixSpawner spawner;
   hvd::agent::node::NvmlGpuDiscovery gpus;
   // The ledger's GPUs are the node's at start-up: GPUs do not come and go under a running agent.
-  hvd::agent::ledger::ResourceLedger ledger(ownHostname(), gpus.discover(), /*slots=*/0,
+  hvd::agent::ledger::ResourceLedger ledger(ownHostname(), gpus.discover(), options.slots,
                                             [] { return std::chrono::steady_clock::now(); });
   hvd::agent::coordinator::LocalNodeAgent localAgent(ownHostname(), &spawner, &gpus, &ledger);
   svc::LocalJobs jobs(&localAgent, &records, std::move(baseEnv));
@@ -182,9 +184,7 @@ int serve(const svc::AgentCliOptions& options, const hvd::agent::rpc::ListenAddr
   return 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int agentMain(int argc, char** argv) {
   // The jobs' base environment is the agent's as it was started, before anything changes it.
   std::vector<std::string> baseEnv = svc::baseEnvironment(environ);
 
@@ -245,8 +245,25 @@ int main(int argc, char** argv) {
   } catch (const hvd::InvalidArgumentError& e) {
     std::fprintf(stderr, "hvdagent: %s\n", e.what());
     return 2;
-  } catch (const std::exception& e) {
+  } catch (const hvd::InternalError&) {
+    throw;
+  } catch (const hvd::Error& e) {
+    // Expected failures of their kind: the port is taken, the state dir is not writable.
     std::fprintf(stderr, "hvdagent: %s\n", e.what());
     return 1;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return agentMain(argc, argv);
+  } catch (...) {
+    // A bug that escaped every handler: one line and EX_SOFTWARE, not std::terminate's abort
+    // (systemd restarts the agent either way; the line says why it had to).
+    std::fprintf(stderr, "hvdagent: internal error: %s\n",
+                 hvd::agent::common::currentExceptionMessage().c_str());
+    return hvd::agent::coordinator::kExitInternalError;
   }
 }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "agent/auth/cluster_key.h"
+#include "agent/common/thread_guard.h"
 #include "agent/coordinator/exit_codes.h"
 #include "agent/coordinator/restart_policy.h"
 #include "agent/rpc/convert.h"
@@ -253,19 +254,9 @@ std::string LedJobs::start(std::unique_ptr<Job> job, const std::string& submitte
     }
     running_[raw->id] = std::move(job);
     raw->thread = std::thread([this, raw] {
-      try {
-        run(raw);
-      } catch (const std::exception& e) {
-        // Last resort: the job's record must not stay RUNNING for an agent that goes on.
-        spdlog::error("hvdagent: job {}: internal error: {}", raw->id, e.what());
-        history_->update(raw->id, [&](v1::JobInfo* i) {
-          i->set_state(v1::JOB_FAILED);
-          i->set_ended_unix_ms(nowUnixMs());
-          i->mutable_end()->set_summary(std::string("hvdrun: internal error: ") + e.what());
-        });
-        raw->done = true;
-        raw->changed->bump();
-      }
+      common::runGuarded(
+          "job " + raw->id + " (leader)", [&] { run(raw); },
+          [&](const std::string& what) { abandon(raw, what); });
     });
   }
   return raw->id;
@@ -548,6 +539,47 @@ void LedJobs::run(Job* job) {
   });
   spdlog::info("hvdagent: job {}: ended, exit code {}: {}", id, result.exitCode, result.summary);
   history_->prune();
+  job->done = true;
+  job->changed->bump();
+}
+
+// After an exception escaped run(): the job must still end, its ranks stopped, its record final
+// and its readers woken, or it would keep its ranks and read RUNNING forever. Each step is
+// guarded on its own so that one failing does not skip the others.
+void LedJobs::abandon(Job* job, const std::string& what) {
+  const std::string& id = job->id;
+  const std::string role = "job " + id + " (leader, ending it)";
+  leaveQueue(id);
+  common::runGuarded(role, [&] {
+    std::vector<std::unique_ptr<coord::NodeAgent>> remotes;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      remotes.swap(job->remotes);
+    }
+  });
+  common::runGuarded(role, [&] {
+    if (job->local) job->local->finish();
+  });
+  common::runGuarded(role, [&] { store_->removeJob(id); });
+  common::runGuarded(role, [&] {
+    if (job->log) job->log->close();
+  });
+  common::runGuarded(role, [&] { history_->dropRequest(id); });
+  common::runGuarded(role, [&] {
+    history_->update(id, [&](v1::JobInfo* info) {
+      info->set_state(v1::JOB_FAILED);
+      info->set_ended_unix_ms(nowUnixMs());
+      v1::JobEnd* end = info->mutable_end();
+      end->set_job_id(id);
+      // The leader lost track of its job, as if its agent had gone: the program did not fail.
+      end->set_outcome(v1::AGENT_LOST);
+      end->set_exit_code(coord::kExitInternalError);
+      end->set_summary("hvdrun: internal error in the agent leading job " + id + ": " + what +
+                       "; its ranks were stopped");
+      end->set_reason("internal error: " + what);
+      end->set_rank(-1);
+    });
+  });
   job->done = true;
   job->changed->bump();
 }

@@ -133,6 +133,7 @@ class LedJobs {
   // Waits for the job's turn and its resources; the coordinator's start outcome.
   coordinator::JobCoordinator::Start waitAndStart(Job* job, bool restarting);
   void leaveQueue(const std::string& id);
+  void abandon(Job* job, const std::string& what);
   void reapFinished();
 
   const LedJobsOptions options_;

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <vector>
 
+#include "agent/common/thread_guard.h"
 #include "agent/rpc/net.h"
 #include "hvd/error.hpp"
 #include "transport/interfaces.h"
@@ -55,17 +56,28 @@ TemporaryStateDir::~TemporaryStateDir() {
 
 void watchForEnd(int fd, std::function<void()> onEnd) {
   std::thread([fd, onEnd = std::move(onEnd)] {
-    char buffer[256];
-    for (;;) {
-      pollfd pfd = {fd, POLLIN, 0};
-      const int ready = ::poll(&pfd, 1, -1);
-      if (ready < 0 && errno == EINTR) continue;
-      if (ready < 0) break;
-      const ssize_t n = ::read(fd, buffer, sizeof(buffer));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-    }
-    onEnd();
+    bool ended = false;
+    // A watcher that fails can no longer tell when hvdrun goes: ending now is the safe side (an
+    // agent that outlives its allocation's hvdrun would keep the ranks running).
+    common::runGuarded(
+        "stdin watcher (--slurm-step)",
+        [&] {
+          char buffer[256];
+          for (;;) {
+            pollfd pfd = {fd, POLLIN, 0};
+            const int ready = ::poll(&pfd, 1, -1);
+            if (ready < 0 && errno == EINTR) continue;
+            if (ready < 0) break;
+            const ssize_t n = ::read(fd, buffer, sizeof(buffer));
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) break;
+          }
+          ended = true;
+          onEnd();
+        },
+        [&](const std::string&) {
+          if (!ended) onEnd();
+        });
   }).detach();
 }
 

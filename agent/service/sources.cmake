@@ -20,7 +20,7 @@ add_library(hvd_agent_service STATIC
 target_include_directories(hvd_agent_service PUBLIC ${PROJECT_SOURCE_DIR})
 target_link_libraries(hvd_agent_service
                       PUBLIC hvd_agent_rpc hvd_agent_coordinator hvd_auth hvd_proto hvd_internal
-                      PRIVATE CLI11::CLI11 spdlog::spdlog hvd_warnings)
+                      PRIVATE hvd_agent_common CLI11::CLI11 spdlog::spdlog hvd_warnings)
 target_compile_definitions(hvd_agent_service PRIVATE HVD_AGENT_VERSION="${PROJECT_VERSION}")
 if(HVD_HAVE_NCCL)
   target_compile_definitions(hvd_agent_service PRIVATE HVD_AGENT_HAVE_NCCL)
@@ -33,6 +33,6 @@ endif()
 # hosts.
 if(TARGET hvd_agent_client)
   add_executable(hvdagent ${CMAKE_CURRENT_LIST_DIR}/hvdagent_main.cc)
-  target_link_libraries(hvdagent PRIVATE hvd_agent_service hvd_agent_client hvd_internal
-                                         spdlog::spdlog hvd_warnings)
+  target_link_libraries(hvdagent PRIVATE hvd_agent_service hvd_agent_client hvd_agent_common
+                                         hvd_internal spdlog::spdlog hvd_warnings)
 endif()

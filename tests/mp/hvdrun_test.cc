@@ -228,6 +228,28 @@ TEST(HvdrunTest, UsageErrorsExit2) {
   EXPECT_EQ(runHvdrun({"-np", "3", "-H", "localhost:2", "/bin/true"}).status, 2);  // > slots
 }
 
+// Values that cannot be meant: once an abort (an uncaught filesystem_error, exit 134) and a
+// grace of 0 (NaN cast to milliseconds). Now the binary refuses them before any rank starts.
+TEST(HvdrunTest, UnmeantValuesExit2NamingTheOptionBeforeAnythingRuns) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {{"-np", "1", "--timeline-filename", "", "true"}, "hvdrun: --timeline-filename: '' is empty"},
+      {{"-np", "1", "--grace", "nan", "true"}, "hvdrun: --grace: 'nan' is not a number"},
+      {{"-np", "1", "-H", "", "true"}, "hvdrun: --hosts: '' is empty"},
+      {{"-np", "1", "-x", "NOT-A-NAME=1", "true"}, "hvdrun: -x: 'NOT-A-NAME=1'"},
+  };
+  for (const Case& c : cases) {
+    const RunResult r = runHvdrun(c.args, 30s);
+    EXPECT_FALSE(r.timedOut);
+    EXPECT_EQ(r.status, 2) << r.err;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << r.err;
+    EXPECT_EQ(r.out, "") << "nothing ran";
+  }
+}
+
 #ifdef HVDAGENT_PATH
 // --- remote mode through a real hvdagent on 127.0.0.1 ---------------------------------------
 

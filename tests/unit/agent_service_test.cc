@@ -1007,6 +1007,71 @@ TEST(AgentCliTest, DefaultsAreClosed) {
   EXPECT_FALSE(options.stateDir.empty());
 }
 
+// parseAgentCommandLine over `args` (after the program name): the exit code, the options and
+// what it printed on stderr.
+struct AgentParsed {
+  std::optional<int> code;
+  AgentCliOptions options;
+  std::string stderrText;
+};
+AgentParsed parseAgent(std::vector<std::string> args) {
+  args.insert(args.begin(), "hvdagent");
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  AgentParsed p;
+  ::testing::internal::CaptureStderr();
+  p.code = parseAgentCommandLine(static_cast<int>(argv.size()), argv.data(), &p.options);
+  p.stderrText = ::testing::internal::GetCapturedStderr();
+  return p;
+}
+
+TEST(AgentCliTest, SlotsDefaultToZeroAndTakeAWholeNumber) {
+  AgentParsed p = parseAgent({});
+  ASSERT_EQ(p.code, std::nullopt) << p.stderrText;
+  EXPECT_EQ(p.options.slots, 0);
+  p = parseAgent({"--slots", "8"});
+  ASSERT_EQ(p.code, std::nullopt) << p.stderrText;
+  EXPECT_EQ(p.options.slots, 8);
+  for (const char* bad : {"-1", "1.5", "many", ""}) {
+    p = parseAgent({"--slots", bad});
+    EXPECT_EQ(p.code, 2) << bad;
+    EXPECT_NE(p.stderrText.find("hvdagent: --slots: '" + std::string(bad) + "'"), std::string::npos)
+        << p.stderrText;
+  }
+}
+
+TEST(AgentCliTest, EmptyPathsAndAddressesAreUsageErrors) {
+  for (const char* option : {"--listen", "--key-file", "--tls-cert", "--tls-key", "--tls-ca",
+                             "--state-dir", "--port-file"}) {
+    AgentParsed p = parseAgent({option, ""});
+    EXPECT_EQ(p.code, 2) << option;
+    EXPECT_NE(p.stderrText.find("hvdagent: " + std::string(option) + ": '' is empty"),
+              std::string::npos)
+        << p.stderrText;
+  }
+}
+
+TEST(AgentCliTest, NumbersMustBeFiniteAndInRange) {
+  for (const char* bad : {"nan", "inf", "-1", "3601", "5s"}) {
+    AgentParsed p = parseAgent({"--shutdown-grace", bad});
+    EXPECT_EQ(p.code, 2) << bad;
+    EXPECT_NE(p.stderrText.find("--shutdown-grace: '" + std::string(bad) + "'"), std::string::npos)
+        << p.stderrText;
+  }
+  AgentParsed ok = parseAgent({"--shutdown-grace", "2.5", "--keep-jobs", "3", "--max-log-mb", "1"});
+  ASSERT_EQ(ok.code, std::nullopt) << ok.stderrText;
+  EXPECT_EQ(ok.options.shutdownGraceSeconds, 2.5);
+  EXPECT_EQ(ok.options.keepJobs, 3u);
+  EXPECT_EQ(ok.options.maxLogMb, 1u);
+  for (const auto& [option, bad] : std::vector<std::pair<const char*, const char*>>{
+           {"--keep-jobs", "0"}, {"--keep-jobs", "-1"}, {"--max-log-mb", "1e3"}}) {
+    AgentParsed p = parseAgent({option, bad});
+    EXPECT_EQ(p.code, 2) << option << " " << bad;
+    EXPECT_NE(p.stderrText.find(std::string(option) + ": '" + bad + "'"), std::string::npos)
+        << p.stderrText;
+  }
+}
+
 TEST(AgentCliTest, RootNeedsBothConfirmations) {
   EXPECT_EQ(rootRefusal(false, false, nullptr), "");
   EXPECT_EQ(rootRefusal(true, true, "1"), "");

@@ -130,6 +130,33 @@ TEST(HostSpec, InvalidCharactersInHostNamesAreRefused) {
   EXPECT_THAT(listError("h1=4"), HasSubstr("'h1=4' has the character '='"));
 }
 
+TEST(HostSpec, NamesNoResolverAcceptsAreRefusedNamingTheToken) {
+  EXPECT_EQ(listError("h1:2,-h2:2"),
+            "-H: '-h2:2' has a label '-h2' that starts with '-' (expected HOST or HOST:SLOTS, "
+            "e.g. node1:4)");
+  EXPECT_THAT(listError("node-.example:4"),
+              HasSubstr("'node-.example:4' has a label 'node-' that ends with '-'"));
+  EXPECT_THAT(listError("a..b"), HasSubstr("'a..b' has an empty label"));
+  EXPECT_THAT(listError(std::string(64, 'x') + ":1"),
+              HasSubstr("has a label of 64 characters (at most 63)"));
+  EXPECT_THAT(listError("999.1.1.1:2"),
+              HasSubstr("'999.1.1.1:2' is neither a host name nor an IPv4 address"));
+  EXPECT_THAT(listError("10.0.0:2"), HasSubstr("'10.0.0:2' is neither a host name"));
+  EXPECT_THAT(listError("[fe80::zz]:2"),
+              HasSubstr("'[fe80::zz]:2' has 'fe80::zz' in brackets, which is not an IPv6 "
+                        "address"));
+  EXPECT_THAT(listError("[fe80::1%]:2"), HasSubstr("'[fe80::1%]:2' has an empty zone id"));
+  EXPECT_THAT(listError("h[1]"), HasSubstr("'h[1]' has a stray bracket"));
+}
+
+TEST(Hostfile, NamesNoResolverAcceptsAreRefusedWithTheLine) {
+  EXPECT_EQ(fileError("node1 slots=2\nnode_2- slots=2\n"),
+            "hosts.txt:2: 'node_2-' has a label 'node_2-' that ends with '-' (expected HOST, "
+            "HOST:SLOTS or HOST slots=N, e.g. node1 slots=4)");
+  EXPECT_THAT(fileError("[::g] slots=1\n"),
+              HasSubstr("hosts.txt:1: '[::g]' has '::g' in brackets, which is not an IPv6"));
+}
+
 TEST(HostSpec, DuplicateHostIsRefused) {
   EXPECT_EQ(listError("h1:2,h1:2"),
             "-H: 'h1:2' names host 'h1', which appears twice (first as 'h1:2'); hvd requires "

@@ -615,3 +615,207 @@ TEST(HvdrunCliEngine, NoKnobsSetNothingAndBadValuesAreUsageErrors) {
 
 }  // namespace
 }  // namespace hvd::launcher
+
+// --- values that cannot be meant --------------------------------------------------------------
+
+namespace hvd::launcher {
+namespace {
+
+bool mentions(const Parsed& p, const std::string& text) {
+  return p.stderrText.find(text) != std::string::npos;
+}
+
+TEST(HvdrunCliValues, EmptyTimelineFilenameIsAUsageErrorNotACrash) {
+  Parsed p = parse({"hvdrun", "-np", "1", "--timeline-filename", "", "prog"});
+  EXPECT_EQ(p.code, 2);
+  EXPECT_TRUE(mentions(p, "hvdrun: --timeline-filename: '' is empty; expected a value"))
+      << p.stderrText;
+  EXPECT_TRUE(p.options.engineSettings.empty());
+}
+
+TEST(HvdrunCliValues, NanGraceIsAUsageErrorNotZero) {
+  Parsed p = parse({"hvdrun", "-np", "1", "--grace", "nan", "prog"});
+  EXPECT_EQ(p.code, 2);
+  EXPECT_TRUE(mentions(p,
+                       "hvdrun: --grace: 'nan' is not a number (expected seconds from 0 to "
+                       "86400)"))
+      << p.stderrText;
+}
+
+TEST(HvdrunCliValues, EmptyHostListIsAUsageErrorNotThisMachine) {
+  Parsed p = parse({"hvdrun", "-np", "1", "-H", "", "prog"});
+  EXPECT_EQ(p.code, 2);
+  EXPECT_TRUE(mentions(p, "--hosts: '' is empty")) << p.stderrText;
+  // A list of empty entries passes the parser, and the host spec refuses it (exit 2 in main).
+  Parsed blank = parse({"hvdrun", "-np", "1", "-H", " ,", "prog"});
+  ASSERT_EQ(blank.code, std::nullopt) << blank.stderrText;
+  EXPECT_THROW(resolveHosts(blank.options), InvalidArgumentError);
+}
+
+TEST(HvdrunCliValues, EveryPathAndListOptionRefusesAnEmptyValue) {
+  for (const char* option : {"-H", "--hostfile", "--output-filename", "--key-file", "--tls-cert",
+                             "--tls-key", "--tls-ca", "--timeline-filename"}) {
+    for (const char* empty : {"", "  "}) {
+      Parsed p = parse({"hvdrun", "-np", "1", option, empty, "prog"});
+      EXPECT_EQ(p.code, 2) << option;
+      EXPECT_TRUE(mentions(p, "'" + std::string(empty) + "' is empty")) << p.stderrText;
+    }
+  }
+  Parsed time = parse({"hvdrun", "-np", "1", "--time-limit", "", "prog"});
+  EXPECT_EQ(time.code, 2);
+  EXPECT_TRUE(mentions(time, "--time-limit '': expected seconds")) << time.stderrText;
+}
+
+TEST(HvdrunCliValues, EveryNumberOptionRefusesNanInfinityAndNegatives) {
+  for (const char* option :
+       {"--grace", "--start-timeout", "--fusion-threshold-mb", "--cycle-time-ms",
+        "--stall-check-warning-time-seconds", "--stall-check-shutdown-time-seconds"}) {
+    for (const char* bad : {"nan", "-nan", "inf", "-inf", "1e999", "-1", "3x", ""}) {
+      Parsed p = parse({"hvdrun", "-np", "1", option, bad, "prog"});
+      EXPECT_EQ(p.code, 2) << option << " " << bad;
+      EXPECT_TRUE(mentions(p, std::string(option) + ": '" + bad + "'")) << p.stderrText;
+    }
+  }
+  for (const auto& [option, bad] :
+       std::vector<std::pair<const char*, const char*>>{{"-np", "1.5"},
+                                                        {"-np", ""},
+                                                        {"--agent-port", "80x"},
+                                                        {"--gpus-per-rank", ""},
+                                                        {"--cache-capacity", "-1"},
+                                                        {"--max-restarts", "-1"},
+                                                        {"--max-restarts", "nan"}}) {
+    Parsed p = parse({"hvdrun", "-np", "1", option, bad, "prog"});
+    EXPECT_EQ(p.code, 2) << option << " " << bad;
+    EXPECT_TRUE(mentions(p, "'" + std::string(bad) + "'")) << p.stderrText;
+  }
+  Parsed ok = parse({"hvdrun", "-np", "1", "--grace", "0", "--cycle-time-ms", "0.5", "prog"});
+  ASSERT_EQ(ok.code, std::nullopt) << ok.stderrText;
+  EXPECT_EQ(ok.options.graceSeconds, 0.0);
+}
+
+TEST(HvdrunCliValues, ExportNamesMustBeEnvironmentVariableNames) {
+  for (const char* bad : {"1A=2", "A-B", "A B=1", "=v", "", "A.B=1"}) {
+    Parsed p = parse({"hvdrun", "-np", "1", "-x", bad, "prog"});
+    EXPECT_EQ(p.code, 2) << bad;
+    EXPECT_TRUE(mentions(p, "-x: '" + std::string(bad) + "'")) << p.stderrText;
+  }
+  Parsed p = parse({"hvdrun", "-np", "1", "-x", "A-B=1", "prog"});
+  EXPECT_TRUE(mentions(p, "'A-B' is not an environment variable name")) << p.stderrText;
+  Parsed ok = parse({"hvdrun", "-np", "1", "-x", "_A1=x=y", "-x", "B=", "prog"});
+  ASSERT_EQ(ok.code, std::nullopt) << ok.stderrText;
+  EXPECT_EQ(ok.options.exports, (std::vector<std::string>{"_A1=x=y", "B="}));
+  // The environment builders keep the same rule for callers that bypass the parser.
+  EXPECT_THROW(forwardedEnvironment({}, {"A-B=1"}), InvalidArgumentError);
+  EXPECT_THROW(exportedEnvironment({"9=1"}), InvalidArgumentError);
+}
+
+TEST(HvdrunCliValues, HostNamesNoResolverAcceptsAreUsageErrors) {
+  Options o;
+  o.np = 2;
+  for (const char* bad : {"-node:2", "node-:2", "a..b", "999.1.1.1", "[fe80::zz]:2"}) {
+    o.hostList = bad;
+    try {
+      resolveHosts(o);
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const InvalidArgumentError& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("-H: '") + bad + "'"), std::string::npos)
+          << e.what();
+    }
+  }
+  // The binary says so with exit 2 before it starts anything.
+  const auto [status, out] = runHvdrun("-np 1 -H 'node-:1' /bin/true");
+  EXPECT_EQ(status, 2) << out;
+  EXPECT_NE(out.find("hvdrun: -H: 'node-:1' has a label 'node-' that ends with '-'"),
+            std::string::npos)
+      << out;
+}
+
+// --- restarts and the queue (parsed here, carried out by the leader) -------------------------
+
+TEST(HvdrunCliRestarts, DefaultsAreNoRestartsAndQueueing) {
+  Parsed p = parse({"hvdrun", "-np", "1", "prog"});
+  ASSERT_EQ(p.code, std::nullopt) << p.stderrText;
+  EXPECT_EQ(p.options.maxRestarts, 0);
+  EXPECT_EQ(p.options.restartMinUptimeSeconds, 0.0);
+  EXPECT_TRUE(p.options.noRestartOnExit.empty());
+  EXPECT_FALSE(p.options.noQueue);
+}
+
+TEST(HvdrunCliRestarts, OptionsAreParsedForRunAndSubmit) {
+  for (const char* verb : {"run", "submit"}) {
+    Parsed p =
+        parse({"hvdrun", verb, "-np", "2", "--max-restarts", "3", "--restart-min-uptime", "2m",
+               "--no-restart-on-exit", "2, 3,2", "--no-queue", "prog", "--max-restarts", "9"});
+    ASSERT_EQ(p.code, std::nullopt) << verb << ": " << p.stderrText;
+    EXPECT_EQ(p.options.maxRestarts, 3);
+    EXPECT_EQ(p.options.restartMinUptimeSeconds, 120.0);
+    EXPECT_EQ(p.options.noRestartOnExit, (std::vector<int>{2, 3}));
+    EXPECT_TRUE(p.options.noQueue);
+    EXPECT_EQ(p.options.command, (std::vector<std::string>{"prog", "--max-restarts", "9"}));
+  }
+  Parsed zero = parse({"hvdrun", "-np", "1", "--restart-min-uptime", "0", "prog"});
+  ASSERT_EQ(zero.code, std::nullopt) << zero.stderrText;
+  EXPECT_EQ(zero.options.restartMinUptimeSeconds, 0.0);
+  Parsed clock = parse({"hvdrun", "-np", "1", "--restart-min-uptime", "01:30", "prog"});
+  ASSERT_EQ(clock.code, std::nullopt) << clock.stderrText;
+  EXPECT_EQ(clock.options.restartMinUptimeSeconds, 90.0);
+}
+
+TEST(HvdrunCliRestarts, BadValuesAreUsageErrorsNamingOptionAndValue) {
+  Parsed p = parse({"hvdrun", "-np", "1", "--max-restarts", "two", "prog"});
+  EXPECT_EQ(p.code, 2);
+  EXPECT_TRUE(mentions(p, "--max-restarts: 'two' is not a whole number")) << p.stderrText;
+  for (const char* bad : {"", "nan", "-5", "5x", "inf"}) {
+    p = parse({"hvdrun", "-np", "1", "--restart-min-uptime", bad, "prog"});
+    EXPECT_EQ(p.code, 2) << bad;
+    EXPECT_TRUE(mentions(p, "hvdrun: --restart-min-uptime '" + std::string(bad) + "': expected"))
+        << p.stderrText;
+  }
+  for (const auto& [bad, why] :
+       std::vector<std::pair<const char*, const char*>>{{"", "no exit code given"},
+                                                        {",", "no exit code given"},
+                                                        {"2,", "an empty entry at position 2"},
+                                                        {"2,,3", "an empty entry at position 2"},
+                                                        {"x", "'x' is not an exit code"},
+                                                        {"256", "'256' is not an exit code"},
+                                                        {"-1", "'-1' is not an exit code"},
+                                                        {"1.0", "'1.0' is not an exit code"}}) {
+    p = parse({"hvdrun", "-np", "1", "--no-restart-on-exit", bad, "prog"});
+    EXPECT_EQ(p.code, 2) << bad;
+    EXPECT_TRUE(mentions(p, "hvdrun: --no-restart-on-exit '" + std::string(bad) + "': " + why +
+                                " (expected exit codes 0 to 255"))
+        << p.stderrText;
+  }
+}
+
+TEST(HvdrunCliRestarts, ExitCodeListsAndZeroDurations) {
+  EXPECT_EQ(parseExitCodeList("0,255"), (std::vector<int>{0, 255}));
+  EXPECT_EQ(parseExitCodeList("7"), (std::vector<int>{7}));
+  EXPECT_EQ(parseExitCodeList("007"), (std::vector<int>{7}));
+  EXPECT_EQ(parseExitCodeList("0000"), std::nullopt);
+  EXPECT_EQ(parseDurationOrZero("0"), 0.0);
+  EXPECT_EQ(parseDurationOrZero("0s"), 0.0);
+  EXPECT_EQ(parseDurationOrZero("00:00"), 0.0);
+  EXPECT_EQ(parseDurationOrZero("90s"), 90.0);
+  EXPECT_EQ(parseDurationOrZero("-1"), std::nullopt);
+  EXPECT_EQ(parseDuration("0"), std::nullopt);
+  // Hundreds of digits overflow to infinity: refused, not a limit that never comes.
+  EXPECT_EQ(parseDuration(std::string(400, '9')), std::nullopt);
+  EXPECT_EQ(parseDuration(std::string(400, '9') + ":00"), std::nullopt);
+}
+
+TEST(HvdrunCliRestarts, HelpDescribesTheNewOptionsAndTheInternalErrorCode) {
+  ::testing::internal::CaptureStdout();
+  Parsed p = parse({"hvdrun", "--help"});
+  const std::string help = ::testing::internal::GetCapturedStdout();
+  ASSERT_EQ(p.code, 0);
+  for (const char* text :
+       {"--max-restarts", "up to N times for the whole job", "--restart-min-uptime",
+        "(a start-up failure)", "--no-restart-on-exit", "without restart", "--no-queue",
+        "fail at once (exit 75)", "70 internal error"}) {
+    EXPECT_NE(help.find(text), std::string::npos) << text;
+  }
+}
+
+}  // namespace
+}  // namespace hvd::launcher

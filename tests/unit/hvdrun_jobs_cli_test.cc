@@ -95,6 +95,29 @@ TEST(HvdrunJobsCli, JobCommandsAndTheirOptions) {
   EXPECT_NE(p.stderrText.find("--rank '3-1'"), std::string::npos) << p.stderrText;
 }
 
+TEST(HvdrunJobsCli, ValuesThatCannotBeMeantAreUsageErrorsNamingTheOption) {
+  const auto refused = [](std::vector<std::string> args, const std::string& text) {
+    Parsed p = parse(std::move(args));
+    EXPECT_EQ(p.code, 2) << text;
+    EXPECT_NE(p.stderrText.find(text), std::string::npos) << p.stderrText;
+  };
+  refused({"status", ""}, "hvdrun status: JOB: '' is empty");
+  refused({"ps", "-H", ""}, "hvdrun ps: --hosts: '' is empty");
+  refused({"ps", "--hostfile", ""}, "--hostfile: '' is empty");
+  refused({"ps", "--key-file", " "}, "--key-file: ' ' is empty");
+  refused({"ps", "--tls-ca", ""}, "--tls-ca: '' is empty");
+  refused({"ps", "--agent-port", "7475x"}, "--agent-port: '7475x' is not a whole number");
+  // `--rank ''` would otherwise mean every rank.
+  refused({"logs", "hvd-1", "--rank", ""}, "--rank '': expected a rank R or a range R1-R2");
+  refused({"logs", "hvd-1", "--tail", "-5"}, "--tail: '-5' is out of range");
+  refused({"attach", "hvd-1", "--tail", "ten"}, "--tail: 'ten' is not a whole number");
+  for (const char* bad : {"nan", "inf", "-1", "86401"}) {
+    refused({"cancel", "hvd-1", "--grace", bad},
+            "hvdrun cancel: --grace: '" + std::string(bad) + "'");
+  }
+  refused({"keygen", "--key-file", ""}, "hvdrun keygen: --key-file: '' is empty");
+}
+
 TEST(HvdrunJobsCli, AgentsComeFromTheHostsTheEnvironmentOrThisMachine) {
   Options o;
   o.agentPort = 7475;

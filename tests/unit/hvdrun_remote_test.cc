@@ -15,12 +15,14 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "agent/auth/cluster_key.h"
 #include "agent/auth/request_signer.h"
+#include "agent/coordinator/exit_codes.h"
 #include "agent/rpc/call_auth.h"
 #include "agent/rpc/credentials.h"
 #include "agent/rpc/methods.h"
@@ -251,6 +253,56 @@ TEST(HvdrunRemoteClient, RendersOutputAndEndsWithTheJobEnd) {
   EXPECT_EQ(fake.denials(), 0u);
   ASSERT_EQ(fake.submits().size(), 1u);
   EXPECT_EQ(fake.submits()[0].argv(0), "prog");
+}
+
+// An exception out of the renderer on the reader thread is a bug in hvdrun; it must end the job
+// as an internal error (70) with the stream closed, not reach std::terminate.
+TEST(HvdrunRemoteClient, AnExceptionOnTheReaderThreadEndsTheJobAsAnInternalError) {
+  TempDir dir;
+  const auto key = agent::auth::ClusterKey::load(makeKey(dir));
+  FakeAgent fake(key);
+  Script s;
+  s.output = {outputLine(0, v1::STDOUT, "hello"), outputLine(0, v1::STDOUT, "again")};
+  s.end = jobEnd(v1::SUCCEEDED, 0, "");
+  fake.setScript(s);
+
+  class ThrowingEvents final : public coord::ClientEvents {
+   public:
+    void onOutput(int, const std::string&, agent::process::Stream, std::string_view) override {
+      throw std::runtime_error("renderer broke");
+    }
+    void onJobEnd(const coord::JobResult& result) override {
+      std::lock_guard<std::mutex> lock(mutex);
+      ends.push_back(result);
+    }
+    std::mutex mutex;
+    std::vector<coord::JobResult> ends;
+  } events;
+  agent::auth::SystemClock clock;
+  agent::rpc::CallSigner signer(key, clock);
+  RemoteJobConfig config;
+  config.host = "node-a";
+  config.address = fake.address();
+  config.startTimeout = 5s;
+  RemoteJobClient client(agent::rpc::makeChannel(fake.address(), {}), &signer, config, &events);
+  v1::SubmitJobRequest request;
+  request.add_argv("prog");
+  request.set_np(1);
+  client.start(request);
+  const auto deadline = Clock::now() + 30s;
+  while (!client.finished() && Clock::now() < deadline) {
+    client.tick();
+    std::this_thread::sleep_for(50ms);
+  }
+  ASSERT_TRUE(client.finished());
+  const coord::JobResult result = *client.result();
+  EXPECT_EQ(result.exitCode, coord::kExitInternalError);
+  EXPECT_EQ(result.outcome, coord::JobOutcome::kAgentLost);
+  EXPECT_NE(result.summary.find("hvdrun: internal error reading the job's stream: renderer broke"),
+            std::string::npos)
+      << result.summary;
+  std::lock_guard<std::mutex> lock(events.mutex);
+  EXPECT_EQ(events.ends.size(), 1u);
 }
 
 TEST(HvdrunRemoteClient, WrongKeyIsAnAuthenticationFailureNamingHostAndAddress) {

@@ -13,3 +13,9 @@ hvd_test(NAME slurm_launch_test LABEL unit TIMEOUT 60
          SOURCES ${CMAKE_CURRENT_LIST_DIR}/slurm_launch_test.cc)
 target_link_libraries(slurm_launch_test PRIVATE hvd_launcher hvd_agent_service hvd_internal
                                                 hvd_test_support)
+
+# The front door's checks (agent/common/cli_checks.h, launcher/validate.h) and the guard of every
+# thread body (agent/common/thread_guard.h).
+hvd_test(NAME validate_test LABEL unit TIMEOUT 60
+         SOURCES ${CMAKE_CURRENT_LIST_DIR}/validate_test.cc)
+target_link_libraries(validate_test PRIVATE hvd_launcher_core hvd_agent_common spdlog::spdlog)

@@ -15,6 +15,7 @@
 #include <functional>
 #include <mutex>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -312,6 +313,36 @@ TEST(ProcessTest, ExitCallbackStopsTheRestWhenOneRankFails) {
   EXPECT_EQ(exits[0].second.exitCode, 3);
   EXPECT_EQ(exits[1].first, 1);
   EXPECT_EQ(exits[1].second.signal, SIGTERM);
+}
+
+// A sink that throws is a bug above the supervisor; it must still not take the process down
+// (std::terminate) nor leave a rank running unseen or a waiter waiting forever.
+TEST(ProcessTest, ASinkThatThrowsEndsTheGroupInsteadOfTheProcess) {
+  class ThrowingSink : public OutputSink {
+   public:
+    void line(int, Stream, std::string_view) override { throw std::runtime_error("sink broke"); }
+  };
+  ThrowingSink sink;
+  std::mutex mu;
+  std::vector<std::pair<int, ExitStatus>> exits;
+  ExitCallback onExit = [&](int rank, const ExitStatus& s) {
+    std::lock_guard<std::mutex> lock(mu);
+    exits.push_back({rank, s});
+  };
+  PosixSpawner spawner;
+  SpawnResult r = spawner.spawn({sh("echo hello; sleep 60"), sh("sleep 60")}, &sink, onExit);
+  ASSERT_TRUE(r.ok()) << r.error;
+  const pid_t pids[] = {r.group->pid(0), r.group->pid(1)};
+  ASSERT_TRUE(r.group->waitAll(10s)) << "the supervisor's failure must end the group";
+  for (int rank = 0; rank < 2; ++rank) {
+    ASSERT_TRUE(r.group->exitStatus(rank).has_value()) << rank;
+    EXPECT_EQ(r.group->exitStatus(rank)->signal, SIGKILL) << rank;
+    EXPECT_TRUE(eventually([&] { return processGone(pids[rank]); }, 5s)) << rank;
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  ASSERT_EQ(exits.size(), 2u);
+  EXPECT_EQ(exits[0].second.signal, SIGKILL);
+  EXPECT_EQ(exits[1].second.signal, SIGKILL);
 }
 
 TEST(ProcessFakeTest, RecordsSpecsAndDeliversEmittedLinesAndExits) {

@@ -2,6 +2,8 @@
 // driven against a scripted hvd.v1.Agent server running in-process on 127.0.0.1:0.
 #include <google/protobuf/descriptor.h>
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -9,9 +11,11 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <mutex>
+#include <sstream>
 #include <thread>
 
 #include "agent/auth/cluster_key.h"
+#include "agent/auth/fake_clock.h"
 #include "agent/client/remote_node_agent.h"
 #include "agent/rpc/call_auth.h"
 #include "agent/rpc/convert.h"
@@ -533,6 +537,149 @@ TEST(RpcTlsOptions, HalfConfiguredTlsNamesTheMissingOption) {
   } catch (const hvd::InvalidArgumentError& e) {
     EXPECT_NE(std::string(e.what()).find("--tls-ca"), std::string::npos) << e.what();
   }
+}
+
+// --- refused calls, logged rate-limited (agent/rpc/denial_log.h) ------------------------------
+
+// The default logger's lines while it lives.
+class CapturedLog {
+ public:
+  CapturedLog() : sink_(std::make_shared<spdlog::sinks::ostream_sink_mt>(text_)) {
+    sink_->set_pattern("%v");
+    spdlog::default_logger()->sinks().push_back(sink_);
+  }
+  ~CapturedLog() { spdlog::default_logger()->sinks().pop_back(); }
+  std::vector<std::string> lines() {
+    spdlog::default_logger()->flush();
+    std::vector<std::string> out;
+    std::istringstream in(text_.str());
+    for (std::string line; std::getline(in, line);) out.push_back(line);
+    return out;
+  }
+
+ private:
+  std::ostringstream text_;
+  std::shared_ptr<spdlog::sinks::ostream_sink_mt> sink_;
+};
+
+constexpr char kDescribe[] = "/hvd.v1.Agent/Describe";
+const std::string kFirstLine =
+    "hvdagent: denied /hvd.v1.Agent/Describe from ipv4:10.0.0.1:4242: bad signature (further "
+    "refusals in the next 60 s are counted and summarised)";
+
+TEST(DenialLog, FirstRefusalOfAnIntervalIsLoggedAtOnceTheRestAsOneSummary) {
+  CapturedLog log;
+  auth::FakeClock clock(std::chrono::system_clock::time_point(1000s));
+  {
+    rpc::DenialLog denials(&clock, 60s);
+    denials.record(kDescribe, "ipv4:10.0.0.1:4242", "bad signature");
+    EXPECT_EQ(log.lines(), std::vector<std::string>{kFirstLine});
+    // Within the interval: counted, per reason and caller (a new port is the same caller).
+    for (int port = 4243; port < 4246; ++port) {
+      clock.advance(10s);
+      denials.record(kDescribe, "ipv4:10.0.0.1:" + std::to_string(port), "bad signature");
+    }
+    denials.record("/hvd.v1.Agent/Stop", "ipv6:[::1]:5000", "replayed nonce");
+    EXPECT_EQ(log.lines().size(), 1u);
+    EXPECT_EQ(denials.pending(), 4u);
+    EXPECT_EQ(denials.total(), 5u);
+    EXPECT_EQ(denials.logged(), 1u);
+
+    // The next refusal after the interval: first the summary, then itself at once.
+    clock.advance(31s);
+    denials.record(kDescribe, "ipv4:10.0.0.9:1", "missing signature");
+    const std::vector<std::string> lines = log.lines();
+    ASSERT_EQ(lines.size(), 3u);
+    EXPECT_EQ(lines[1],
+              "hvdagent: denied 4 more call(s) from 2 caller(s) in the 60 s after the last one "
+              "logged: bad signature x3, replayed nonce x1");
+    EXPECT_EQ(lines[2],
+              "hvdagent: denied /hvd.v1.Agent/Describe from ipv4:10.0.0.9:1: missing signature "
+              "(further refusals in the next 60 s are counted and summarised)");
+    EXPECT_EQ(denials.summaries(), 1u);
+    EXPECT_EQ(denials.logged(), 2u);
+    EXPECT_EQ(denials.pending(), 0u);
+
+    // A lone refusal in an interval leaves nothing to summarise.
+    clock.advance(61s);
+    denials.record(kDescribe, "ipv4:10.0.0.9:2", "missing signature");
+    EXPECT_EQ(log.lines().size(), 4u);
+    EXPECT_EQ(denials.summaries(), 1u);
+    clock.advance(1s);
+    denials.record(kDescribe, "ipv4:10.0.0.9:3", "missing signature");
+    EXPECT_EQ(log.lines().size(), 4u);
+  }
+  // What the last interval still held is summarised when the log goes.
+  const std::vector<std::string> lines = log.lines();
+  ASSERT_EQ(lines.size(), 5u);
+  EXPECT_EQ(lines[4],
+            "hvdagent: denied 1 more call(s) from 1 caller(s) in the 60 s after the last one "
+            "logged: missing signature x1");
+}
+
+TEST(DenialLog, ASummaryDueIsLoggedByTheNextCheckedCallWithoutANewRefusal) {
+  CapturedLog log;
+  auth::FakeClock clock(std::chrono::system_clock::time_point(1000s));
+  rpc::DenialLog denials(&clock, 60s);
+  denials.flushIfDue();  // nothing held: nothing logged
+  denials.record(kDescribe, "ipv4:10.0.0.1:4242", "bad signature");
+  denials.record(kDescribe, "ipv4:10.0.0.1:4243", "bad signature");
+  clock.advance(59s);
+  denials.flushIfDue();
+  EXPECT_EQ(log.lines().size(), 1u) << "the interval is not over";
+  clock.advance(1s);
+  denials.flushIfDue();
+  const std::vector<std::string> lines = log.lines();
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[1],
+            "hvdagent: denied 1 more call(s) from 1 caller(s) in the 60 s after the last one "
+            "logged: bad signature x1");
+  // The interval is over: the next refusal is logged at once.
+  clock.advance(1s);
+  denials.record(kDescribe, "ipv4:10.0.0.1:4244", "bad signature");
+  EXPECT_EQ(log.lines().size(), 3u);
+}
+
+TEST(DenialLog, AClockSetBackStartsANewInterval) {
+  CapturedLog log;
+  auth::FakeClock clock(std::chrono::system_clock::time_point(1000s));
+  rpc::DenialLog denials(&clock, 60s);
+  denials.record(kDescribe, "ipv4:10.0.0.1:1", "bad signature");
+  denials.record(kDescribe, "ipv4:10.0.0.1:2", "bad signature");
+  clock.set(std::chrono::system_clock::time_point(500s));
+  denials.record(kDescribe, "ipv4:10.0.0.1:3", "bad signature");
+  EXPECT_EQ(denials.logged(), 2u);
+  EXPECT_EQ(denials.summaries(), 1u);
+  EXPECT_EQ(log.lines().size(), 3u);
+}
+
+TEST_F(RpcTest, RefusedCallsAreLoggedOnceAnIntervalWithoutTheirMetadata) {
+  CapturedLog log;
+  auto stub = v1::Agent::NewStub(rpc::makeChannel(address(), {}));
+  const std::string fakeSignature(64, 'e');
+  const std::string nonce = "0123456789abcdef0123456789abcdef";
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    v1::DescribeRequest request;
+    v1::DescribeResponse response;
+    grpc::ClientContext context;
+    context.AddMetadata("hvd-ts",
+                        std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                           std::chrono::system_clock::now().time_since_epoch())
+                                           .count()));
+    context.AddMetadata("hvd-nonce", nonce);
+    context.AddMetadata("hvd-sig", fakeSignature);
+    EXPECT_EQ(stub->Describe(&context, request, &response).error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+  }
+  EXPECT_EQ(guard_->denials(), 3u);
+  EXPECT_EQ(guard_->loggedDenials(), 1u);
+  std::string text;
+  for (const std::string& line : log.lines()) text += line + "\n";
+  EXPECT_NE(text.find("hvdagent: denied /hvd.v1.Agent/Describe from ipv4:127.0.0.1:"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find(fakeSignature), std::string::npos) << text;
+  EXPECT_EQ(text.find(nonce), std::string::npos) << text;
 }
 
 }  // namespace
