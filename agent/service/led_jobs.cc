@@ -404,12 +404,13 @@ coord::JobResult LedJobs::runAttempt(Job* job, int attempt, const coord::JobSpec
     if (job->cancelRequested) job->coordinator->cancel(job->cancelGrace);
   }
   const coord::JobCoordinator::Start started = waitAndStart(job, attempt > 0);
-  if (started == coord::JobCoordinator::Start::kRunning && job->coordinator->launched() &&
-      !job->coordinator->finished()) {
+  // Every rank started (it may have ended already: a fast failure is still an attempt that ran).
+  if (started == coord::JobCoordinator::Start::kRunning && job->coordinator->launched()) {
     history_->dropRequest(id);
     const int64_t now = nowUnixMs();
+    const bool running = !job->coordinator->finished();
     history_->update(id, [&](v1::JobInfo* info) {
-      info->set_state(v1::JOB_RUNNING);
+      if (running) info->set_state(v1::JOB_RUNNING);
       info->clear_queue_reason();
       if (info->started_unix_ms() == 0) info->set_started_unix_ms(now);
       info->set_restart_count(attempt);
@@ -448,11 +449,15 @@ coord::JobResult LedJobs::runAttempt(Job* job, int attempt, const coord::JobSpec
   store_->removeJob(id);
   history_->update(id, [&](v1::JobInfo* info) {
     setRanks(job->coordinator->ranks(), info);
-    if (info->attempts_size() > 0 && info->attempts().rbegin()->attempt() == attempt) {
-      v1::AttemptInfo* a = info->mutable_attempts(info->attempts_size() - 1);
-      a->set_ended_unix_ms(nowUnixMs());
-      *a->mutable_end() = rpc::toProto(result);
+    if (info->attempts_size() == 0 || info->attempts().rbegin()->attempt() != attempt) {
+      // It never got every rank started: still an attempt, with no start time.
+      v1::AttemptInfo* a = info->add_attempts();
+      a->set_attempt(attempt);
+      for (const auto& h : spec.hosts) a->add_hosts(h.host);
     }
+    v1::AttemptInfo* a = info->mutable_attempts(info->attempts_size() - 1);
+    a->set_ended_unix_ms(nowUnixMs());
+    *a->mutable_end() = rpc::toProto(result);
   });
   spdlog::info("hvdagent: job {} attempt {}: ended, exit code {}: {}", id, attempt,
                result.exitCode, result.summary);

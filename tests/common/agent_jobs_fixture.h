@@ -1,5 +1,5 @@
 // The fixture of the mp tests that drive a real hvdagent through hvdrun's job commands
-// (hvdrun_jobs_test, hvdrun_queue_test): an agent on 127.0.0.1 with its own key and state
+// (hvdrun_jobs_test, hvdrun_orchestration_test): an agent on 127.0.0.1 with its own key and state
 // directory, and helpers for hvdrun submit, status and logs against it. Header-only; the test
 // target defines HVDRUN_PATH and HVDAGENT_PATH.
 #pragma once

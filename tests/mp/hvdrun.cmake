@@ -38,10 +38,10 @@ endif()
 # The agent as an orchestrator: GPUs accounted across jobs, the queue, restarts, against a real
 # hvdagent with HVD_FAKE_GPUS=4.
 if(TARGET hvdagent)
-  hvd_test(NAME hvdrun_queue_test LABEL mp TIMEOUT 300
-           SOURCES ${CMAKE_CURRENT_LIST_DIR}/hvdrun_queue_test.cc)
-  target_link_libraries(hvdrun_queue_test PRIVATE hvd_auth hvd_test_support)
-  target_compile_definitions(hvdrun_queue_test PRIVATE HVDRUN_PATH="$<TARGET_FILE:hvdrun>"
+  hvd_test(NAME hvdrun_orchestration_test LABEL mp TIMEOUT 300
+           SOURCES ${CMAKE_CURRENT_LIST_DIR}/hvdrun_orchestration_test.cc)
+  target_link_libraries(hvdrun_orchestration_test PRIVATE hvd_auth hvd_test_support)
+  target_compile_definitions(hvdrun_orchestration_test PRIVATE HVDRUN_PATH="$<TARGET_FILE:hvdrun>"
     HVDAGENT_PATH="$<TARGET_FILE:hvdagent>" HVD_WORKER_PATH="$<TARGET_FILE:hvd-test-worker>")
-  add_dependencies(hvdrun_queue_test hvdrun hvdagent hvd-test-worker)
+  add_dependencies(hvdrun_orchestration_test hvdrun hvdagent hvd-test-worker)
 endif()

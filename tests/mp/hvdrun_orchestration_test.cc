@@ -5,6 +5,7 @@
 // given; a rank that waits for a file lets a test decide when a job ends.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -55,17 +56,26 @@ class QueueTest : public AgentJobsTest {
     return gpus;
   }
 
-  // Polls status until `want` (a regex) matches it; the last text.
+  // Polls status until `want` (a regex) matches it (a failure if it never does); the last text.
   std::string waitStatus(const std::string& id, const std::string& want,
                          std::chrono::milliseconds timeout = 20s) {
     std::string text;
-    waitUntil(
+    EXPECT_TRUE(waitUntil(
         [&] {
           text = status(id);
           return std::regex_search(text, std::regex(want));
         },
-        timeout);
+        timeout))
+        << "status of " << id << " never matched '" << want << "':\n"
+        << text;
     return text;
+  }
+
+  // The agent names its node by its hostname in what it says about the node's resources.
+  static std::string node() {
+    char name[256] = {};
+    ::gethostname(name, sizeof(name) - 1);
+    return name;
   }
 };
 
@@ -100,7 +110,7 @@ TEST_F(QueueTest, ConcurrentJobsGetDisjointGpusAndAJobThatDoesNotFitWaitsForThem
   std::smatch m;
   ASSERT_TRUE(std::regex_search(ps.out, m, queuedRow)) << ps.out;
   const std::string c = m[1].str();
-  const std::string waiting = waitStatus(c, "waiting +waiting for 4 GPUs on localhost");
+  const std::string waiting = waitStatus(c, "waiting +waiting for 4 GPUs on " + node());
   EXPECT_NE(waiting.find("(0 free); held by " + a + ", " + b), std::string::npos) << waiting;
 
   touch("go-a");
@@ -109,7 +119,7 @@ TEST_F(QueueTest, ConcurrentJobsGetDisjointGpusAndAJobThatDoesNotFitWaitsForThem
   const std::optional<int> exit = attached.waitExit(30s);
   ASSERT_TRUE(exit.has_value());
   EXPECT_EQ(*exit, 0) << attached.err();
-  EXPECT_NE(attached.err().find("hvdrun: job " + c + " is queued: waiting for 4 GPUs"),
+  EXPECT_NE(attached.err().find("hvdrun: job " + c + " is queued: waiting for 4 GPUs on " + node()),
             std::string::npos)
       << attached.err();
   const std::vector<std::string> gpusC = gpusOf(c, 4);
@@ -123,7 +133,7 @@ TEST_F(QueueTest, QueuedJobsStartInSubmissionOrder) {
   ASSERT_EQ(gpusOf(a, 3).size(), 3u);
   const std::string b = submitGpuJob(2, "go-b");  // 1 GPU free: waits
   const std::string c = submitGpuJob(1, "go-c");  // would fit now, but b came first
-  EXPECT_NE(waitStatus(b, "waiting for 2 GPUs on localhost \\(1 free\\)").find("QUEUED"),
+  EXPECT_NE(waitStatus(b, "waiting for 2 GPUs on " + node() + " \\(1 free\\)").find("QUEUED"),
             std::string::npos);
   EXPECT_NE(waitStatus(c, "waiting +queued behind job " + b).find("QUEUED"), std::string::npos);
   touch("go-a");
@@ -151,8 +161,8 @@ TEST_F(QueueTest, NoQueueFailsAtOnceAndACancelledQueuedJobNeverStarts) {
       hvdrun("run", {"-np", "1", "--gpu-bind", "visible", "--no-queue", "--", "/bin/true"});
   EXPECT_LT(std::chrono::steady_clock::now() - before, 10s);
   EXPECT_EQ(refused.status, 75) << refused.err;
-  EXPECT_NE(refused.err.find("was not queued (--no-queue): waiting for 1 GPU on localhost (0 "
-                             "free); held by " + a),
+  EXPECT_NE(refused.err.find("was not queued (--no-queue): waiting for 1 GPU on " + node() +
+                             " (0 free); held by " + a),
             std::string::npos)
       << refused.err;
 
@@ -182,6 +192,112 @@ TEST_F(QueueTest, ARestartedAgentKeepsItsQueueAndFreesTheGpusOfLostJobs) {
   const std::string ended = waitEnded(b);
   EXPECT_NE(ended.find(": COMPLETED\n"), std::string::npos) << ended;
   EXPECT_EQ(gpusOf(b, 2).size(), 2u);
+}
+
+}  // namespace
+
+namespace {
+
+class RestartTest : public AgentJobsTest {
+ protected:
+  // hvdrun's own output for the job (the ranks' lines with their tags) once it has ended.
+  std::string logsOf(const std::string& id) { return hvdrun("logs", {id}).out; }
+};
+
+// Rank 1 fails in attempt 0 only; rank 0 leaves a background child behind in that attempt.
+TEST_F(RestartTest, AFailureOnTheFirstAttemptOnlyCompletesOnTheSecond) {
+  const std::string script =
+      "echo count=$HVD_RESTART_COUNT of=$TORCHELASTIC_MAX_RESTARTS rank=$HVD_RANK; "
+      "if [ \"$HVD_RESTART_COUNT\" = 0 ]; then "
+      "  if [ \"$HVD_RANK\" = 1 ]; then sleep 0.3; exit 3; fi; "
+      "  sleep 60 & echo child $!; wait; fi";
+  const std::string id = submit(2, script, {"--max-restarts", "2"});
+  const std::string ended = waitEnded(id);
+  EXPECT_NE(ended.find(": COMPLETED\n"), std::string::npos) << ended;
+  EXPECT_NE(ended.find("restarts    1 of at most 2"), std::string::npos) << ended;
+  EXPECT_TRUE(std::regex_search(ended, std::regex("attempt 0 +.*rank 1 on localhost exited with "
+                                                  "code 3")))
+      << ended;
+  EXPECT_TRUE(std::regex_search(ended, std::regex("attempt 1 +.*all 2 ranks exited")))
+      << ended;
+  const std::string logs = logsOf(id);
+  EXPECT_NE(logs.find("count=1 of=2 rank=0"), std::string::npos) << logs;
+  EXPECT_NE(logs.find("count=1 of=2 rank=1"), std::string::npos) << logs;
+  std::smatch child;
+  ASSERT_TRUE(std::regex_search(logs, child, std::regex(R"(child (\d+))"))) << logs;
+  EXPECT_TRUE(waitUntil([&] { return deadOrZombie(std::stoi(child[1].str())); }, 5s))
+      << "attempt 0 left a process behind";
+}
+
+TEST_F(RestartTest, AnAlwaysFailingJobFailsAfterItsRestartsAreSpent) {
+  const std::string id = submit(2, "echo try $HVD_RESTART_COUNT; exit 1", {"--max-restarts", "2"});
+  const std::string ended = waitEnded(id);
+  EXPECT_NE(ended.find(": FAILED\n"), std::string::npos) << ended;
+  EXPECT_NE(ended.find("no restarts left (--max-restarts 2)"), std::string::npos) << ended;
+  for (const char* attempt : {"attempt 0 ", "attempt 1 ", "attempt 2 "}) {
+    EXPECT_NE(ended.find(attempt), std::string::npos) << ended;
+  }
+  EXPECT_EQ(ended.find("attempt 3 "), std::string::npos) << ended;
+  const std::string logs = logsOf(id);
+  for (const char* line : {"try 0", "try 1", "try 2"}) {
+    EXPECT_NE(logs.find(line), std::string::npos) << logs;
+  }
+}
+
+TEST_F(RestartTest, AStartUpFailureAndAListedExitCodeEndTheJobAtOnce) {
+  const std::string early =
+      submit(1, "exit 1", {"--max-restarts", "5", "--restart-min-uptime", "30"});
+  const std::string e = waitEnded(early);
+  EXPECT_NE(e.find(": FAILED\n"), std::string::npos) << e;
+  EXPECT_NE(e.find("sooner than --restart-min-uptime 30 s: a start-up failure"),
+            std::string::npos)
+      << e;
+  EXPECT_EQ(e.find("attempt 1 "), std::string::npos) << e;
+
+  const std::string listed =
+      submit(1, "exit 3", {"--max-restarts", "5", "--no-restart-on-exit", "2,3"});
+  const std::string l = waitEnded(listed);
+  EXPECT_NE(l.find(": FAILED\n"), std::string::npos) << l;
+  EXPECT_NE(l.find("exit code 3 is listed in --no-restart-on-exit"), std::string::npos) << l;
+  EXPECT_EQ(l.find("attempt 1 "), std::string::npos) << l;
+}
+
+// Each attempt has its own store token: attempt 0's token is refused in attempt 1.
+TEST_F(RestartTest, AnEarlierAttemptsTokenIsRefusedByTheStore) {
+  const std::string worker = HVD_WORKER_PATH;
+  const std::string script =
+      "if [ \"$HVD_RESTART_COUNT\" = 0 ]; then echo \"$HVD_STORE_TOKEN\" > \"$DIR/token0\"; "
+      "exit 1; fi; " +
+      worker + " store-probe \"$(cat \"$DIR/token0\")\"; " + worker +
+      " store-probe \"$HVD_STORE_TOKEN\"";
+  const std::string id = submit(1, script, {"--max-restarts", "1"});
+  const std::string ended = waitEnded(id);
+  EXPECT_NE(ended.find(": COMPLETED\n"), std::string::npos) << ended;
+  const std::string logs = logsOf(id);
+  EXPECT_NE(logs.find("store: refused"), std::string::npos) << logs;
+  EXPECT_NE(logs.find("store: accepted"), std::string::npos) << logs;
+}
+
+// The attached client is told of the restart, and hvdrun's embedded mode restarts the same way.
+TEST_F(RestartTest, AttachedAndEmbeddedRunsSayTheyRestart) {
+  const std::vector<std::string> job = {
+      "-np", "1", "--max-restarts", "1", "--", "/bin/sh", "-c",
+      "if [ \"$HVD_RESTART_COUNT\" = 0 ]; then exit 4; fi; echo restarted"};
+  const ProcessResult attached = hvdrun("run", job);
+  EXPECT_EQ(attached.status, 0) << attached.err;
+  EXPECT_NE(attached.err.find("(restart 1 of 1) after: rank 0 on localhost exited with code 4"),
+            std::string::npos)
+      << attached.err;
+  EXPECT_NE(attached.out.find("restarted"), std::string::npos) << attached.out;
+
+  std::vector<std::string> embedded = {HVDRUN_PATH};
+  embedded.insert(embedded.end(), job.begin(), job.end());
+  const ProcessResult local = hvd::test::runProcess(embedded, 30s, options());
+  EXPECT_EQ(local.status, 0) << local.err;
+  EXPECT_NE(local.err.find("(restart 1 of 1) after: rank 0 on localhost exited with code 4"),
+            std::string::npos)
+      << local.err;
+  EXPECT_NE(local.out.find("restarted"), std::string::npos) << local.out;
 }
 
 }  // namespace
