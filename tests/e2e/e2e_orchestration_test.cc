@@ -95,13 +95,14 @@ TEST_F(E2eOrchestration, TwoLeadersRacingForOneHostNeverShareAGpu) {
 }
 
 // A job on hosts 0 and 1 (2 ranks each) with spare slots on host 2: host 1's agent is killed
-// mid-job, and the restart runs all four ranks on hosts 0 and 2.
+// mid-job, and the restart runs all four ranks on hosts 0 and 2. The ranks exec their sleep: a
+// child a shell left behind would survive its agent until the next agent cleans it up.
 TEST_F(E2eOrchestration, ALostHostsShareRestartsOnTheCapacityLeft) {
   const Cluster& c = *cluster_;
   const std::string hosts = c.address(0) + ":2," + c.address(1) + ":2," + c.address(2) + ":2";
   const std::string script =
       "echo attempt=$HVD_RESTART_COUNT rank=$HVD_RANK ready; "
-      "if [ \"$HVD_RESTART_COUNT\" = 0 ]; then sleep 60; fi";
+      "if [ \"$HVD_RESTART_COUNT\" = 0 ]; then exec sleep 60; fi";
   Child job(hvdrunArgs(c, 4, hosts, {"--max-restarts", "1", "--", "/bin/sh", "-c", script}));
   ASSERT_TRUE(job.waitForOutput(
       [](const std::string& out) {
@@ -134,7 +135,7 @@ TEST_F(E2eOrchestration, ALostHostWithNoCapacityLeftFailsWithThatRootCause) {
   const Cluster& c = *cluster_;
   const std::string hosts = c.address(0) + ":2," + c.address(1) + ":2";
   Child job(hvdrunArgs(c, 4, hosts,
-                       {"--max-restarts", "3", "--", "/bin/sh", "-c", "echo ready; sleep 60"}));
+                       {"--max-restarts", "3", "--", "/bin/sh", "-c", "echo ready; exec sleep 60"}));
   ASSERT_TRUE(job.waitForOutput(
       [](const std::string& out) { return countOf(out, "ready") == 4; }, 30s))
       << job.output();
