@@ -47,7 +47,11 @@ void DenialLog::record(std::string_view method, const std::string& peer,
       summary = takeSummaryLocked();
       open_.emplace();
       open_->start = now;
+      open_->reasonsLogged.insert(reason);
       first = true;
+      ++logged_;
+    } else if (open_->reasonsLogged.insert(reason).second) {
+      first = true;  // a reason new in this interval is worth its own line
       ++logged_;
     } else {
       ++open_->count;

@@ -1,8 +1,9 @@
 // The log of refused calls, rate-limited. A refusal is worth a line: a wrong key on a new node,
 // a clock out of sync, someone probing the port. But a client retrying with a bad key, or a
 // scanner, refuses thousands of calls a minute, and a line for each would bury everything else
-// (and fill the disk). So the first refusal of an interval is logged at once, with its method,
-// peer and reason; later ones in the same interval are only counted, and their summary (counts
+// (and fill the disk). So the first refusal of each reason in an interval is logged at once, with
+// its method, peer and reason (a replay must not hide behind a bad key); later ones of that
+// reason in the same interval are only counted, and their summary (counts
 // per reason, how many callers) is logged as one line when the interval is over: at the next
 // refusal, at the next call checked after it (CallGuard asks), or when the log is destroyed.
 //
@@ -56,6 +57,7 @@ class DenialLog {
     std::set<std::string> peers;             // their callers without ports, bounded
     size_t morePeers = 0;                    // refusals from callers past the bound
     size_t count = 0;
+    std::set<std::string> reasonsLogged;  // reasons whose first refusal was logged at once
   };
 
   // The summary line of open_ (nullopt when it holds nothing to report); resets the counts.

@@ -579,40 +579,47 @@ TEST(DenialLog, FirstRefusalOfAnIntervalIsLoggedAtOnceTheRestAsOneSummary) {
       clock.advance(10s);
       denials.record(kDescribe, "ipv4:10.0.0.1:" + std::to_string(port), "bad signature");
     }
-    denials.record("/hvd.v1.Agent/Stop", "ipv6:[::1]:5000", "replayed nonce");
     EXPECT_EQ(log.lines().size(), 1u);
+    // A reason new in the interval is logged at once: a replay must not hide behind a bad key.
+    denials.record("/hvd.v1.Agent/Stop", "ipv6:[::1]:5000", "replayed nonce");
+    ASSERT_EQ(log.lines().size(), 2u);
+    EXPECT_EQ(log.lines()[1],
+              "hvdagent: denied /hvd.v1.Agent/Stop from ipv6:[::1]:5000: replayed nonce "
+              "(further refusals in the next 60 s are counted and summarised)");
+    denials.record("/hvd.v1.Agent/Stop", "ipv6:[::1]:5001", "replayed nonce");
+    EXPECT_EQ(log.lines().size(), 2u);
     EXPECT_EQ(denials.pending(), 4u);
-    EXPECT_EQ(denials.total(), 5u);
-    EXPECT_EQ(denials.logged(), 1u);
+    EXPECT_EQ(denials.total(), 6u);
+    EXPECT_EQ(denials.logged(), 2u);
 
     // The next refusal after the interval: first the summary, then itself at once.
     clock.advance(31s);
     denials.record(kDescribe, "ipv4:10.0.0.9:1", "missing signature");
     const std::vector<std::string> lines = log.lines();
-    ASSERT_EQ(lines.size(), 3u);
-    EXPECT_EQ(lines[1],
+    ASSERT_EQ(lines.size(), 4u);
+    EXPECT_EQ(lines[2],
               "hvdagent: denied 4 more call(s) from 2 caller(s) in the 60 s after the last one "
               "logged: bad signature x3, replayed nonce x1");
-    EXPECT_EQ(lines[2],
+    EXPECT_EQ(lines[3],
               "hvdagent: denied /hvd.v1.Agent/Describe from ipv4:10.0.0.9:1: missing signature "
               "(further refusals in the next 60 s are counted and summarised)");
     EXPECT_EQ(denials.summaries(), 1u);
-    EXPECT_EQ(denials.logged(), 2u);
+    EXPECT_EQ(denials.logged(), 3u);
     EXPECT_EQ(denials.pending(), 0u);
 
     // A lone refusal in an interval leaves nothing to summarise.
     clock.advance(61s);
     denials.record(kDescribe, "ipv4:10.0.0.9:2", "missing signature");
-    EXPECT_EQ(log.lines().size(), 4u);
+    EXPECT_EQ(log.lines().size(), 5u);
     EXPECT_EQ(denials.summaries(), 1u);
     clock.advance(1s);
     denials.record(kDescribe, "ipv4:10.0.0.9:3", "missing signature");
-    EXPECT_EQ(log.lines().size(), 4u);
+    EXPECT_EQ(log.lines().size(), 5u);
   }
   // What the last interval still held is summarised when the log goes.
   const std::vector<std::string> lines = log.lines();
-  ASSERT_EQ(lines.size(), 5u);
-  EXPECT_EQ(lines[4],
+  ASSERT_EQ(lines.size(), 6u);
+  EXPECT_EQ(lines[5],
             "hvdagent: denied 1 more call(s) from 1 caller(s) in the 60 s after the last one "
             "logged: missing signature x1");
 }
