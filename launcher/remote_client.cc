@@ -94,8 +94,8 @@ void RemoteJobClient::readStream() {
         break;
       case v1::JobEvent::kQueued:
         // The agent's queue: the job starts once the slots or GPUs it waits for are free.
-        std::fprintf(stderr, "hvdrun: job %s is queued: %s%s\n",
-                     event.queued().job_id().c_str(), event.queued().reason().c_str(),
+        std::fprintf(stderr, "hvdrun: job %s is queued: %s%s\n", event.queued().job_id().c_str(),
+                     event.queued().reason().c_str(),
                      config_.detached ? "" : " (waiting; Ctrl-C cancels it)");
         break;
       case v1::JobEvent::kRestarting: {

@@ -96,17 +96,16 @@ JobCoordinator::Start JobCoordinator::tryStart(bool queue) {
     return Start::kEnded;
   }
   if (grant.verdict == ledger::Verdict::kNeverFits) {
-    JobResult r =
-        baseResult(JobOutcome::kInvalidJob, kExitUsage, "hvdrun: " + grant.reason);
+    JobResult r = baseResult(JobOutcome::kInvalidJob, kExitUsage, "hvdrun: " + grant.reason);
     r.reason = grant.reason;
     endNow(std::move(r));
     return Start::kEnded;
   }
   if (grant.verdict == ledger::Verdict::kBusy) {
     if (!queue) {
-      JobResult r = baseResult(JobOutcome::kResourcesBusy, kExitResourcesBusy,
-                               "hvdrun: job " + spec_.jobId + " was not queued (--no-queue): " +
-                                   grant.reason);
+      JobResult r = baseResult(
+          JobOutcome::kResourcesBusy, kExitResourcesBusy,
+          "hvdrun: job " + spec_.jobId + " was not queued (--no-queue): " + grant.reason);
       r.reason = grant.reason;
       endNow(std::move(r));
       return Start::kEnded;
@@ -558,8 +557,8 @@ void JobCoordinator::failLocked(JobResult cause, Actions* actions) {
   // Only the first failure is the root cause; after a Ctrl-C, failures are its consequences.
   if (failure_ || cancelled_ || timedOut_) return;
   if (runningSince_) {
-    cause.uptime = std::chrono::duration_cast<std::chrono::milliseconds>(clock_->now() -
-                                                                         *runningSince_);
+    cause.uptime =
+        std::chrono::duration_cast<std::chrono::milliseconds>(clock_->now() - *runningSince_);
   }
   failure_ = std::move(cause);
   stopAllLocked(kStopGraceful, actions);

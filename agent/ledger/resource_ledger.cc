@@ -11,13 +11,18 @@ std::string count(int n, const char* what) {
   return std::to_string(n) + " " + what + (n == 1 ? "" : "s");
 }
 
-bool expired(const Holding& h, TimePoint now) { return !h.bound && h.leaseEnd && *h.leaseEnd <= now; }
+bool expired(const Holding& h, TimePoint now) {
+  return !h.bound && h.leaseEnd && *h.leaseEnd <= now;
+}
 
 }  // namespace
 
 ResourceLedger::ResourceLedger(std::string host, std::vector<node::GpuInfo> gpus, int slots,
                                Clock now)
-    : host_(std::move(host)), gpus_(std::move(gpus)), slots_(std::max(0, slots)), now_(std::move(now)) {}
+    : host_(std::move(host)),
+      gpus_(std::move(gpus)),
+      slots_(std::max(0, slots)),
+      now_(std::move(now)) {}
 
 void ResourceLedger::setOnRelease(std::function<void()> onRelease) {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -100,8 +105,8 @@ Grant ResourceLedger::reserve(const Request& request) {
       }
       if (total > 0 && grant.gpus.empty()) {
         grant.verdict = Verdict::kBusy;
-        grant.reason = "waiting for a GPU on " + host_ + " that no job holds exclusively; held by " +
-                       holdersLocked(all, false);
+        grant.reason = "waiting for a GPU on " + host_ +
+                       " that no job holds exclusively; held by " + holdersLocked(all, false);
         return grant;
       }
     } else {

@@ -34,8 +34,8 @@ struct Request {
   std::string job;  // the job's id: holdings of the same job under other keys are taken over
   int ranks = 0;    // slots
   int gpusPerRank = 1;
-  bool share = false;               // --oversubscribe: GPUs (and slots) may be shared
-  std::vector<int> preferredGpus;   // taken when all of them are free (a restart's placement)
+  bool share = false;              // --oversubscribe: GPUs (and slots) may be shared
+  std::vector<int> preferredGpus;  // taken when all of them are free (a restart's placement)
   std::chrono::milliseconds lease{30000};
 };
 

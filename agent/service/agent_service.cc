@@ -197,29 +197,28 @@ grpc::Status AgentService::runLaunch(grpc::ServerContext* context, const v1::Lau
   return grpc::Status::OK;
 }
 
-grpc::Status AgentService::Reserve(grpc::ServerContext* context,
-                                   const v1::ReserveRequest* request,
+grpc::Status AgentService::Reserve(grpc::ServerContext* context, const v1::ReserveRequest* request,
                                    v1::ReserveResponse* response) {
   if (grpc::Status s = guard_->check(*context, rpc::kReserveMethod, *request); !s.ok()) return s;
   return guarded([&] {
     const ledger::Request wanted = rpc::fromProto(*request);
-    if (shuttingDown()) return grpc::Status{grpc::StatusCode::UNAVAILABLE, "the agent is shutting down"};
+    if (shuttingDown())
+      return grpc::Status{grpc::StatusCode::UNAVAILABLE, "the agent is shutting down"};
     const coordinator::ReserveResult result = jobs_->reserve(wanted);
     *response = rpc::toProto(result.grant);
     if (!result.accounted) {
       // An agent always keeps a ledger; a grant without one would let jobs share GPUs unseen.
       return grpc::Status{grpc::StatusCode::INTERNAL, "this agent keeps no ledger"};
     }
-    spdlog::debug("hvdagent: job {}: reserve {} rank(s): {}", wanted.key, wanted.ranks,
-                  result.grant.verdict == ledger::Verdict::kGranted ? "granted"
-                                                                     : result.grant.reason);
+    spdlog::debug(
+        "hvdagent: job {}: reserve {} rank(s): {}", wanted.key, wanted.ranks,
+        result.grant.verdict == ledger::Verdict::kGranted ? "granted" : result.grant.reason);
     return grpc::Status::OK;
   });
 }
 
 grpc::Status AgentService::Unreserve(grpc::ServerContext* context,
-                                     const v1::UnreserveRequest* request,
-                                     v1::UnreserveResponse*) {
+                                     const v1::UnreserveRequest* request, v1::UnreserveResponse*) {
   if (grpc::Status s = guard_->check(*context, rpc::kUnreserveMethod, *request); !s.ok()) {
     return s;
   }

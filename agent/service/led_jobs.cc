@@ -288,9 +288,9 @@ int LedJobs::resumeQueued() {
         i->mutable_end()->set_job_id(id);
         i->mutable_end()->set_outcome(v1::INVALID_JOB);
         i->mutable_end()->set_exit_code(coord::kExitUsage);
-        i->mutable_end()->set_summary(std::string("hvdrun: job ") + id +
-                                      " could not be resumed after the agent restarted: " +
-                                      e.what());
+        i->mutable_end()->set_summary(
+            std::string("hvdrun: job ") + id +
+            " could not be resumed after the agent restarted: " + e.what());
         i->mutable_end()->set_reason(e.what());
         i->mutable_end()->set_rank(-1);
       });
@@ -369,7 +369,8 @@ coord::JobResult LedJobs::runAttempt(Job* job, int attempt, const coord::JobSpec
   store_->removeJob(id);
   store_->addJob(id, token);
   {
-    auto local = std::make_unique<LocalHostAgent>(spec.hosts[0].host, jobs_, options_.describeLocal);
+    auto local =
+        std::make_unique<LocalHostAgent>(spec.hosts[0].host, jobs_, options_.describeLocal);
     std::vector<coord::NodeAgent*> agents = {local.get()};
     std::vector<std::unique_ptr<coord::NodeAgent>> remotes;
     const std::chrono::milliseconds timeout =
@@ -459,8 +460,8 @@ coord::JobResult LedJobs::runAttempt(Job* job, int attempt, const coord::JobSpec
     a->set_ended_unix_ms(nowUnixMs());
     *a->mutable_end() = rpc::toProto(result);
   });
-  spdlog::info("hvdagent: job {} attempt {}: ended, exit code {}: {}", id, attempt,
-               result.exitCode, result.summary);
+  spdlog::info("hvdagent: job {} attempt {}: ended, exit code {}: {}", id, attempt, result.exitCode,
+               result.summary);
   return result;
 }
 
@@ -484,8 +485,8 @@ void LedJobs::run(Job* job) {
       // The restart could not start (the lost host's share fits nowhere else, an agent is
       // gone): the failure that asked for it stays the root cause.
       result = *previous;
-      result.summary += " (restart " + std::to_string(attempt) + " could not start: " +
-                        ended.reason + ")";
+      result.summary +=
+          " (restart " + std::to_string(attempt) + " could not start: " + ended.reason + ")";
       break;
     }
     result = ended;

@@ -112,36 +112,39 @@ grpc::Status AgentService::runSubmit(grpc::ServerContext* context,
   }
 
   uint64_t offset = 0;
-  const bool delivered = followQueue(*led_, jobId, context, writer) && streamJobLog(
-      *led_, jobId, LogFilter{}, &offset, /*follow=*/true, [&] { return context->IsCancelled(); },
-      [&](const std::vector<LogLine>& lines) {
-        for (v1::JobOutputBatch& batch : toBatches(lines, /*live=*/true)) {
-          v1::JobEvent event;
-          event.mutable_batch()->Swap(&batch);
-          if (!writer->Write(event)) return false;
-        }
-        return true;
-      },
-      [&](const v1::JobEnd& end) {
-        v1::JobEvent event;
-        *event.mutable_end() = end;
-        return writer->Write(event);
-      },
-      [&, told = 0](const v1::JobInfo& info) mutable {
-        // The client learns of each restart, with the failure that caused it.
-        for (; told < info.restart_count(); ++told) {
-          v1::JobEvent event;
-          v1::JobRestarting* r = event.mutable_restarting();
-          r->set_job_id(info.job_id());
-          r->set_restart(told + 1);
-          r->set_max_restarts(info.max_restarts());
-          for (const v1::AttemptInfo& a : info.attempts()) {
-            if (a.attempt() == told) r->set_reason(a.end().summary());
-          }
-          if (!writer->Write(event)) return false;
-        }
-        return true;
-      });
+  const bool delivered = followQueue(*led_, jobId, context, writer) &&
+                         streamJobLog(
+                             *led_, jobId, LogFilter{}, &offset, /*follow=*/true,
+                             [&] { return context->IsCancelled(); },
+                             [&](const std::vector<LogLine>& lines) {
+                               for (v1::JobOutputBatch& batch : toBatches(lines, /*live=*/true)) {
+                                 v1::JobEvent event;
+                                 event.mutable_batch()->Swap(&batch);
+                                 if (!writer->Write(event)) return false;
+                               }
+                               return true;
+                             },
+                             [&](const v1::JobEnd& end) {
+                               v1::JobEvent event;
+                               *event.mutable_end() = end;
+                               return writer->Write(event);
+                             },
+                             [&, told = 0](const v1::JobInfo& info) mutable {
+                               // The client learns of each restart, with the failure that caused
+                               // it.
+                               for (; told < info.restart_count(); ++told) {
+                                 v1::JobEvent event;
+                                 v1::JobRestarting* r = event.mutable_restarting();
+                                 r->set_job_id(info.job_id());
+                                 r->set_restart(told + 1);
+                                 r->set_max_restarts(info.max_restarts());
+                                 for (const v1::AttemptInfo& a : info.attempts()) {
+                                   if (a.attempt() == told) r->set_reason(a.end().summary());
+                                 }
+                                 if (!writer->Write(event)) return false;
+                               }
+                               return true;
+                             });
   if (!delivered) {
     // An attached hvdrun that is killed leaves nothing running (hvdrun submit is for that).
     spdlog::warn("hvdagent: job {}: client {} went away; stopping the job", jobId, context->peer());

@@ -124,5 +124,4 @@ class AgentJobsTest : public ::testing::Test {
   std::optional<RunningAgent> agent_;
 };
 
-
 }  // namespace hvd::test::agent_process
