@@ -115,8 +115,7 @@ JobCoordinator::Start JobCoordinator::tryStart(bool queue) {
     return Start::kBusy;
   }
   std::vector<LaunchRequest> requests;
-  if (std::optional<JobResult> refused =
-          build(nodes, std::move(placement), gpus, accounted, &requests)) {
+  if (std::optional<JobResult> refused = build(std::move(placement), gpus, accounted, &requests)) {
     unreserveAll(accounted);
     endNow(std::move(*refused));
     return Start::kEnded;
@@ -245,12 +244,10 @@ void JobCoordinator::unreserveAll(const std::vector<bool>& held) {
   }
 }
 
-std::optional<JobResult> JobCoordinator::build(const std::vector<NodeDescription>& nodes,
-                                               Placement placement,
+std::optional<JobResult> JobCoordinator::build(Placement placement,
                                                const std::vector<std::vector<int>>& gpus,
                                                const std::vector<bool>& accounted,
                                                std::vector<LaunchRequest>* requests) {
-  (void)nodes;
   requests->assign(spec_.hosts.size(), LaunchRequest{});
   try {
     for (size_t h = 0; h < spec_.hosts.size(); ++h) {

@@ -238,8 +238,7 @@ class JobCoordinator : public JobEvents {
                            std::optional<JobResult>* failed);
   void unreserveAll(const std::vector<bool>& held);
   JobResult unreachableResult(const AgentError& error) const;
-  std::optional<JobResult> build(const std::vector<NodeDescription>& nodes, Placement placement,
-                                 const std::vector<std::vector<int>>& gpus,
+  std::optional<JobResult> build(Placement placement, const std::vector<std::vector<int>>& gpus,
                                  const std::vector<bool>& accounted,
                                  std::vector<LaunchRequest>* requests);
   void launchAll(const std::vector<LaunchRequest>& requests);

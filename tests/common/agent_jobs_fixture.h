@@ -104,19 +104,29 @@ class AgentJobsTest : public ::testing::Test {
   // (within 20 s; fewer if they never are).
   std::vector<pid_t> childPids(const std::string& id, size_t count) {
     std::vector<pid_t> pids;
+    for (const std::string& pid : logCaptures(id, R"(child (\d+))", count)) {
+      pids.push_back(std::stoi(pid));
+    }
+    return pids;
+  }
+  // The first group of every match of `pattern` in the job's logs, once there are `count` of
+  // them (within 20 s; fewer if they never are).
+  std::vector<std::string> logCaptures(const std::string& id, const std::string& pattern,
+                                       size_t count) {
+    std::vector<std::string> found;
+    const std::regex re(pattern);
     waitUntil(
         [&] {
           const ProcessResult logs = hvdrun("logs", {id});
-          pids.clear();
-          const std::regex child(R"(child (\d+))");
-          for (auto it = std::sregex_iterator(logs.out.begin(), logs.out.end(), child);
+          found.clear();
+          for (auto it = std::sregex_iterator(logs.out.begin(), logs.out.end(), re);
                it != std::sregex_iterator(); ++it) {
-            pids.push_back(std::stoi((*it)[1].str()));
+            found.push_back((*it)[1].str());
           }
-          return pids.size() >= count;
+          return found.size() >= count;
         },
         20s);
-    return pids;
+    return found;
   }
   void touch(const std::string& name) { std::ofstream(dir_.path() / name) << "x"; }
 

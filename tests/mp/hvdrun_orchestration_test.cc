@@ -40,20 +40,7 @@ class QueueTest : public AgentJobsTest {
 
   // The GPUs the job's ranks printed, once all `np` lines are logged (within 20 s).
   std::vector<std::string> gpusOf(const std::string& id, size_t np) {
-    std::vector<std::string> gpus;
-    waitUntil(
-        [&] {
-          const ProcessResult logs = hvdrun("logs", {id});
-          gpus.clear();
-          const std::regex line(R"(gpu \d+ (\d+))");
-          for (auto it = std::sregex_iterator(logs.out.begin(), logs.out.end(), line);
-               it != std::sregex_iterator(); ++it) {
-            gpus.push_back((*it)[1].str());
-          }
-          return gpus.size() >= np;
-        },
-        20s);
-    return gpus;
+    return logCaptures(id, R"(gpu \d+ (\d+))", np);
   }
 
   // Polls status until `want` (a regex) matches it (a failure if it never does); the last text.
@@ -94,10 +81,10 @@ TEST_F(QueueTest, ConcurrentJobsGetDisjointGpusAndAJobThatDoesNotFitWaitsForThem
   EXPECT_NE(status(a).find("holds"), std::string::npos);
 
   // A third job, attached: it says it is queued, and why, and waits.
-  Process attached(argv("run", {"-np", "4", "-x", "DIR=" + dir_.path().string(), "--gpu-bind",
-                                "visible", "--", "/bin/sh", "-c",
-                                "echo gpu $HVD_RANK $CUDA_VISIBLE_DEVICES"}),
-                   options());
+  Process attached(
+      argv("run", {"-np", "4", "-x", "DIR=" + dir_.path().string(), "--gpu-bind", "visible", "--",
+                   "/bin/sh", "-c", "echo gpu $HVD_RANK $CUDA_VISIBLE_DEVICES"}),
+      options());
   ProcessResult ps;
   ASSERT_TRUE(waitUntil(
       [&] {
@@ -218,8 +205,7 @@ TEST_F(RestartTest, AFailureOnTheFirstAttemptOnlyCompletesOnTheSecond) {
   EXPECT_TRUE(std::regex_search(ended, std::regex("attempt 0 +.*rank 1 on localhost exited with "
                                                   "code 3")))
       << ended;
-  EXPECT_TRUE(std::regex_search(ended, std::regex("attempt 1 +.*all 2 ranks exited")))
-      << ended;
+  EXPECT_TRUE(std::regex_search(ended, std::regex("attempt 1 +.*all 2 ranks exited"))) << ended;
   const std::string logs = logsOf(id);
   EXPECT_NE(logs.find("count=1 of=2 rank=0"), std::string::npos) << logs;
   EXPECT_NE(logs.find("count=1 of=2 rank=1"), std::string::npos) << logs;
@@ -249,8 +235,7 @@ TEST_F(RestartTest, AStartUpFailureAndAListedExitCodeEndTheJobAtOnce) {
       submit(1, "exit 1", {"--max-restarts", "5", "--restart-min-uptime", "30"});
   const std::string e = waitEnded(early);
   EXPECT_NE(e.find(": FAILED\n"), std::string::npos) << e;
-  EXPECT_NE(e.find("sooner than --restart-min-uptime 30 s: a start-up failure"),
-            std::string::npos)
+  EXPECT_NE(e.find("sooner than --restart-min-uptime 30 s: a start-up failure"), std::string::npos)
       << e;
   EXPECT_EQ(e.find("attempt 1 "), std::string::npos) << e;
 
@@ -281,7 +266,13 @@ TEST_F(RestartTest, AnEarlierAttemptsTokenIsRefusedByTheStore) {
 // The attached client is told of the restart, and hvdrun's embedded mode restarts the same way.
 TEST_F(RestartTest, AttachedAndEmbeddedRunsSayTheyRestart) {
   const std::vector<std::string> job = {
-      "-np", "1", "--max-restarts", "1", "--", "/bin/sh", "-c",
+      "-np",
+      "1",
+      "--max-restarts",
+      "1",
+      "--",
+      "/bin/sh",
+      "-c",
       "if [ \"$HVD_RESTART_COUNT\" = 0 ]; then exit 4; fi; echo restarted"};
   const ProcessResult attached = hvdrun("run", job);
   EXPECT_EQ(attached.status, 0) << attached.err;
