@@ -47,15 +47,16 @@ BENCH_NAME=output.sh
 WORK="$(mktemp -d)"
 LOG="$WORK/out"
 AGENT_PID=""
+# shellcheck source=bench/timing.sh
+source "$(dirname "${BASH_SOURCE[0]}")/timing.sh"
 cleanup() {
+  stop_bounded
   [[ -z "$AGENT_PID" ]] || kill "$AGENT_PID" 2> /dev/null || true
   wait 2> /dev/null || true
   rm -rf "$WORK"
 }
 trap cleanup EXIT
 trap 'exit 130' INT
-# shellcheck source=bench/timing.sh
-source "$(dirname "${BASH_SOURCE[0]}")/timing.sh"
 
 "$BIN/hvdrun" keygen --key-file "$WORK/key" > /dev/null
 ROOT_ARGS=()
