@@ -31,7 +31,7 @@
 # --np "" skips the per-N tables (hvd, agents, mpi and torch) and needs neither Open MPI nor the
 # init-barrier programs.
 #
-# The orchestration part (DESIGN.md "Resources, queue and restarts"; --no-orchestration skips
+# The orchestration part (docs/architecture.md "Resources, queue and restarts"; --no-orchestration skips
 # it; needs BUILD/bin/hvdagent) times R interleaved repeats of each of these, from timestamps
 # (`date +%s%N`) the ranks write to a directory under /tmp, and prints median and min in ms:
 #   queue hand-off  through one hvdagent on 127.0.0.1 (its own key, HVD_FAKE_GPUS=4): job A,

@@ -16,9 +16,9 @@
 #include "agent/common/cli_checks.h"
 #include "agent/rpc/defaults.h"
 #include "agent/rpc/net.h"
+#include "contract/names.h"
+#include "contract/slurm_hosts.h"
 #include "hvd/error.hpp"
-#include "launcher/slurm_hosts.h"
-#include "launcher/validate.h"
 
 namespace hvd::launcher {
 
@@ -121,7 +121,7 @@ constexpr SignalName kSignals[] = {
 std::string exportProblem(const std::string& entry) {
   const std::string name = entry.substr(0, entry.find('='));
   if (name.empty()) return "expected NAME[=VALUE]";
-  if (!isEnvName(name)) {
+  if (!contract::isEnvName(name)) {
     return inQuotes(name) +
            " is not an environment variable name (expected NAME[=VALUE], NAME of letters, digits "
            "and '_', not starting with a digit)";
@@ -430,7 +430,7 @@ std::optional<int> parseRunCommandLine(int argc, char** argv, Options* options) 
                  "stop the job gracefully once it has run this long; it ends in TIMEOUT (exit "
                  "124). Seconds, or 90s, 15m, 2h, 1d, MM:SS, HH:MM:SS, D-HH:MM:SS");
   // Restarts and the queue: parsed and checked here, carried out by the job's leader agent, which
-  // keeps the one restart budget (DESIGN.md "Resources, queue and restarts").
+  // keeps the one restart budget (docs/architecture.md "Resources, queue and restarts").
   app.add_option("--max-restarts", options->maxRestarts,
                  "when a rank fails, stop every rank and start the job again, up to N times for "
                  "the whole job (default 0)")
@@ -555,7 +555,9 @@ std::optional<int> parseRunCommandLine(int argc, char** argv, Options* options) 
   }
   // In a Slurm allocation -np defaults to its slots (hvdrun_main.cc), and --print-hosts runs
   // nothing.
-  const EnvLookup environment = [](const char* name) -> const char* { return std::getenv(name); };
+  const contract::EnvLookup environment = [](const char* name) -> const char* {
+    return std::getenv(name);
+  };
   if (options->np == 0 && !usesSlurmAllocation(*options, environment) && !options->printHosts) {
     std::fprintf(stderr, "hvdrun: -np N is required (the number of ranks; see hvdrun --help)\n");
     return 2;
@@ -728,28 +730,29 @@ bool isLocalHost(const std::string& host, const std::string& ownHostname) {
   return agent::rpc::isLoopbackName(host) || (!ownHostname.empty() && host == ownHostname);
 }
 
-std::vector<HostSlots> resolveHosts(const Options& options) {
+std::vector<contract::HostSlots> resolveHosts(const Options& options) {
   if (!options.hostList.empty() && !options.hostfile.empty()) {
     throw InvalidArgumentError("give either -H or --hostfile, not both");
   }
-  if (!options.hostList.empty()) return parseHostList(options.hostList);
-  if (!options.hostfile.empty()) return parseHostfile(options.hostfile);
-  return {HostSlots{"localhost", options.np}};
+  if (!options.hostList.empty()) return contract::parseHostList(options.hostList);
+  if (!options.hostfile.empty()) return contract::parseHostfile(options.hostfile);
+  return {contract::HostSlots{"localhost", options.np}};
 }
 
-bool usesSlurmAllocation(const Options& options, EnvLookup getenv) {
+bool usesSlurmAllocation(const Options& options, contract::EnvLookup getenv) {
   const char* job = getenv("SLURM_JOB_ID");
   return job != nullptr && *job != '\0' && options.hostList.empty() && options.hostfile.empty();
 }
 
-std::optional<std::vector<HostSlots>> slurmHosts(const Options& options, EnvLookup getenv) {
+std::optional<std::vector<contract::HostSlots>> slurmHosts(const Options& options,
+                                                           contract::EnvLookup getenv) {
   if (!usesSlurmAllocation(options, getenv)) return std::nullopt;
-  return slurmAllocationHosts(getenv);
+  return contract::slurmAllocationHosts(getenv);
 }
 
-std::string formatHostList(const std::vector<HostSlots>& hosts) {
+std::string formatHostList(const std::vector<contract::HostSlots>& hosts) {
   std::string out;
-  for (const HostSlots& h : hosts) {
+  for (const contract::HostSlots& h : hosts) {
     if (!out.empty()) out += ',';
     out += h.host.find(':') != std::string::npos ? "[" + h.host + "]" : h.host;
     if (h.slots) out += ":" + std::to_string(*h.slots);
@@ -760,9 +763,10 @@ std::string formatHostList(const std::vector<HostSlots>& hosts) {
 namespace {
 
 // The sum of the hosts' slots; nullopt with *unknown naming the first host without a count.
-std::optional<long long> knownSlots(const std::vector<HostSlots>& hosts, std::string* unknown) {
+std::optional<long long> knownSlots(const std::vector<contract::HostSlots>& hosts,
+                                    std::string* unknown) {
   long long total = 0;
-  for (const HostSlots& h : hosts) {
+  for (const contract::HostSlots& h : hosts) {
     if (!h.slots) {
       *unknown = h.host;
       return std::nullopt;
@@ -774,7 +778,7 @@ std::optional<long long> knownSlots(const std::vector<HostSlots>& hosts, std::st
 
 }  // namespace
 
-int slotsTotal(const std::vector<HostSlots>& hosts) {
+int slotsTotal(const std::vector<contract::HostSlots>& hosts) {
   std::string unknown;
   const std::optional<long long> known = knownSlots(hosts, &unknown);
   if (!known) {
@@ -789,7 +793,7 @@ int slotsTotal(const std::vector<HostSlots>& hosts) {
   return static_cast<int>(total);
 }
 
-void checkAllocationFits(const Options& options, const std::vector<HostSlots>& hosts) {
+void checkAllocationFits(const Options& options, const std::vector<contract::HostSlots>& hosts) {
   std::string unknown;
   const std::optional<long long> known = knownSlots(hosts, &unknown);
   // A node without a count gets its GPUs, which only its agent knows: the coordinator checks.
@@ -873,10 +877,10 @@ void addEngineSettings(const Options& options, std::vector<std::string>* env) {
   }
 }
 
-bool usesAgents(const Options& options, const std::vector<HostSlots>& hosts,
+bool usesAgents(const Options& options, const std::vector<contract::HostSlots>& hosts,
                 const std::string& ownHostname) {
   if (options.agentPortGiven) return true;
-  for (const HostSlots& h : hosts) {
+  for (const contract::HostSlots& h : hosts) {
     if (!isLocalHost(h.host, ownHostname)) return true;
   }
   return false;

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "agent/node/worker_env.h"
-#include "launcher/host_spec.h"
-#include "launcher/slurm_hosts.h"
+#include "contract/host_spec.h"
+#include "contract/slurm_hosts.h"
 
 namespace hvd::launcher {
 
@@ -119,26 +119,28 @@ bool isLocalHost(const std::string& host, const std::string& ownHostname);
 
 // The hosts of the job: -H, else --hostfile, else "localhost:np" (Horovod's default). Throws
 // hvd::InvalidArgumentError for a malformed list, both options given, or an unreadable file.
-std::vector<HostSlots> resolveHosts(const Options& options);
+std::vector<contract::HostSlots> resolveHosts(const Options& options);
 
 // Inside a Slurm allocation (SLURM_JOB_ID set) with neither -H nor --hostfile: the allocation's
-// hosts (launcher/slurm_hosts.h), which hvdrun reaches through agents it starts itself
+// hosts (contract/slurm_hosts.h), which hvdrun reaches through agents it starts itself
 // (launcher/slurm_agents.h). nullopt otherwise. Throws hvd::InvalidArgumentError for malformed
 // Slurm variables. `getenv` is injectable for tests.
-bool usesSlurmAllocation(const Options& options, EnvLookup getenv);  // SLURM_JOB_ID, no -H
-std::optional<std::vector<HostSlots>> slurmHosts(const Options& options, EnvLookup getenv);
+bool usesSlurmAllocation(const Options& options,
+                         contract::EnvLookup getenv);  // SLURM_JOB_ID, no -H
+std::optional<std::vector<contract::HostSlots>> slurmHosts(const Options& options,
+                                                           contract::EnvLookup getenv);
 
 // The hosts as a -H value: "node01:2,node02:2" (a host without slots has no ":N"); IPv6
 // addresses in brackets. What --print-hosts prints.
-std::string formatHostList(const std::vector<HostSlots>& hosts);
+std::string formatHostList(const std::vector<contract::HostSlots>& hosts);
 
 // -np when none was given inside a Slurm allocation: the sum of the hosts' slots (srun's and
 // mpirun's default there). Throws hvd::InvalidArgumentError when a host's slots are unknown.
-int slotsTotal(const std::vector<HostSlots>& hosts);
+int slotsTotal(const std::vector<contract::HostSlots>& hosts);
 
 // Before any agent starts: -np more than the allocation's tasks (when every node's are known)
 // without --oversubscribe is an hvd::InvalidArgumentError that says how to ask Slurm for them.
-void checkAllocationFits(const Options& options, const std::vector<HostSlots>& hosts);
+void checkAllocationFits(const Options& options, const std::vector<contract::HostSlots>& hosts);
 
 // The environment forwarded to every rank as "NAME=VALUE" entries. Embedded jobs forward the
 // caller's whole environment, as mpirun does for local ranks: a local job should behave like
@@ -166,7 +168,7 @@ void addEngineSettings(const Options& options, std::vector<std::string>* env);
 
 // True when the job goes through hvdagent: some host is not this machine, or --agent-port was
 // given (then even a local job is submitted to the agent on this machine).
-bool usesAgents(const Options& options, const std::vector<HostSlots>& hosts,
+bool usesAgents(const Options& options, const std::vector<contract::HostSlots>& hosts,
                 const std::string& ownHostname);
 
 // "host:port" of a host's agent: IPv6 literals in brackets; localhost is contacted at 127.0.0.1

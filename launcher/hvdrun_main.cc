@@ -1,4 +1,4 @@
-// hvdrun (DESIGN.md "How a job flows", steps 1-2). Two modes over one main loop:
+// hvdrun (docs/architecture.md "How a job flows", steps 1-2). Two modes over one main loop:
 //   * embedded: every host is this machine and no --agent-port was given, so the job
 //     coordinator, process supervision and the job's store all run inside this process;
 //   * remote: the job is submitted to the leader agent (hosts[0]'s hvdagent) over signed gRPC,
@@ -7,7 +7,6 @@
 //     allocation's nodes itself (launcher/slurm_agents.h).
 // Plus the commands that run no job: --version, --check-build and `hvdrun keygen`.
 #include <netinet/in.h>
-#include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -22,14 +21,15 @@
 #include "agent/auth/cluster_key.h"
 #include "agent/auth/request_signer.h"
 #include "agent/common/thread_guard.h"
-#include "agent/coordinator/exit_codes.h"
 #include "agent/coordinator/job_coordinator.h"
-#include "agent/coordinator/local_node_agent.h"
+#include "agent/jobs/local_host.h"
 #include "agent/node/gpu_discovery.h"
 #include "agent/process/posix_spawner.h"
 #include "agent/rpc/call_auth.h"
 #include "agent/rpc/credentials.h"
 #include "agent/rpc/net.h"
+#include "common/logging.h"
+#include "contract/exit_codes.h"
 #include "hvd/error.hpp"
 #include "launcher/build_info.h"
 #include "launcher/cli.h"
@@ -48,6 +48,7 @@ namespace {
 
 namespace coord = hvd::agent::coordinator;
 namespace launcher = hvd::launcher;
+namespace contract = hvd::contract;
 
 std::string ownHostname() {
   char name[256] = {};
@@ -56,13 +57,13 @@ std::string ownHostname() {
 
 // Prints why the job failed (nothing for success) and returns hvdrun's exit code.
 int finish(const coord::JobResult& result) {
-  if (result.exitCode != coord::kExitSuccess) {
+  if (result.exitCode != contract::kExitSuccess) {
     std::fputs(launcher::formatFailure(result).c_str(), stderr);
   }
   return result.exitCode;
 }
 
-int runEmbedded(const launcher::Options& options, const std::vector<launcher::HostSlots>& hosts) {
+int runEmbedded(const launcher::Options& options, const std::vector<contract::HostSlots>& hosts) {
   std::vector<std::string> callerEnv;
   for (char** e = environ; *e != nullptr; ++e) callerEnv.emplace_back(*e);
   coord::JobSpec spec = launcher::buildJobSpec(
@@ -77,12 +78,12 @@ int runEmbedded(const launcher::Options& options, const std::vector<launcher::Ho
 
   hvd::store::TcpStoreServer store;  // loopback, ephemeral port
   store.start();
-  spdlog::debug("hvdrun: job {} np {} on {} (embedded), store {}", spec.jobId, spec.np,
-                hosts[0].host, store.address());
+  hvd::logging::program("launch")->debug("hvdrun: job {} np {} on {} (embedded), store {}",
+                                         spec.jobId, spec.np, hosts[0].host, store.address());
 
   hvd::agent::process::PosixSpawner spawner;
   hvd::agent::node::NvmlGpuDiscovery gpus;
-  coord::LocalNodeAgent agent(hosts[0].host, &spawner, &gpus);
+  hvd::agent::jobs::LocalHost agent(hosts[0].host, &spawner, &gpus);
   coord::SteadyClock clock;
   launcher::WakingClientEvents events(renderer, launcher::signalPipeWriteFd());
   coord::JobResult result;
@@ -104,10 +105,10 @@ int runEmbedded(const launcher::Options& options, const std::vector<launcher::Ho
       if (!decision.why.empty()) result.summary += " (" + decision.why + ")";
       break;
     }
-    const std::string why =
-        result.summary.rfind("hvdrun: ", 0) == 0 ? result.summary.substr(8) : result.summary;
-    std::fprintf(stderr, "hvdrun: restarting job %s (restart %d of %d) after: %s\n",
-                 spec.jobId.c_str(), attempt + 1, spec.restart.maxRestarts, why.c_str());
+    std::fputs(
+        launcher::formatRestart(spec.jobId, attempt + 1, spec.restart.maxRestarts, result.summary)
+            .c_str(),
+        stderr);
   }
   agent.shutdown();
   store.removeJob(spec.jobId);
@@ -118,7 +119,7 @@ int runEmbedded(const launcher::Options& options, const std::vector<launcher::Ho
 // Through the agents: the key signs every call, `addresses` are their addresses (empty: each
 // host's --agent-port), `signalPipe` is installed.
 int runThroughAgents(const launcher::Options& options,
-                     const std::vector<launcher::HostSlots>& hosts,
+                     const std::vector<contract::HostSlots>& hosts,
                      const hvd::agent::auth::ClusterKey& key,
                      const std::vector<std::string>& addresses, int signalPipe) {
   launcher::checkAgentHosts(hosts);
@@ -131,8 +132,9 @@ int runThroughAgents(const launcher::Options& options,
   config.startTimeout =
       std::chrono::milliseconds(static_cast<long long>(options.startTimeoutSeconds * 1000));
   config.detached = options.action == launcher::Action::kSubmit;
-  spdlog::debug("hvdrun: job {} np {} through the agent on {} ({}), key {}", request.job_name(),
-                options.np, config.host, config.address, key.fingerprint());
+  hvd::logging::program("launch")->debug(
+      "hvdrun: job {} np {} through the agent on {} ({}), key {}", request.job_name(), options.np,
+      config.host, config.address, key.fingerprint());
 
   launcher::OutputRenderer renderer(options.np, options.tagOutput, options.outputDir,
                                     options.timestampOutput);
@@ -145,7 +147,7 @@ int runThroughAgents(const launcher::Options& options,
   launcher::waitForJob(signalPipe, client);
   coord::JobResult result = *client.result();
   if (config.detached && result.outcome == coord::JobOutcome::kAgentUnreachable &&
-      result.exitCode == coord::kExitAgentUnreachable && options.hostList.empty() &&
+      result.exitCode == contract::kExitAgentUnreachable && options.hostList.empty() &&
       options.hostfile.empty()) {
     // No -H: the job was meant for this machine's agent, which is not running.
     result.summary +=
@@ -153,7 +155,7 @@ int runThroughAgents(const launcher::Options& options,
         "e.g. `hvdagent` (it listens on 127.0.0.1:7475) or "
         "scripts/systemd/hvdagent-user.service)";
   }
-  if (config.detached && result.exitCode == coord::kExitSuccess) {
+  if (config.detached && result.exitCode == contract::kExitSuccess) {
     // The id alone on stdout, for JOB=$(hvdrun submit ...); how to follow it on stderr.
     std::printf("%s\n", result.jobId.c_str());
     std::fprintf(stderr,
@@ -166,7 +168,7 @@ int runThroughAgents(const launcher::Options& options,
   return finish(result);
 }
 
-int runRemote(const launcher::Options& options, const std::vector<launcher::HostSlots>& hosts) {
+int runRemote(const launcher::Options& options, const std::vector<contract::HostSlots>& hosts) {
   const hvd::agent::auth::ClusterKey key = launcher::loadClusterKey(options);
   return runThroughAgents(options, hosts, key, {}, launcher::installSignalPipe());
 }
@@ -174,7 +176,7 @@ int runRemote(const launcher::Options& options, const std::vector<launcher::Host
 // In a Slurm allocation without -H: through agents hvdrun starts on its nodes, under a key made
 // for this job (launcher/slurm_agents.h).
 int runInAllocation(const launcher::Options& options,
-                    const std::vector<launcher::HostSlots>& hosts) {
+                    const std::vector<contract::HostSlots>& hosts) {
   if (options.action == launcher::Action::kSubmit) {
     throw hvd::InvalidArgumentError(
         "hvdrun submit in a Slurm allocation needs agents that outlive hvdrun: give -H with "
@@ -191,7 +193,7 @@ int runInAllocation(const launcher::Options& options,
   agentOptions.agentPath = launcher::defaultAgentPath();
   if (const char* srun = std::getenv("HVD_SRUN"); srun != nullptr && *srun)
     agentOptions.srun = srun;
-  for (const launcher::HostSlots& h : hosts) agentOptions.nodes.push_back(h.host);
+  for (const contract::HostSlots& h : hosts) agentOptions.nodes.push_back(h.host);
   agentOptions.allowRunAsRoot = options.allowRunAsRoot;
   agentOptions.logLevel = options.verbose ? "debug" : "warn";
   agentOptions.readyTimeout = std::chrono::milliseconds(
@@ -201,7 +203,7 @@ int runInAllocation(const launcher::Options& options,
     agents.emplace(agentOptions, key, signalPipe);
   } catch (const hvd::BackendError& e) {
     std::fprintf(stderr, "hvdrun: %s\n", e.what());
-    return coord::kExitAgentUnreachable;
+    return contract::kExitAgentUnreachable;
   }
   const int code = runThroughAgents(options, hosts, key, agents->addresses(), signalPipe);
   agents->stop();
@@ -209,7 +211,7 @@ int runInAllocation(const launcher::Options& options,
 }
 
 int runJob(launcher::Options options) {
-  if (std::optional<std::vector<launcher::HostSlots>> slurm = launcher::slurmHosts(
+  if (std::optional<std::vector<contract::HostSlots>> slurm = launcher::slurmHosts(
           options, [](const char* name) -> const char* { return std::getenv(name); })) {
     if (options.printHosts) {
       std::printf("%s\n", launcher::formatHostList(*slurm).c_str());
@@ -219,7 +221,7 @@ int runJob(launcher::Options options) {
     launcher::checkAllocationFits(options, *slurm);
     return runInAllocation(options, *slurm);
   }
-  std::vector<launcher::HostSlots> hosts = launcher::resolveHosts(options);
+  std::vector<contract::HostSlots> hosts = launcher::resolveHosts(options);
   if (options.printHosts) {
     if (options.np == 0 && options.hostList.empty() && options.hostfile.empty()) {
       hosts[0].slots.reset();
@@ -243,13 +245,12 @@ int runJob(launcher::Options options) {
 
 int runAction(int argc, char** argv) {
   // Logs go to stderr: stdout carries the ranks' output.
-  spdlog::set_default_logger(spdlog::stderr_logger_mt("hvdrun"));
-  if (const char* level = std::getenv("HVD_LOG_LEVEL")) {
-    spdlog::set_level(spdlog::level::from_str(level));
-  }
+  spdlog::level::level_enum level = spdlog::level::info;
+  if (const char* name = std::getenv("HVD_LOG_LEVEL")) level = spdlog::level::from_str(name);
+  hvd::logging::configureProgram("hvdrun", level);
   launcher::Options options;
   if (std::optional<int> code = launcher::parseCommandLine(argc, argv, &options)) return *code;
-  if (options.verbose) spdlog::set_level(spdlog::level::debug);
+  if (options.verbose) hvd::logging::configureProgram("hvdrun", spdlog::level::debug);
   switch (options.action) {
     case launcher::Action::kVersion:
       std::fputs(launcher::versionText().c_str(), stdout);
@@ -274,13 +275,13 @@ int main(int argc, char** argv) {
     return runAction(argc, argv);
   } catch (const launcher::SlurmStartInterrupted& e) {
     std::fprintf(stderr, "hvdrun: %s\n", e.what());
-    return coord::kExitCancelled;
+    return contract::kExitCancelled;
   } catch (const hvd::InvalidArgumentError& e) {
     std::fprintf(stderr, "hvdrun: %s\n", e.what());
-    return coord::kExitUsage;
+    return contract::kExitUsage;
   } catch (const hvd::InternalError& e) {
     std::fprintf(stderr, "hvdrun: internal error: %s\n", e.what());
-    return coord::kExitInternalError;
+    return contract::kExitInternalError;
   } catch (const hvd::Error& e) {
     // An expected failure of its kind (a port in use, a peer gone): said as it is.
     std::fprintf(stderr, "hvdrun: %s\n", e.what());
@@ -290,6 +291,6 @@ int main(int argc, char** argv) {
     // (--help: "70 internal error") rather than std::terminate's abort and core dump.
     std::fprintf(stderr, "hvdrun: internal error: %s\n",
                  hvd::agent::common::currentExceptionMessage().c_str());
-    return coord::kExitInternalError;
+    return contract::kExitInternalError;
   }
 }

@@ -17,10 +17,10 @@
 #include "agent/auth/request_signer.h"
 #include "agent/client/remote_node_agent.h"
 #include "agent/common/thread_guard.h"
-#include "agent/coordinator/exit_codes.h"
 #include "agent/rpc/call_auth.h"
 #include "agent/rpc/convert.h"
 #include "agent/rpc/methods.h"
+#include "contract/exit_codes.h"
 #include "hvd/error.hpp"
 #include "launcher/output.h"
 #include "launcher/signals.h"
@@ -112,15 +112,15 @@ int reportCallError(const AgentTarget& target, const grpc::Status& status, milli
                  "hvdrun: agent on %s (%s) refused the request: %s (is --key-file the cluster's "
                  "key?)\n",
                  target.host.c_str(), target.address.c_str(), reason.c_str());
-    return coord::kExitAuthenticationFailed;
+    return contract::kExitAuthenticationFailed;
   }
   if (status.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {
     std::fprintf(stderr, "hvdrun: %s\n", status.error_message().c_str());
-    return coord::kExitUsage;
+    return contract::kExitUsage;
   }
   std::fprintf(stderr, "hvdrun: agent on %s (%s) is unreachable: %s\n", target.host.c_str(),
                target.address.c_str(), reason.c_str());
-  return coord::kExitAgentUnreachable;
+  return contract::kExitAgentUnreachable;
 }
 
 // The agent that leads `jobId` and its record; else the exit code after saying why.
@@ -248,14 +248,27 @@ int runLogs(Session& session, const Options& options, const AgentTarget& target,
     std::unique_ptr<grpc::ClientReader<v1::JobLogsEvent>> reader =
         session.stub(target).JobLogs(&context, request);
     v1::JobLogsEvent event;
+    // Where the lines pass from one attempt to the next, the restart is said on stderr as an
+    // attached run says it, with the failure that caused it when the record has it.
+    std::optional<int> attempt;
+    const auto render = [&](const v1::JobOutput& o) {
+      if (attempt && o.attempt() > *attempt) {
+        std::string why;
+        for (const v1::AttemptInfo& a : job.attempts()) {
+          if (a.attempt() == o.attempt() - 1) why = a.end().summary();
+        }
+        std::fflush(stdout);
+        std::fputs(formatRestart(job.job_id(), o.attempt(), job.max_restarts(), why).c_str(),
+                   stderr);
+      }
+      attempt = o.attempt();
+      renderer.onOutput(o.rank(), o.host(), agent::rpc::fromProto(o.stream()), o.line());
+    };
     while (reader->Read(&event)) {
       if (event.has_output()) {
-        const v1::JobOutput& o = event.output();
-        renderer.onOutput(o.rank(), o.host(), agent::rpc::fromProto(o.stream()), o.line());
+        render(event.output());
       } else if (event.has_batch()) {
-        for (const v1::JobOutput& o : event.batch().lines()) {
-          renderer.onOutput(o.rank(), o.host(), agent::rpc::fromProto(o.stream()), o.line());
-        }
+        for (const v1::JobOutput& o : event.batch().lines()) render(o);
       } else if (event.has_end()) {
         end = agent::rpc::fromProto(event.end());
       }
@@ -271,14 +284,14 @@ int runLogs(Session& session, const Options& options, const AgentTarget& target,
                    options.jobId.c_str(), options.jobId.c_str());
       return 0;
     }
-    return coord::kExitCancelled;
+    return contract::kExitCancelled;
   }
   if (!status.ok()) return reportCallError(target, status, session.timeout());
   if (!attach) return 0;
   if (!end) {
     std::fprintf(stderr, "hvdrun: the agent on %s ended the stream before job %s ended\n",
                  target.host.c_str(), options.jobId.c_str());
-    return coord::kExitAgentLost;
+    return contract::kExitAgentLost;
   }
   if (end->exitCode != 0) std::fputs(formatFailure(*end).c_str(), stderr);
   return end->exitCode;
@@ -333,31 +346,31 @@ int runCancel(Session& session, const Options& options, const AgentTarget& targe
                "`hvdrun status %s` shows which ranks are left\n",
                options.jobId.c_str(), static_cast<long long>(patience.count() / 1000),
                static_cast<long long>(grace.count() / 1000), options.jobId.c_str());
-  return coord::kExitTimeout;
+  return contract::kExitTimeout;
 }
 
 }  // namespace
 
 std::vector<AgentTarget> jobCommandAgents(const Options& options, const char* agentHostsEnv) {
-  std::vector<HostSlots> hosts;
+  std::vector<contract::HostSlots> hosts;
   if (!options.hostList.empty() && !options.hostfile.empty()) {
     throw InvalidArgumentError("give either -H or --hostfile, not both");
   }
   if (!options.hostList.empty()) {
-    hosts = parseHostList(options.hostList);
+    hosts = contract::parseHostList(options.hostList);
   } else if (!options.hostfile.empty()) {
-    hosts = parseHostfile(options.hostfile);
+    hosts = contract::parseHostfile(options.hostfile);
   } else if (agentHostsEnv != nullptr && *agentHostsEnv != '\0') {
     try {
-      hosts = parseHostList(agentHostsEnv);
+      hosts = contract::parseHostList(agentHostsEnv);
     } catch (const InvalidArgumentError& e) {
       throw InvalidArgumentError(std::string("HVD_AGENT_HOSTS: ") + e.what());
     }
   } else {
-    hosts = {HostSlots{"localhost", std::nullopt}};
+    hosts = {contract::HostSlots{"localhost", std::nullopt}};
   }
   std::vector<AgentTarget> targets;
-  for (const HostSlots& h : hosts)
+  for (const contract::HostSlots& h : hosts)
     targets.push_back({h.host, agentAddress(h.host, options.agentPort)});
   return targets;
 }
@@ -401,7 +414,7 @@ int runJobCommand(const Options& options) {
     case Action::kCancel:
       return runCancel(session, options, *found.target, found.job);
     default:
-      return coord::kExitUsage;
+      return contract::kExitUsage;
   }
 }
 

@@ -17,7 +17,7 @@ std::string newJobId() {
 }
 
 agent::coordinator::JobSpec buildJobSpec(const Options& options,
-                                         const std::vector<HostSlots>& hosts,
+                                         const std::vector<contract::HostSlots>& hosts,
                                          std::vector<std::string> env) {
   agent::coordinator::JobSpec spec;
   spec.jobId = newJobId();
@@ -43,9 +43,9 @@ agent::coordinator::JobSpec buildJobSpec(const Options& options,
   return spec;
 }
 
-void checkAgentHosts(const std::vector<HostSlots>& hosts) {
+void checkAgentHosts(const std::vector<contract::HostSlots>& hosts) {
   std::set<std::string> seen;
-  for (const HostSlots& h : hosts) {
+  for (const contract::HostSlots& h : hosts) {
     if (!seen.insert(h.host).second) {
       throw InvalidArgumentError("host '" + h.host +
                                  "' is listed twice; list it once with its "
@@ -59,12 +59,14 @@ void checkAgentHosts(const std::vector<HostSlots>& hosts) {
   }
 }
 
-v1::SubmitJobRequest buildSubmitRequest(const Options& options, const std::vector<HostSlots>& hosts,
+v1::SubmitJobRequest buildSubmitRequest(const Options& options,
+                                        const std::vector<contract::HostSlots>& hosts,
                                         std::vector<std::string> addresses) {
   const agent::coordinator::JobSpec spec =
       buildJobSpec(options, hosts, exportedEnvironment(options.exports));
   if (addresses.empty()) {
-    for (const HostSlots& h : hosts) addresses.push_back(agentAddress(h.host, options.agentPort));
+    for (const contract::HostSlots& h : hosts)
+      addresses.push_back(agentAddress(h.host, options.agentPort));
   }
   v1::SubmitJobRequest request = agent::rpc::toProto(spec, addresses);
   request.set_connect_timeout_ms(static_cast<long long>(options.startTimeoutSeconds * 1000));

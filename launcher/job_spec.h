@@ -22,20 +22,21 @@ std::string newJobId();
 // --start-timeout is added (addStartTimeout). Options must have been validated by
 // parseCommandLine (stop signal and --gpu-bind known).
 agent::coordinator::JobSpec buildJobSpec(const Options& options,
-                                         const std::vector<HostSlots>& hosts,
+                                         const std::vector<contract::HostSlots>& hosts,
                                          std::vector<std::string> env);
 
 // Hosts of a job that goes through agents must name each machine the same way for every agent:
 // a loopback name (localhost, 127.0.0.1, ::1) would mean a different machine to each of them.
 // Throws hvd::InvalidArgumentError naming the host when a loopback name is mixed with other
 // hosts, or when one host is listed twice.
-void checkAgentHosts(const std::vector<HostSlots>& hosts);
+void checkAgentHosts(const std::vector<contract::HostSlots>& hosts);
 
 // The SubmitJob request of a remote job: the JobSpec with only the -x environment, every host's
 // agent address (`addresses`, one per host, or when empty agentAddress(host, --agent-port): the
 // agents hvdrun started in a Slurm allocation listen on ports of their own) and --start-timeout
 // as the leader's connect timeout. Throws hvd::InvalidArgumentError for a bad -x.
-v1::SubmitJobRequest buildSubmitRequest(const Options& options, const std::vector<HostSlots>& hosts,
+v1::SubmitJobRequest buildSubmitRequest(const Options& options,
+                                        const std::vector<contract::HostSlots>& hosts,
                                         std::vector<std::string> addresses = {});
 
 }  // namespace hvd::launcher

@@ -87,6 +87,17 @@ std::string formatTimestamp(std::chrono::system_clock::time_point t) {
   return buf;
 }
 
+std::string formatRestart(const std::string& jobId, int restart, int maxRestarts,
+                          const std::string& reason) {
+  std::string out = "hvdrun: restarting job " + jobId + " (restart " + std::to_string(restart) +
+                    " of " + std::to_string(maxRestarts) + ")";
+  if (!reason.empty()) {
+    out += " after: ";
+    out += reason.rfind("hvdrun: ", 0) == 0 ? reason.substr(8) : reason;
+  }
+  return out + "\n";
+}
+
 std::string formatFailure(const JobResult& result) {
   std::string text = result.summary + "\n";
   if (result.rank >= 0 && !result.stderrTail.empty()) {

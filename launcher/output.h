@@ -55,4 +55,10 @@ std::string formatTimestamp(std::chrono::system_clock::time_point t);
 // root-cause rank's last stderr lines indented, and how many ranks never reported their exit.
 std::string formatFailure(const agent::coordinator::JobResult& result);
 
+// What hvdrun prints on stderr where a job restarts (the attached run, logs, attach):
+// "hvdrun: restarting job hvd-... (restart 1 of 3) after: <the failure's summary>\n", or without
+// "after: ..." when the failure is not known. `reason` may start with "hvdrun: ".
+std::string formatRestart(const std::string& jobId, int restart, int maxRestarts,
+                          const std::string& reason);
+
 }  // namespace hvd::launcher

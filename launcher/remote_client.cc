@@ -7,9 +7,11 @@
 
 #include "agent/client/remote_node_agent.h"
 #include "agent/common/thread_guard.h"
-#include "agent/coordinator/exit_codes.h"
 #include "agent/rpc/convert.h"
 #include "agent/rpc/methods.h"
+#include "common/logging.h"
+#include "contract/exit_codes.h"
+#include "launcher/output.h"
 
 namespace hvd::launcher {
 
@@ -61,8 +63,8 @@ void RemoteJobClient::start(const v1::SubmitJobRequest& request) {
   // A refused connection fails the call at once instead of waiting for the channel.
   context_.set_wait_for_ready(false);
   signer_->sign(&context_, agent::rpc::kSubmitJobMethod, request);
-  spdlog::debug("hvdrun: submitting the job to the agent on {} ({})", config_.host,
-                config_.address);
+  hvd::logging::program("client")->debug("hvdrun: submitting the job to the agent on {} ({})",
+                                         config_.host, config_.address);
   reader_ = stub_->SubmitJob(&context_, request);
   thread_ = std::thread([this] {
     agent::common::runGuarded(
@@ -79,7 +81,8 @@ void RemoteJobClient::readStream() {
         std::lock_guard<std::mutex> lock(mutex_);
         jobId_ = event.accepted().job_id();
         accepted_ = true;
-        spdlog::debug("hvdrun: the agent on {} accepted job {}", config_.host, jobId_);
+        hvd::logging::program("client")->debug("hvdrun: the agent on {} accepted job {}",
+                                               config_.host, jobId_);
         break;
       }
       case v1::JobEvent::kOutput: {
@@ -100,10 +103,8 @@ void RemoteJobClient::readStream() {
         break;
       case v1::JobEvent::kRestarting: {
         const v1::JobRestarting& r = event.restarting();
-        std::string why = r.reason();
-        if (why.rfind("hvdrun: ", 0) == 0) why = why.substr(8);
-        std::fprintf(stderr, "hvdrun: restarting job %s (restart %d of %d) after: %s\n",
-                     r.job_id().c_str(), r.restart(), r.max_restarts(), why.c_str());
+        std::fputs(formatRestart(r.job_id(), r.restart(), r.max_restarts(), r.reason()).c_str(),
+                   stderr);
         break;
       }
       case v1::JobEvent::kEnd:
@@ -115,8 +116,9 @@ void RemoteJobClient::readStream() {
   }
   const grpc::Status status = reader_->Finish();
   streamFinished_ = true;
-  spdlog::debug("hvdrun: the job's stream ended: {} {}", static_cast<int>(status.error_code()),
-                status.error_message());
+  hvd::logging::program("client")->debug("hvdrun: the job's stream ended: {} {}",
+                                         static_cast<int>(status.error_code()),
+                                         status.error_message());
   coord::JobResult result;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -139,7 +141,7 @@ void RemoteJobClient::streamFailed(const std::string& what) {
   coord::JobResult result;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    result = makeResult(coord::JobOutcome::kAgentLost, coord::kExitInternalError,
+    result = makeResult(coord::JobOutcome::kAgentLost, contract::kExitInternalError,
                         "hvdrun: " + reason +
                             "; hvdrun closed the stream and the agent stops the "
                             "job",
@@ -164,39 +166,39 @@ coord::JobResult RemoteJobClient::makeResult(coord::JobOutcome outcome, int exit
 coord::JobResult RemoteJobClient::resultWithoutEnd(const grpc::Status& status) const {
   const std::string where = "agent on " + config_.host + " (" + config_.address + ")";
   if (!closedBecause_.empty()) {
-    return makeResult(coord::JobOutcome::kCancelled, coord::kExitCancelled,
+    return makeResult(coord::JobOutcome::kCancelled, contract::kExitCancelled,
                       "hvdrun: job cancelled; " + closedBecause_, closedBecause_);
   }
   if (timedOut_) {
     const std::string reason = "no answer within " + seconds(config_.startTimeout);
     coord::AgentError e{config_.host, config_.address, reason};
-    return makeResult(coord::JobOutcome::kAgentUnreachable, coord::kExitAgentUnreachable,
+    return makeResult(coord::JobOutcome::kAgentUnreachable, contract::kExitAgentUnreachable,
                       "hvdrun: " + e.describeUnreachable(), reason);
   }
   if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
     const std::string reason = agent::client::describeStatus(status, config_.startTimeout);
-    return makeResult(coord::JobOutcome::kAgentUnreachable, coord::kExitAuthenticationFailed,
+    return makeResult(coord::JobOutcome::kAgentUnreachable, contract::kExitAuthenticationFailed,
                       "hvdrun: " + where + " refused the request: " + reason +
                           " (is --key-file the cluster's key?)",
                       reason);
   }
   if (config_.detached && accepted_ && status.ok()) {
-    return makeResult(coord::JobOutcome::kSucceeded, coord::kExitSuccess,
+    return makeResult(coord::JobOutcome::kSucceeded, contract::kExitSuccess,
                       "hvdrun: submitted job " + jobId_, "");
   }
   const std::string reason = shortReason(status, config_.startTimeout);
   if (!accepted_) {
     if (status.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {
-      return makeResult(coord::JobOutcome::kInvalidJob, coord::kExitUsage,
+      return makeResult(coord::JobOutcome::kInvalidJob, contract::kExitUsage,
                         "hvdrun: " + where + " refused the job: " + reason, reason);
     }
     coord::AgentError e{config_.host, config_.address, reason};
-    return makeResult(coord::JobOutcome::kAgentUnreachable, coord::kExitAgentUnreachable,
+    return makeResult(coord::JobOutcome::kAgentUnreachable, contract::kExitAgentUnreachable,
                       "hvdrun: " + e.describeUnreachable(), reason);
   }
   const std::string lost =
       status.ok() ? std::string("the agent closed the job's stream before the job ended") : reason;
-  return makeResult(coord::JobOutcome::kAgentLost, coord::kExitAgentLost,
+  return makeResult(coord::JobOutcome::kAgentLost, contract::kExitAgentLost,
                     "hvdrun: lost the " + where + ": " + lost, lost);
 }
 
@@ -270,7 +272,8 @@ void RemoteJobClient::sendCancel(const std::string& jobId) {
   const grpc::Status status = stub_->CancelJob(&context, request, &response);
   if (status.ok() || status.error_code() == grpc::StatusCode::NOT_FOUND) {
     // NOT_FOUND: the job ended on its own meanwhile; its JobEnd is on the way.
-    spdlog::debug("hvdrun: CancelJob {}: {}", jobId, status.ok() ? "sent" : "job already over");
+    hvd::logging::program("client")->debug("hvdrun: CancelJob {}: {}", jobId,
+                                           status.ok() ? "sent" : "job already over");
     return;
   }
   closeStream("the agent did not take the cancel (" +

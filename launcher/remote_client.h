@@ -1,6 +1,6 @@
-// hvdrun's side of a remote job (DESIGN.md "How a job flows", step 2): one SubmitJob stream to
-// the leader agent, read by a thread that hands the job's output to ClientEvents and ends with
-// the leader's JobEnd. It mirrors JobCoordinator's surface (start, cancel, tick, finished,
+// hvdrun's side of a remote job (docs/architecture.md "How a job flows", step 2): one SubmitJob
+// stream to the leader agent, read by a thread that hands the job's output to ClientEvents and ends
+// with the leader's JobEnd. It mirrors JobCoordinator's surface (start, cancel, tick, finished,
 // result), so hvdrun's main loop drives either mode the same way.
 //
 // Everything that can go wrong becomes a JobResult, like the coordinator's own outcomes, so

@@ -14,8 +14,9 @@
 #include <filesystem>
 
 #include "agent/common/thread_guard.h"
+#include "agent/daemon/slurm_step.h"
 #include "agent/process/spawner.h"
-#include "agent/service/slurm_step.h"
+#include "common/logging.h"
 #include "hvd/error.hpp"
 
 extern char** environ;
@@ -59,8 +60,8 @@ std::vector<std::string> srunArgv(const SlurmAgentsOptions& options) {
 }
 
 std::optional<std::pair<std::string, std::string>> parseReadyLine(const std::string& line) {
-  if (line.rfind(agent::service::kReadyPrefix, 0) != 0) return std::nullopt;
-  const std::string rest = line.substr(sizeof(agent::service::kReadyPrefix) - 1);
+  if (line.rfind(agent::daemon::kReadyPrefix, 0) != 0) return std::nullopt;
+  const std::string rest = line.substr(sizeof(agent::daemon::kReadyPrefix) - 1);
   const size_t space = rest.find(' ');
   if (space == 0 || space == std::string::npos || space + 1 == rest.size() ||
       rest.find(' ', space + 1) != std::string::npos) {
@@ -159,15 +160,15 @@ void SlurmAgents::spawn(const agent::auth::ClusterKey& key) {
     throw BackendError("cannot run " + options_.srun + " to start the agents of the Slurm job: " +
                        strerror(rc) + " (is Slurm's srun on the PATH?)");
   }
-  spdlog::debug("hvdrun: started the agents' step (srun pid {}) on {}", pid_,
-                joinNodes(options_.nodes));
+  hvd::logging::program("slurm")->debug("hvdrun: started the agents' step (srun pid {}) on {}",
+                                        pid_, joinNodes(options_.nodes));
   try {
     key.handOver(stdinFd_);  // a pipe: 65 bytes never block
   } catch (const BackendError& e) {
     // A step that fails at once (no nodes, a refused allocation) closes its stdin before the
     // key is written: the broken pipe is a symptom. waitReady() sees srun end and reports its
     // exit status, the cause; the agents cannot start without the key either way.
-    spdlog::debug("hvdrun: {} (srun pid {})", e.what(), pid_);
+    hvd::logging::program("slurm")->debug("hvdrun: {} (srun pid {})", e.what(), pid_);
   }
 }
 
@@ -204,7 +205,8 @@ void SlurmAgents::waitReady(int cancelFd) {
       const std::string line = pending_.substr(0, newline);
       pending_.erase(0, newline + 1);
       if (const auto ready = parseReadyLine(line)) {
-        spdlog::debug("hvdrun: agent of {} ready at {}", ready->first, ready->second);
+        hvd::logging::program("slurm")->debug("hvdrun: agent of {} ready at {}", ready->first,
+                                              ready->second);
         ready_[ready->first] = ready->second;
       } else {
         std::fprintf(stderr, "%s\n", line.c_str());
@@ -261,7 +263,8 @@ void SlurmAgents::stop() {
       return status_.has_value();
     };
     if (!wait(std::chrono::seconds(15))) {
-      spdlog::warn("hvdrun: the agents' step did not end after its stdin closed; cancelling it");
+      hvd::logging::program("slurm")->warn(
+          "hvdrun: the agents' step did not end after its stdin closed; cancelling it");
       ::kill(pid_, SIGTERM);  // srun cancels the step
       if (!wait(std::chrono::seconds(10))) {
         ::kill(-pid_, SIGKILL);

@@ -8,7 +8,7 @@
 // made for this job (ClusterKey::random) that exists only in memory: hvdrun writes it to srun's
 // stdin, which srun broadcasts to every agent's stdin. It is never in a file, on a command line
 // or in a log, and it dies with the step. Each agent answers with one "hvdagent-ready NODE
-// ADDRESS" line on stdout (agent/service/slurm_step.h); once every node has answered, hvdrun
+// ADDRESS" line on stdout (agent/daemon/slurm_step.h); once every node has answered, hvdrun
 // runs the job through them as it does with -H. At the end hvdrun closes srun's stdin, which
 // stops the agents; srun that is still there after a grace gets SIGTERM (it cancels the step),
 // then SIGKILL.

@@ -1,11 +1,3 @@
-# Host specifications (-H lists, hostfiles, Slurm's hostlists) and the rules for host and
-# environment-variable names: pure parsing, tested in tests/unit.
-add_library(hvd_launcher_core STATIC ${CMAKE_CURRENT_LIST_DIR}/host_spec.cc
-                                     ${CMAKE_CURRENT_LIST_DIR}/slurm_hosts.cc
-                                     ${CMAKE_CURRENT_LIST_DIR}/validate.cc)
-target_include_directories(hvd_launcher_core PUBLIC ${PROJECT_SOURCE_DIR})
-target_link_libraries(hvd_launcher_core PUBLIC hvd PRIVATE hvd_internal hvd_warnings)
-
 # Everything of hvdrun but main(): CLI, output rendering, job building, keygen, build facts, the
 # signal loop and the SubmitJob client. A library so the unit tests link exactly what ships.
 find_package(CLI11 CONFIG REQUIRED)
@@ -20,8 +12,8 @@ add_library(hvd_launcher STATIC
   ${CMAKE_CURRENT_LIST_DIR}/slurm_agents.cc)
 target_include_directories(hvd_launcher PUBLIC ${PROJECT_SOURCE_DIR})
 target_link_libraries(hvd_launcher
-  PUBLIC hvd_launcher_core hvd_agent_coordinator hvd_agent_process hvd_agent_rpc hvd_agent_client hvd_auth hvd
-  PRIVATE hvd_agent_common CLI11::CLI11 spdlog::spdlog hvd_warnings)
+  PUBLIC hvd_contract hvd_agent_jobs hvd_agent_coordinator hvd_agent_process hvd_agent_rpc hvd_agent_client hvd_auth hvd
+  PRIVATE hvd_agent_common hvd_internal CLI11::CLI11 spdlog::spdlog hvd_warnings)
 # --version and --check-build describe this build (cmake/HvdDependencies.cmake's detection).
 target_compile_definitions(hvd_launcher PRIVATE
   HVD_VERSION_STRING="${PROJECT_VERSION}"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A throw-away cluster of "hosts" on this machine: Linux network namespaces joined by veth pairs
-# to a bridge, one hvdagent each (DESIGN.md "Testing layers", e2e). Needs root and `ip netns`.
+# to a bridge, one hvdagent each (docs/architecture.md "Testing layers", e2e). Needs root and `ip netns`.
 #
 # usage: netns-cluster.sh up N [--prefix P] [--subnet 10.X.Y] [--key K] [--bin DIR]
 #                              [--port PORT] [--log-level L] [--no-agents]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A real, throw-away Slurm cluster on this machine, for e2e tests (DESIGN.md "Testing layers"):
+# A real, throw-away Slurm cluster on this machine, for e2e tests (docs/architecture.md "Testing layers"):
 # slurmd "nodes" in Linux network namespaces joined by a bridge (scripts/netns-cluster.sh), a
 # slurmctld in a namespace of its own, and a private munged. Needs root, `ip netns`, Debian's
 # slurm-wlm and munge (scripts/install-deps.sh).

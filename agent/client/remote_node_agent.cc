@@ -8,6 +8,7 @@
 #include "agent/common/thread_guard.h"
 #include "agent/rpc/convert.h"
 #include "agent/rpc/methods.h"
+#include "common/logging.h"
 
 namespace hvd::agent::client {
 
@@ -158,8 +159,9 @@ void RemoteNodeAgent::unreserve(const std::string& key) {
     const grpc::Status status = stub_->Unreserve(&context, request, &response);
     if (!status.ok()) {
       // Not fatal: the reservation's lease returns it anyway.
-      spdlog::warn("giving back the reservation of job {} on {} ({}) failed: {}", key,
-                   options_.host, options_.address, describeStatus(status, options_.callTimeout));
+      hvd::logging::program("client")->warn(
+          "giving back the reservation of job {} on {} ({}) failed: {}", key, options_.host,
+          options_.address, describeStatus(status, options_.callTimeout));
     }
   });
 }
@@ -251,8 +253,9 @@ void RemoteNodeAgent::readStream(Stream* s) {
   if (stopping) return;  // we cancelled the stream ourselves: not a lost agent
   const std::string reason = status.ok() ? "the agent ended the job's stream early"
                                          : describeStatus(status, options_.callTimeout);
-  spdlog::debug("remote agent {} ({}): job {} stream ended with {} rank(s) running: {}",
-                options_.host, options_.address, s->jobId, s->running.size(), reason);
+  hvd::logging::program("client")->debug(
+      "remote agent {} ({}): job {} stream ended with {} rank(s) running: {}", options_.host,
+      options_.address, s->jobId, s->running.size(), reason);
   s->events->onAgentLost(options_.host, reason);
 }
 
@@ -300,8 +303,9 @@ void RemoteNodeAgent::stop(const std::string& jobId, int signal, std::chrono::mi
       signer_->sign(&context, rpc::kStopMethod, request);
       const grpc::Status status = stub_->Stop(&context, request, &response);
       if (!status.ok()) {
-        spdlog::warn("stop of job {} on {} ({}) failed: {}", jobId, options_.host, options_.address,
-                     describeStatus(status, options_.callTimeout));
+        hvd::logging::program("client")->warn("stop of job {} on {} ({}) failed: {}", jobId,
+                                              options_.host, options_.address,
+                                              describeStatus(status, options_.callTimeout));
       }
     });
   });

@@ -1,6 +1,6 @@
-// The NodeAgent of a host whose hvdagent is reached over gRPC (DESIGN.md "How a job flows",
-// steps 3-4): the leader's coordinator describes, launches and stops through it exactly as it
-// does through the in-process LocalNodeAgent.
+// The NodeAgent of a host whose hvdagent is reached over gRPC (docs/architecture.md "How a job
+// flows", steps 3-4): the leader's coordinator describes, launches and stops through it exactly as
+// it does through the in-process LocalHost (agent/jobs/local_host.h).
 //
 // launch() opens the Launch stream and waits (up to the call timeout) for the agent's first
 // event, which says whether every rank started. A reader thread then delivers the ranks' output

@@ -5,4 +5,4 @@ add_library(hvd_agent_common STATIC
   ${CMAKE_CURRENT_LIST_DIR}/cli_checks.cc
   ${CMAKE_CURRENT_LIST_DIR}/thread_guard.cc)
 target_include_directories(hvd_agent_common PUBLIC ${PROJECT_SOURCE_DIR})
-target_link_libraries(hvd_agent_common PUBLIC CLI11::CLI11 PRIVATE spdlog::spdlog hvd_warnings)
+target_link_libraries(hvd_agent_common PUBLIC CLI11::CLI11 PRIVATE hvd_internal spdlog::spdlog hvd_warnings)

@@ -4,6 +4,8 @@
 
 #include <exception>
 
+#include "common/logging.h"
+
 namespace hvd::agent::common {
 
 std::string currentExceptionMessage() {
@@ -26,7 +28,7 @@ void runGuarded(std::string_view role, const std::function<void()>& body,
     // Logging itself may throw (bad_alloc, a failing sink): nothing more can be done then.
     try {
       what = currentExceptionMessage();
-      spdlog::error("{}: internal error: {}", role, what);
+      hvd::logging::program("thread")->error("{}: internal error: {}", role, what);
     } catch (...) {
     }
   }
@@ -35,7 +37,8 @@ void runGuarded(std::string_view role, const std::function<void()>& body,
     onError(what);
   } catch (...) {
     try {
-      spdlog::error("{}: internal error while recovering: {}", role, currentExceptionMessage());
+      hvd::logging::program("thread")->error("{}: internal error while recovering: {}", role,
+                                             currentExceptionMessage());
     } catch (...) {
     }
   }

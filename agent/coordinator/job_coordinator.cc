@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "agent/coordinator/exit_codes.h"
+#include "contract/exit_codes.h"
 #include "hvd/error.hpp"
 
 namespace hvd::agent::coordinator {
@@ -50,7 +50,7 @@ JobCoordinator::Start JobCoordinator::tryStart(bool queue) {
   }
   if (spec_.hosts.empty() || agents_.size() != spec_.hosts.size() ||
       std::count(agents_.begin(), agents_.end(), nullptr) > 0) {
-    JobResult r = baseResult(JobOutcome::kInvalidJob, kExitUsage,
+    JobResult r = baseResult(JobOutcome::kInvalidJob, contract::kExitUsage,
                              "hvdrun: internal error: " + std::to_string(spec_.hosts.size()) +
                                  " hosts but " + std::to_string(agents_.size()) + " agents");
     endNow(std::move(r));
@@ -60,7 +60,7 @@ JobCoordinator::Start JobCoordinator::tryStart(bool queue) {
     // Cancelled while it waited in the queue: nothing runs, nothing is held.
     std::lock_guard<std::mutex> lock(mutex_);
     if (cancelled_) {
-      result_ = baseResult(JobOutcome::kCancelled, kExitCancelled,
+      result_ = baseResult(JobOutcome::kCancelled, contract::kExitCancelled,
                            "hvdrun: job " + spec_.jobId + " was cancelled");
     }
   }
@@ -82,7 +82,7 @@ JobCoordinator::Start JobCoordinator::tryStart(bool queue) {
     }
     nodes.push_back(std::move(*described.description));
   }
-  Placement placement;
+  contract::Placement placement;
   if (std::optional<JobResult> refused = place(nodes, &placement)) {
     endNow(std::move(*refused));
     return Start::kEnded;
@@ -96,7 +96,8 @@ JobCoordinator::Start JobCoordinator::tryStart(bool queue) {
     return Start::kEnded;
   }
   if (grant.verdict == ledger::Verdict::kNeverFits) {
-    JobResult r = baseResult(JobOutcome::kInvalidJob, kExitUsage, "hvdrun: " + grant.reason);
+    JobResult r =
+        baseResult(JobOutcome::kInvalidJob, contract::kExitUsage, "hvdrun: " + grant.reason);
     r.reason = grant.reason;
     endNow(std::move(r));
     return Start::kEnded;
@@ -104,7 +105,7 @@ JobCoordinator::Start JobCoordinator::tryStart(bool queue) {
   if (grant.verdict == ledger::Verdict::kBusy) {
     if (!queue) {
       JobResult r = baseResult(
-          JobOutcome::kResourcesBusy, kExitResourcesBusy,
+          JobOutcome::kResourcesBusy, contract::kExitResourcesBusy,
           "hvdrun: job " + spec_.jobId + " was not queued (--no-queue): " + grant.reason);
       r.reason = grant.reason;
       endNow(std::move(r));
@@ -126,11 +127,11 @@ JobCoordinator::Start JobCoordinator::tryStart(bool queue) {
 
 JobResult JobCoordinator::unreachableResult(const AgentError& error) const {
   JobResult r = error.authenticationFailed
-                    ? baseResult(JobOutcome::kAgentUnreachable, kExitAuthenticationFailed,
+                    ? baseResult(JobOutcome::kAgentUnreachable, contract::kExitAuthenticationFailed,
                                  "hvdrun: agent on " + error.host + " (" + error.address +
                                      ") refused the leader's request: " + error.reason +
                                      " (is the cluster key the same on every host?)")
-                    : baseResult(JobOutcome::kAgentUnreachable, kExitAgentUnreachable,
+                    : baseResult(JobOutcome::kAgentUnreachable, contract::kExitAgentUnreachable,
                                  "hvdrun: " + error.describeUnreachable());
   r.host = error.host;
   r.reason = error.reason;
@@ -138,18 +139,18 @@ JobResult JobCoordinator::unreachableResult(const AgentError& error) const {
 }
 
 std::optional<JobResult> JobCoordinator::place(const std::vector<NodeDescription>& nodes,
-                                               Placement* placement) {
+                                               contract::Placement* placement) {
   try {
     // Slots: what -H says, else one per GPU (one rank per GPU is the usual layout; one per
     // --gpus-per-rank GPUs), else 1.
-    std::vector<HostCapacity> capacity;
+    std::vector<contract::HostCapacity> capacity;
     const int perRank = std::max(1, spec_.gpusPerRank);
     for (size_t h = 0; h < spec_.hosts.size(); ++h) {
       const int gpus = static_cast<int>(nodes[h].gpus.size());
       int slots = spec_.hosts[h].slots.value_or(gpus / perRank);
       capacity.push_back({spec_.hosts[h].host, slots > 0 ? slots : 1});
     }
-    *placement = placeRanks(capacity, spec_.np, spec_.oversubscribe);
+    *placement = contract::placeRanks(capacity, spec_.np, spec_.oversubscribe);
     // A GPU shortage on a host is a request that can never be met: refused before anything is
     // reserved, with the message that names the host and its GPUs.
     for (size_t h = 0; h < spec_.hosts.size(); ++h) {
@@ -164,8 +165,8 @@ std::optional<JobResult> JobCoordinator::place(const std::vector<NodeDescription
   } catch (const hvd::Error& e) {
     // -np above the slots, a GPU shortage: the request is wrong, and the messages already say
     // how (slots per host, GPUs available).
-    JobResult r =
-        baseResult(JobOutcome::kInvalidJob, kExitUsage, std::string("hvdrun: ") + e.what());
+    JobResult r = baseResult(JobOutcome::kInvalidJob, contract::kExitUsage,
+                             std::string("hvdrun: ") + e.what());
     r.reason = e.what();
     return r;
   }
@@ -173,7 +174,7 @@ std::optional<JobResult> JobCoordinator::place(const std::vector<NodeDescription
 }
 
 ledger::Grant JobCoordinator::reserveAll(const std::vector<NodeDescription>& nodes,
-                                         const Placement& placement,
+                                         const contract::Placement& placement,
                                          std::vector<std::vector<int>>* gpus,
                                          std::vector<bool>* accounted,
                                          std::optional<JobResult>* failed) {
@@ -244,7 +245,7 @@ void JobCoordinator::unreserveAll(const std::vector<bool>& held) {
   }
 }
 
-std::optional<JobResult> JobCoordinator::build(Placement placement,
+std::optional<JobResult> JobCoordinator::build(contract::Placement placement,
                                                const std::vector<std::vector<int>>& gpus,
                                                const std::vector<bool>& accounted,
                                                std::vector<LaunchRequest>* requests) {
@@ -287,8 +288,8 @@ std::optional<JobResult> JobCoordinator::build(Placement placement,
     }
   } catch (const hvd::Error& e) {
     // A bad forwarded variable: the request is wrong, and the message says how.
-    JobResult r =
-        baseResult(JobOutcome::kInvalidJob, kExitUsage, std::string("hvdrun: ") + e.what());
+    JobResult r = baseResult(JobOutcome::kInvalidJob, contract::kExitUsage,
+                             std::string("hvdrun: ") + e.what());
     r.reason = e.what();
     return r;
   }
@@ -309,7 +310,8 @@ void JobCoordinator::endUnstarted(std::string summary, std::string reason) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (result_ || launchDone_) return;
   }
-  JobResult r = baseResult(JobOutcome::kResourcesBusy, kExitResourcesBusy, std::move(summary));
+  JobResult r =
+      baseResult(JobOutcome::kResourcesBusy, contract::kExitResourcesBusy, std::move(summary));
   r.reason = std::move(reason);
   endNow(std::move(r));
 }
@@ -351,7 +353,7 @@ void JobCoordinator::launchAll(const std::vector<LaunchRequest>& requests) {
       } else {
         for (const RankLaunch& r : request.ranks) ranks_[r.rank] = RankState::kNotStarted;
         JobResult r =
-            baseResult(JobOutcome::kLaunchFailed, kExitLaunchFailed,
+            baseResult(JobOutcome::kLaunchFailed, contract::kExitLaunchFailed,
                        "hvdrun: launch on " + spec_.hosts[h].host + " failed: " + status.error);
         r.host = spec_.hosts[h].host;
         r.reason = status.error;
@@ -389,7 +391,7 @@ void JobCoordinator::endNow(JobResult result) {
     if (result_) return;
     // A Ctrl-C that came while describing wins over nothing having started.
     if (cancelled_ && result.outcome != JobOutcome::kAgentUnreachable) {
-      result = baseResult(JobOutcome::kCancelled, kExitCancelled,
+      result = baseResult(JobOutcome::kCancelled, contract::kExitCancelled,
                           "hvdrun: job " + spec_.jobId + " was cancelled");
     }
     result_ = result;
@@ -454,7 +456,7 @@ std::optional<JobResult> JobCoordinator::result() const {
   return result_;
 }
 
-Placement JobCoordinator::placement() const {
+contract::Placement JobCoordinator::placement() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return placement_;
 }
@@ -539,7 +541,7 @@ void JobCoordinator::onAgentLost(const std::string& host, const std::string& rea
     }
     // An agent whose ranks all finished cannot harm the job any more; losing it is no failure.
     if (hadRunning) {
-      JobResult r = baseResult(JobOutcome::kAgentLost, kExitAgentLost,
+      JobResult r = baseResult(JobOutcome::kAgentLost, contract::kExitAgentLost,
                                "hvdrun: agent on " + spec_.hosts[h].host + " was lost: " + reason);
       r.host = spec_.hosts[h].host;
       r.reason = reason;
@@ -595,7 +597,7 @@ void JobCoordinator::maybeEndLocked(Actions* actions) {
 JobResult JobCoordinator::endResultLocked() const {
   if (failure_) return *failure_;
   if (cancelled_) {
-    return baseResult(JobOutcome::kCancelled, kExitCancelled,
+    return baseResult(JobOutcome::kCancelled, contract::kExitCancelled,
                       "hvdrun: job " + spec_.jobId + " was cancelled");
   }
   if (timedOut_) {
@@ -603,16 +605,16 @@ JobResult JobCoordinator::endResultLocked() const {
     const std::string limit =
         ms % 1000 == 0 ? std::to_string(ms / 1000) + " s" : std::to_string(ms) + " ms";
     return baseResult(
-        JobOutcome::kTimedOut, kExitTimeout,
+        JobOutcome::kTimedOut, contract::kExitTimeout,
         "hvdrun: job " + spec_.jobId + " reached its time limit of " + limit + " and was stopped");
   }
-  return baseResult(JobOutcome::kSucceeded, kExitSuccess,
+  return baseResult(JobOutcome::kSucceeded, contract::kExitSuccess,
                     "hvdrun: all " + std::to_string(spec_.np) + " ranks exited successfully");
 }
 
 void JobCoordinator::perform(Actions actions) {
   for (const StopCall& call : actions.stops) {
-    agents_[call.host]->stop(spec_.jobId, call.signal, call.grace);
+    agents_[call.host]->stop(spec_.launchId(), call.signal, call.grace);
   }
   if (actions.ended && client_) client_->onJobEnd(*actions.ended);
 }

@@ -1,6 +1,6 @@
-// The job coordinator of the leader agent (DESIGN.md "How a job flows" steps 3 and 6, "Failure
-// semantics"): describe every host, resolve slots, place ranks, build each rank's environment,
-// launch on every host, forward output, and fail the job fast with one root cause.
+// The job coordinator of the leader agent (docs/architecture.md "How a job flows" steps 3 and 6,
+// "Failure semantics"): describe every host, resolve slots, place ranks, build each rank's
+// environment, launch on every host, forward output, and fail the job fast with one root cause.
 //
 // Domain logic only: it talks to hosts through NodeAgent and to the client through ClientEvents,
 // so the gRPC service (and the embedded hvdrun) adapt it, and unit tests drive it with
@@ -26,8 +26,8 @@
 #include "agent/coordinator/node_agent.h"
 #include "agent/coordinator/restart_policy.h"
 #include "agent/node/worker_env.h"
-#include "agent/placement.h"
-#include "launcher/host_spec.h"
+#include "contract/host_spec.h"
+#include "contract/placement.h"
 
 namespace hvd::agent::coordinator {
 
@@ -51,7 +51,7 @@ struct JobSpec {
   std::vector<std::string> env;   // forwarded "K=V" entries
   std::string cwd;
   int np = 1;
-  std::vector<launcher::HostSlots> hosts;  // in rank order; hosts[0] hosts rank 0
+  std::vector<contract::HostSlots> hosts;  // in rank order; hosts[0] hosts rank 0
   bool oversubscribe = false;
   int gpusPerRank = 1;
   node::GpuBind gpuBind = node::GpuBind::kNone;
@@ -207,7 +207,7 @@ class JobCoordinator : public JobEvents {
   bool finished() const;
   std::optional<JobResult> result() const;
   // The placement used (empty before start() placed the ranks); for logs and tests.
-  Placement placement() const;
+  contract::Placement placement() const;
   // Every rank's host, pid, state and exit (empty before the ranks were placed).
   std::vector<RankSnapshot> ranks() const;
   // Whether every rank was started (launch done without a launch failure).
@@ -231,14 +231,17 @@ class JobCoordinator : public JobEvents {
   };
 
   // Steps of start(); a returned result means the job ended before anything was launched.
-  std::optional<JobResult> place(const std::vector<NodeDescription>& nodes, Placement* placement);
+  std::optional<JobResult> place(const std::vector<NodeDescription>& nodes,
+                                 contract::Placement* placement);
   // kGranted with every host's GPUs in `gpus`, or why not (nothing is held then).
-  ledger::Grant reserveAll(const std::vector<NodeDescription>& nodes, const Placement& placement,
+  ledger::Grant reserveAll(const std::vector<NodeDescription>& nodes,
+                           const contract::Placement& placement,
                            std::vector<std::vector<int>>* gpus, std::vector<bool>* accounted,
                            std::optional<JobResult>* failed);
   void unreserveAll(const std::vector<bool>& held);
   JobResult unreachableResult(const AgentError& error) const;
-  std::optional<JobResult> build(Placement placement, const std::vector<std::vector<int>>& gpus,
+  std::optional<JobResult> build(contract::Placement placement,
+                                 const std::vector<std::vector<int>>& gpus,
                                  const std::vector<bool>& accounted,
                                  std::vector<LaunchRequest>* requests);
   void launchAll(const std::vector<LaunchRequest>& requests);
@@ -263,7 +266,7 @@ class JobCoordinator : public JobEvents {
   Clock* const clock_;
 
   mutable std::mutex mutex_;
-  Placement placement_;
+  contract::Placement placement_;
   std::vector<RankState> ranks_;
   std::vector<int> pids_;                                  // per rank, 0 unknown
   std::vector<std::optional<process::ExitStatus>> exits_;  // per rank

@@ -1,7 +1,8 @@
-// What the job coordinator needs from each host's agent (DESIGN.md "How a job flows", steps 3-4).
-// The coordinator is domain logic and never sees gRPC: the gRPC client of a remote agent, the
-// in-process agent of the embedded default and FakeNodeAgent (tests) all implement NodeAgent, the
-// way Ray's raylet code depends on a handler interface rather than on its RPC service.
+// What the job coordinator needs from each host's agent (docs/architecture.md "How a job flows",
+// steps 3-4). The coordinator is domain logic and never sees gRPC: the gRPC client of a remote
+// agent, the in-process agent of the embedded default and FakeNodeAgent (tests) all implement
+// NodeAgent, the way Ray's raylet code depends on a handler interface rather than on its RPC
+// service.
 //
 // Contract shared by every implementation:
 //   * Expected outcomes (an agent that cannot be reached, a launch that fails) are values, never

@@ -1,5 +1,5 @@
 // When a failed attempt of a job starts again (hvdrun --max-restarts, --restart-min-uptime,
-// --no-restart-on-exit; DESIGN.md "Resources, queue and restarts").
+// --no-restart-on-exit; docs/architecture.md "Resources, queue and restarts").
 //
 // One budget for the whole job, kept by its leader and spent once per failure, however many
 // ranks or hosts the failure took with it: torchrun's per-agent budget let agents that left and

@@ -4,9 +4,8 @@
 add_library(hvd_agent_coordinator STATIC
   ${CMAKE_CURRENT_LIST_DIR}/job_coordinator.cc
   ${CMAKE_CURRENT_LIST_DIR}/restart_policy.cc
-  ${CMAKE_CURRENT_LIST_DIR}/fake_node_agent.cc
-  ${CMAKE_CURRENT_LIST_DIR}/local_node_agent.cc)
+  ${CMAKE_CURRENT_LIST_DIR}/fake_node_agent.cc)
 target_include_directories(hvd_agent_coordinator PUBLIC ${PROJECT_SOURCE_DIR})
 target_link_libraries(hvd_agent_coordinator
-                      PUBLIC hvd_agent_core hvd_agent_node hvd_agent_ledger hvd_agent_process hvd_launcher_core hvd
+                      PUBLIC hvd_contract hvd_agent_node hvd_agent_ledger hvd_agent_process hvd
                       PRIVATE hvd_warnings)

@@ -1,6 +1,6 @@
-// The ledger of one node: which job holds which slots and which GPUs (DESIGN.md "Resources,
-// queue and restarts"). Every agent keeps one, so that jobs led by different leaders, or
-// submitted one after another, never land on the same GPUs unless one asked to share
+// The ledger of one node: which job holds which slots and which GPUs (docs/architecture.md
+// "Resources, queue and restarts"). Every agent keeps one, so that jobs led by different leaders,
+// or submitted one after another, never land on the same GPUs unless one asked to share
 // (--oversubscribe).
 //
 // A leader reserves a job's share of every host before any rank starts. A reservation carries a

@@ -6,10 +6,13 @@
 #include <unordered_map>
 #include <utility>
 
+#include "contract/env_names.h"
 #include "hvd/error.hpp"
 
 namespace hvd::agent::node {
 namespace {
+
+namespace names = contract::env;
 
 constexpr std::string_view kRedacted = "<redacted>";
 constexpr std::string_view kSecretSuffixes[] = {"_TOKEN", "_SECRET", "_KEY", "_PASSWORD"};
@@ -58,7 +61,7 @@ std::string joinInts(const std::vector<int>& values) {
 bool isSecretName(std::string_view name) {
   std::string upper(name);
   for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  if (upper == "HVD_STORE_TOKEN") return true;
+  if (upper == names::kStoreToken) return true;
   for (std::string_view suffix : kSecretSuffixes) {
     if (upper.size() >= suffix.size() &&
         std::string_view(upper).substr(upper.size() - suffix.size()) == suffix) {
@@ -69,7 +72,7 @@ bool isSecretName(std::string_view name) {
 }
 
 void validate(const WorkerEnvInput& in) {
-  const RankPlacement& p = in.placement;
+  const contract::RankPlacement& p = in.placement;
   auto fail = [&](const std::string& what) {
     throw InvalidArgumentError("worker environment for rank " + std::to_string(p.rank) +
                                " on host '" + in.hostName + "': " + what);
@@ -93,7 +96,7 @@ void validate(const WorkerEnvInput& in) {
 
 }  // namespace
 
-int groupRankOfHost(const Placement& placement, int hostIndex) {
+int groupRankOfHost(const contract::Placement& placement, int hostIndex) {
   const int hosts = static_cast<int>(placement.hostRanks.size());
   if (hostIndex < 0 || hostIndex >= hosts) {
     throw InvalidArgumentError("host index " + std::to_string(hostIndex) + " outside 0.." +
@@ -146,7 +149,7 @@ std::vector<std::string> buildWorkerEnvironment(const WorkerEnvInput& in) {
     env.set(entry.substr(0, eq), entry.substr(eq + 1));
   }
 
-  const RankPlacement& p = in.placement;
+  const contract::RankPlacement& p = in.placement;
   const std::vector<int> gpus = assignGpus(in.hostName, in.hostGpus, p.localRank, p.localSize,
                                            in.gpusPerRank, in.oversubscribe);
   const bool userOrder = env.has("CUDA_DEVICE_ORDER");
@@ -154,44 +157,44 @@ std::vector<std::string> buildWorkerEnvironment(const WorkerEnvInput& in) {
   // hvd's own variables go after the forwarded ones, in contract order; erase first so that an
   // overridden name moves to its contract position instead of staying among the user's.
   std::vector<std::pair<std::string, std::string>> own = {
-      {"HVD_RANK", std::to_string(p.rank)},
-      {"HVD_SIZE", std::to_string(in.size)},
-      {"HVD_LOCAL_RANK", std::to_string(p.localRank)},
-      {"HVD_LOCAL_SIZE", std::to_string(p.localSize)},
-      {"HVD_CROSS_RANK", std::to_string(p.crossRank)},
-      {"HVD_CROSS_SIZE", std::to_string(p.crossSize)},
-      {"HVD_JOB_ID", in.jobId},
-      {"HVD_STORE_ADDR", in.storeAddr},
-      {"HVD_STORE_TOKEN", in.storeToken},
-      {"RANK", std::to_string(p.rank)},
-      {"WORLD_SIZE", std::to_string(in.size)},
-      {"LOCAL_RANK", std::to_string(p.localRank)},
-      {"LOCAL_WORLD_SIZE", std::to_string(p.localSize)},
-      {"GROUP_RANK", std::to_string(in.groupRank)},
-      {"MASTER_ADDR", in.masterAddr},
-      {"MASTER_PORT", std::to_string(in.masterPort)},
-      {"HOROVOD_RANK", std::to_string(p.rank)},
-      {"HOROVOD_SIZE", std::to_string(in.size)},
-      {"HOROVOD_LOCAL_RANK", std::to_string(p.localRank)},
-      {"HOROVOD_LOCAL_SIZE", std::to_string(p.localSize)},
-      {"HOROVOD_CROSS_RANK", std::to_string(p.crossRank)},
-      {"HOROVOD_CROSS_SIZE", std::to_string(p.crossSize)},
+      {names::kRank, std::to_string(p.rank)},
+      {names::kSize, std::to_string(in.size)},
+      {names::kLocalRank, std::to_string(p.localRank)},
+      {names::kLocalSize, std::to_string(p.localSize)},
+      {names::kCrossRank, std::to_string(p.crossRank)},
+      {names::kCrossSize, std::to_string(p.crossSize)},
+      {names::kJobId, in.jobId},
+      {names::kStoreAddr, in.storeAddr},
+      {names::kStoreToken, in.storeToken},
+      {names::torch::kRank, std::to_string(p.rank)},
+      {names::torch::kWorldSize, std::to_string(in.size)},
+      {names::torch::kLocalRank, std::to_string(p.localRank)},
+      {names::torch::kLocalWorldSize, std::to_string(p.localSize)},
+      {names::torch::kGroupRank, std::to_string(in.groupRank)},
+      {names::torch::kMasterAddr, in.masterAddr},
+      {names::torch::kMasterPort, std::to_string(in.masterPort)},
+      {names::horovod::kRank, std::to_string(p.rank)},
+      {names::horovod::kSize, std::to_string(in.size)},
+      {names::horovod::kLocalRank, std::to_string(p.localRank)},
+      {names::horovod::kLocalSize, std::to_string(p.localSize)},
+      {names::horovod::kCrossRank, std::to_string(p.crossRank)},
+      {names::horovod::kCrossSize, std::to_string(p.crossSize)},
   };
   // Only for a job that can restart: a job without --max-restarts keeps the contract it had,
   // and scripts read an absent count as 0 (torchrun's readers do).
   if (in.maxRestarts > 0 || in.restartCount > 0) {
-    own.emplace_back("HVD_RESTART_COUNT", std::to_string(in.restartCount));
-    own.emplace_back("HVD_MAX_RESTARTS", std::to_string(in.maxRestarts));
-    own.emplace_back("TORCHELASTIC_RESTART_COUNT", std::to_string(in.restartCount));
-    own.emplace_back("TORCHELASTIC_MAX_RESTARTS", std::to_string(in.maxRestarts));
+    own.emplace_back(names::kRestartCount, std::to_string(in.restartCount));
+    own.emplace_back(names::kMaxRestarts, std::to_string(in.maxRestarts));
+    own.emplace_back(names::torch::kRestartCount, std::to_string(in.restartCount));
+    own.emplace_back(names::torch::kMaxRestarts, std::to_string(in.maxRestarts));
   }
   if (!gpus.empty()) {
-    own.emplace_back("HVD_GPU", joinInts(gpus));
+    own.emplace_back(names::kGpu, joinInts(gpus));
     if (in.gpuBind == GpuBind::kVisible) own.emplace_back("CUDA_VISIBLE_DEVICES", joinInts(gpus));
   }
   // HVD_GPU belongs to hvd even on a CPU-only host: a stale one from the user's shell would send
   // the worker to a GPU it was not given.
-  env.erase("HVD_GPU");
+  env.erase(names::kGpu);
   for (auto& [name, value] : own) {
     env.erase(name);
     env.set(name, std::move(value));

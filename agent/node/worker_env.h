@@ -1,13 +1,14 @@
-// The environment of one worker process: the contract of DESIGN.md ("Worker environment") plus
-// the aliases torch.distributed (env://, issue 7) and Horovod scripts read, plus GPU binding
-// (issue 3). Pure logic, so the numbers users' scripts depend on are pinned down by unit tests;
-// the agent passes the result as the child's complete environment (never a shell string).
+// The environment of one worker process: the contract of docs/architecture.md ("Worker
+// environment") plus the aliases torch.distributed (env://, issue 7) and Horovod scripts read, plus
+// GPU binding (issue 3). Pure logic, so the numbers users' scripts depend on are pinned down by
+// unit tests; the agent passes the result as the child's complete environment (never a shell
+// string).
 #pragma once
 
 #include <string>
 #include <vector>
 
-#include "agent/placement.h"
+#include "contract/placement.h"
 
 namespace hvd::agent::node {
 
@@ -26,10 +27,10 @@ struct WorkerEnvInput {
   // order. A name given twice keeps its last value at its first position.
   std::vector<std::string> forwarded;
 
-  RankPlacement placement;  // this rank
-  int size = 0;             // world size
-  int groupRank = -1;       // GROUP_RANK: see groupRankOfHost(); must be set
-  std::string hostName;     // for error messages only
+  contract::RankPlacement placement;  // this rank
+  int size = 0;                       // world size
+  int groupRank = -1;                 // GROUP_RANK: see groupRankOfHost(); must be set
+  std::string hostName;               // for error messages only
 
   std::string jobId;
   std::string storeAddr;   // "host:port" of the job's rendezvous store
@@ -54,7 +55,7 @@ struct WorkerEnvInput {
 // The node index torch calls GROUP_RANK: the position of `hostIndex` among the hosts that got at
 // least one rank (equal to the cross rank of that host's local rank 0). Throws
 // hvd::InvalidArgumentError when the host is out of range or has no ranks.
-int groupRankOfHost(const Placement& placement, int hostIndex);
+int groupRankOfHost(const contract::Placement& placement, int hostIndex);
 
 // The GPUs (NVML indices) of the rank with `localRank` among `localSize` ranks on a host with
 // `hostGpus`: `gpusPerRank` consecutive GPUs in local-rank order. Empty when the host has no

@@ -1,8 +1,8 @@
-// Process supervision for the agent (issue 3, "Process supervision"; DESIGN.md "How a job flows"
-// steps 4 and 6): start the ranks of a job on this node, capture their output line by line,
-// report every exit, and stop them all. Modelled on Ray's src/ray/util/process.h: an interface
-// that the job code depends on, a real fork/exec implementation (posix_spawner.h) and a fake
-// (fake_spawner.h) so the layers above are unit-tested without processes.
+// Process supervision for the agent (issue 3, "Process supervision"; docs/architecture.md "How a
+// job flows" steps 4 and 6): start the ranks of a job on this node, capture their output line by
+// line, report every exit, and stop them all. Modelled on Ray's src/ray/util/process.h: an
+// interface that the job code depends on, a real fork/exec implementation (posix_spawner.h) and a
+// fake (fake_spawner.h) so the layers above are unit-tested without processes.
 //
 // Expected outcomes (a program that cannot be executed, a rank that exits non-zero or dies of a
 // signal) are values, never exceptions.

@@ -1,5 +1,5 @@
-// Per-call authentication of the control plane (DESIGN.md "Security"): the client side signs
-// every request (CallSigner), the server side checks every request in one place (CallGuard)
+// Per-call authentication of the control plane (docs/architecture.md "Security"): the client side
+// signs every request (CallSigner), the server side checks every request in one place (CallGuard)
 // before any handler logic runs. Both use agent/auth's RequestSigner/RequestVerifier over the
 // full method name and the SHA-256 of the request's deterministic serialization, so a signature
 // cannot be moved to another method or another request body.

@@ -223,11 +223,11 @@ coordinator::JobSpec fromProto(const v1::SubmitJobRequest& r) {
   spec.np = r.np();
   for (const v1::HostEntry& h : r.hosts()) {
     if (h.host().empty()) throw InvalidArgumentError("the job lists a host with no name");
-    if (h.slots() < 0 || h.slots() > launcher::kMaxSlotsPerHost) {
+    if (h.slots() < 0 || h.slots() > contract::kMaxSlotsPerHost) {
       throw InvalidArgumentError("host '" + h.host() + "' has " + std::to_string(h.slots()) +
                                  " slots");
     }
-    launcher::HostSlots slots;
+    contract::HostSlots slots;
     slots.host = h.host();
     if (h.slots() > 0) slots.slots = h.slots();
     spec.hosts.push_back(slots);
@@ -277,7 +277,7 @@ v1::ReserveRequest toProto(const ledger::Request& request) {
 
 ledger::Request fromProto(const v1::ReserveRequest& r) {
   if (r.job_id().empty()) throw InvalidArgumentError("the reservation names no job");
-  if (r.ranks() < 1 || r.ranks() > launcher::kMaxSlotsPerHost) {
+  if (r.ranks() < 1 || r.ranks() > contract::kMaxSlotsPerHost) {
     throw InvalidArgumentError("a reservation of " + std::to_string(r.ranks()) + " ranks");
   }
   if (r.lease_ms() < 0 || r.lease_ms() > kMaxLeaseMs) {

@@ -1,7 +1,8 @@
 // Transport security of the control plane: channels and server credentials, with mutual TLS as
-// the option for untrusted networks (DESIGN.md "Security"). Without TLS options the transport is
-// plaintext and every call is still authenticated by its signed metadata (call_auth.h); with
-// them both sides present certificates signed by the given CA and verify each other's.
+// the option for untrusted networks (docs/architecture.md "Security"). Without TLS options the
+// transport is plaintext and every call is still authenticated by its signed metadata
+// (call_auth.h); with them both sides present certificates signed by the given CA and verify each
+// other's.
 #pragma once
 
 #include <grpcpp/grpcpp.h>

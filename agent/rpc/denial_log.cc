@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/logging.h"
+
 namespace hvd::agent::rpc {
 namespace {
 
@@ -31,7 +33,7 @@ DenialLog::~DenialLog() {
     std::lock_guard<std::mutex> lock(mutex_);
     summary = takeSummaryLocked();
   }
-  if (summary) spdlog::warn("{}", *summary);
+  if (summary) hvd::logging::program("auth")->warn("{}", *summary);
 }
 
 void DenialLog::record(std::string_view method, const std::string& peer,
@@ -67,9 +69,9 @@ void DenialLog::record(std::string_view method, const std::string& peer,
       hasPending_.store(true, std::memory_order_relaxed);
     }
   }
-  if (summary) spdlog::warn("{}", *summary);
+  if (summary) hvd::logging::program("auth")->warn("{}", *summary);
   if (first) {
-    spdlog::warn(
+    hvd::logging::program("auth")->warn(
         "hvdagent: denied {} from {}: {} (further refusals in the next {} are counted "
         "and summarised)",
         method, peer, reason, secondsText(interval_));
@@ -86,7 +88,7 @@ void DenialLog::flushIfDue() {
     summary = takeSummaryLocked();
     open_.reset();  // over: the next refusal is logged at once
   }
-  if (summary) spdlog::warn("{}", *summary);
+  if (summary) hvd::logging::program("auth")->warn("{}", *summary);
 }
 
 std::optional<std::string> DenialLog::takeSummaryLocked() {

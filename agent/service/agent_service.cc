@@ -11,6 +11,7 @@
 #include "agent/rpc/convert.h"
 #include "agent/rpc/methods.h"
 #include "agent/service/event_queue.h"
+#include "common/logging.h"
 #include "hvd/error.hpp"
 
 namespace hvd::agent::service {
@@ -76,26 +77,26 @@ grpc::Status statusFromException(std::exception_ptr error) {
   } catch (const PeerError& e) {
     return {grpc::StatusCode::UNAVAILABLE, e.what()};
   } catch (const std::exception& e) {
-    spdlog::error("hvdagent: internal error: {}", e.what());
+    hvd::logging::program("service")->error("hvdagent: internal error: {}", e.what());
     return {grpc::StatusCode::INTERNAL, e.what()};
   } catch (...) {
-    spdlog::error("hvdagent: internal error of unknown type");
+    hvd::logging::program("service")->error("hvdagent: internal error of unknown type");
     return {grpc::StatusCode::INTERNAL, "internal error"};
   }
 }
 
-AgentService::AgentService(AgentServiceOptions options, rpc::CallGuard* guard, LocalJobs* jobs,
-                           node::GpuDiscovery* gpus, store::TcpStoreServer* store,
-                           JobHistory* history)
+AgentService::AgentService(AgentServiceOptions options, rpc::CallGuard* guard,
+                           jobs::LocalHost* jobs, node::GpuDiscovery* gpus,
+                           store::TcpStoreServer* store, records::JobHistory* history)
     : options_(std::move(options)), guard_(guard), jobs_(jobs), gpus_(gpus), history_(history) {
-  LedJobsOptions led;
+  jobs::LedJobsOptions led;
   led.listenHost = options_.listenHost;
   led.defaultConnectTimeout = options_.defaultConnectTimeout;
   led.maxLogBytes = options_.maxLogBytes;
   led.remoteAgents = options_.remoteAgents;
   led.describeLocal = [this] { return describeNode().node; };
   led.ledger = options_.ledger;
-  led_ = std::make_unique<LedJobs>(std::move(led), jobs_, store, history_);
+  led_ = std::make_unique<jobs::LedJobs>(std::move(led), jobs_, store, history_);
 }
 
 void AgentService::shutdown() {
@@ -146,10 +147,11 @@ grpc::Status AgentService::runLaunch(grpc::ServerContext* context, const v1::Lau
 
   EventQueue<v1::RankEvent> queue;
   RankEventQueue events(&queue);
-  spdlog::info("hvdagent: job {}: starting {} rank(s) of '{}' for {}", jobId, rankCount,
-               request.ranks.front().spec.argv.empty() ? "" : request.ranks.front().spec.argv[0],
-               context->peer());
-  const coordinator::LaunchStatus status = jobs_->launch(request, &events);
+  hvd::logging::program("service")->info(
+      "hvdagent: job {}: starting {} rank(s) of '{}' for {}", jobId, rankCount,
+      request.ranks.front().spec.argv.empty() ? "" : request.ranks.front().spec.argv[0],
+      context->peer());
+  const coordinator::LaunchStatus status = jobs_->start(request, &events);
   {
     v1::RankEvent launched;
     launched.mutable_launched()->set_error(status.error);
@@ -159,14 +161,15 @@ grpc::Status AgentService::runLaunch(grpc::ServerContext* context, const v1::Lau
       p->set_pid(pid);
     }
     if (!status.ok()) {
-      spdlog::warn("hvdagent: job {}: launch failed: {}", jobId, status.error);
+      hvd::logging::program("service")->warn("hvdagent: job {}: launch failed: {}", jobId,
+                                             status.error);
       writer->Write(launched);
       return grpc::Status::OK;
     }
     bool callerGone = !writer->Write(launched);
     // From here on the job runs: whatever happens, it is stopped and released before returning.
     struct Release {
-      LocalJobs* jobs;
+      jobs::LocalHost* jobs;
       const std::string& id;
       ~Release() { jobs->release(id); }
     } release{jobs_, jobId};
@@ -183,7 +186,7 @@ grpc::Status AgentService::runLaunch(grpc::ServerContext* context, const v1::Lau
       if (!callerGone && context->IsCancelled()) callerGone = true;
       if (callerGone && !stopped) {
         // The leader went away (hvdrun killed, leader agent lost): no worker outlives it.
-        spdlog::warn(
+        hvd::logging::program("service")->warn(
             "hvdagent: job {}: caller {} went away; stopping its ranks (signal {}, "
             "grace {} ms)",
             jobId, context->peer(), request.stopSignal, request.grace.count());
@@ -191,7 +194,7 @@ grpc::Status AgentService::runLaunch(grpc::ServerContext* context, const v1::Lau
         stopped = true;
       }
     }
-    spdlog::info("hvdagent: job {}: every rank has exited", jobId);
+    hvd::logging::program("service")->info("hvdagent: job {}: every rank has exited", jobId);
     if (callerGone) return {grpc::StatusCode::CANCELLED, "the caller went away"};
   }
   return grpc::Status::OK;
@@ -210,7 +213,7 @@ grpc::Status AgentService::Reserve(grpc::ServerContext* context, const v1::Reser
       // An agent always keeps a ledger; a grant without one would let jobs share GPUs unseen.
       return grpc::Status{grpc::StatusCode::INTERNAL, "this agent keeps no ledger"};
     }
-    spdlog::debug(
+    hvd::logging::program("service")->debug(
         "hvdagent: job {}: reserve {} rank(s): {}", wanted.key, wanted.ranks,
         result.grant.verdict == ledger::Verdict::kGranted ? "granted" : result.grant.reason);
     return grpc::Status::OK;
@@ -240,8 +243,9 @@ grpc::Status AgentService::Stop(grpc::ServerContext* context, const v1::StopRequ
                                  " is not a signal number");
     }
     if (request->grace_ms() < 0) throw InvalidArgumentError("the grace must not be negative");
-    spdlog::info("hvdagent: job {}: stop (signal {}, grace {} ms) from {}", request->job_id(),
-                 signal, request->grace_ms(), context->peer());
+    hvd::logging::program("service")->info(
+        "hvdagent: job {}: stop (signal {}, grace {} ms) from {}", request->job_id(), signal,
+        request->grace_ms(), context->peer());
     // Unknown jobs are not an error: a stop may cross the job's natural end.
     jobs_->stop(request->job_id(), signal, std::chrono::milliseconds(request->grace_ms()));
     return grpc::Status::OK;
@@ -260,10 +264,11 @@ grpc::Status AgentService::CancelJob(grpc::ServerContext* context,
     }
     std::optional<std::chrono::milliseconds> grace;
     if (request->has_grace()) grace = std::chrono::milliseconds(request->grace_ms());
-    const LedJobs::CancelOutcome outcome = led_->cancel(request->job_id(), grace);
+    const jobs::LedJobs::CancelOutcome outcome = led_->cancel(request->job_id(), grace);
     if (!outcome.found) return notFound(request->job_id());
     if (outcome.wasRunning) {
-      spdlog::info("hvdagent: job {}: cancelled by {}", request->job_id(), context->peer());
+      hvd::logging::program("service")->info("hvdagent: job {}: cancelled by {}", request->job_id(),
+                                             context->peer());
     }
     response->set_was_running(outcome.wasRunning);
     response->set_state(outcome.state);
@@ -302,10 +307,10 @@ grpc::Status AgentService::GetJob(grpc::ServerContext* context, const v1::GetJob
   });
 }
 
-std::vector<v1::JobOutputBatch> toBatches(const std::vector<LogLine>& lines, bool live) {
+std::vector<v1::JobOutputBatch> toBatches(const std::vector<records::LogLine>& lines, bool live) {
   std::vector<v1::JobOutputBatch> batches;
   size_t bytes = 0;
-  for (const LogLine& line : lines) {
+  for (const records::LogLine& line : lines) {
     if (batches.empty() || bytes + line.text.size() > kBytesPerBatch ||
         batches.back().lines_size() >= static_cast<int>(kLinesPerBatch)) {
       batches.emplace_back();
@@ -317,6 +322,7 @@ std::vector<v1::JobOutputBatch> toBatches(const std::vector<LogLine>& lines, boo
     out->set_stream(rpc::toProto(line.stream));
     out->set_line(line.text);
     out->set_unix_ms(live ? 0 : line.unixMs);
+    out->set_attempt(line.attempt);
     bytes += line.text.size() + line.host.size() + 16;
   }
   return batches;
@@ -333,7 +339,7 @@ grpc::Status AgentService::runJobLogs(grpc::ServerContext* context,
                                       grpc::ServerWriter<v1::JobLogsEvent>* writer) {
   const std::optional<std::string> path = history_->logPath(request.job_id());
   if (!path) return notFound(request.job_id());
-  LogFilter filter;
+  records::LogFilter filter;
   filter.stderrOnly = request.stderr_only();
   if (request.has_ranks()) {
     if (request.first_rank() < 0 || request.last_rank() < request.first_rank()) {
@@ -343,7 +349,7 @@ grpc::Status AgentService::runJobLogs(grpc::ServerContext* context,
     filter.ranks = std::make_pair(request.first_rank(), request.last_rank());
   }
   if (request.tail_lines() < 0) throw InvalidArgumentError("--tail must not be negative");
-  const auto emitLines = [&](const std::vector<LogLine>& lines) {
+  const auto emitLines = [&](const std::vector<records::LogLine>& lines) {
     for (v1::JobOutputBatch& batch : toBatches(lines, /*live=*/false)) {
       v1::JobLogsEvent event;
       event.mutable_batch()->Swap(&batch);
@@ -353,11 +359,11 @@ grpc::Status AgentService::runJobLogs(grpc::ServerContext* context,
   };
   uint64_t offset = 0;
   if (request.tail_lines() > 0 || request.from_end()) {
-    const std::vector<LogLine> tail =
-        tailLogLines(*path, static_cast<size_t>(request.tail_lines()), filter, &offset);
+    const std::vector<records::LogLine> tail =
+        records::tailLogLines(*path, static_cast<size_t>(request.tail_lines()), filter, &offset);
     if (!emitLines(tail)) return {grpc::StatusCode::CANCELLED, "the client went away"};
   }
-  const bool ok = streamJobLog(
+  const bool ok = jobs::streamJobLog(
       *led_, request.job_id(), filter, &offset, request.follow(),
       [&] { return context->IsCancelled(); }, emitLines,
       [&](const v1::JobEnd& end) {

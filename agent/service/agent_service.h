@@ -1,12 +1,14 @@
-// hvdagent's gRPC service (proto/hvd/v1/agent.proto; issue 3, DESIGN.md "How a job flows",
-// "Security", "Failure semantics"): a thin adapter from hvd.v1.Agent onto the domain pieces.
+// hvdagent's gRPC service (proto/hvd/v1/agent.proto; issue 3, docs/architecture.md "How a job
+// flows", "Security", "Failure semantics"): a thin adapter from hvd.v1.Agent onto the domain
+// pieces.
 //
 //   Describe   node_facts.h
-//   Launch     LocalJobs (this node's share of a job): the first event says whether every rank
+//   Launch     LocalHost::start (this node's share of a job): the first event says whether every
+//   rank
 //              started, then output and exits until the last rank is gone. A caller that goes
 //              away gets its ranks stopped (its stop signal, grace, SIGKILL): no worker outlives
 //              the job's leader.
-//   Stop       LocalJobs::stop.
+//   Stop       LocalHost::stop.
 //   Reserve, Unreserve  this node's ledger (agent/ledger): a leader holds its job's share here
 //              before any rank starts anywhere; Launch binds it, the job's release returns it.
 //   SubmitJob  LedJobs (led_jobs.h): the job runs on the leader whoever is connected. JobAccepted,
@@ -33,11 +35,11 @@
 
 #include "agent/coordinator/job_coordinator.h"
 #include "agent/coordinator/node_agent.h"
+#include "agent/jobs/led_jobs.h"
+#include "agent/jobs/local_host.h"
 #include "agent/node/gpu_discovery.h"
+#include "agent/records/job_history.h"
 #include "agent/rpc/call_auth.h"
-#include "agent/service/job_history.h"
-#include "agent/service/led_jobs.h"
-#include "agent/service/local_jobs.h"
 #include "agent/service/node_facts.h"
 #include "hvd/v1/agent.grpc.pb.h"
 
@@ -57,16 +59,17 @@ struct AgentServiceOptions {
   std::chrono::milliseconds shutdownGrace{5000};
   uint64_t maxLogBytes = uint64_t{1} << 30;  // per led job (--max-log-mb)
   // Empty: jobs with more than one host are refused.
-  RemoteAgentFactory remoteAgents;
-  // This node's ledger (the one LocalJobs' agent reserves in); its releases wake the queue.
+  jobs::RemoteAgentFactory remoteAgents;
+  // This node's ledger (the one the LocalHost reserves in); its releases wake the queue.
   ledger::ResourceLedger* ledger = nullptr;
 };
 
 class AgentService final : public v1::Agent::Service {
  public:
   // guard, jobs, gpus (may be null), store (started) and history must outlive the service.
-  AgentService(AgentServiceOptions options, rpc::CallGuard* guard, LocalJobs* jobs,
-               node::GpuDiscovery* gpus, store::TcpStoreServer* store, JobHistory* history);
+  AgentService(AgentServiceOptions options, rpc::CallGuard* guard, jobs::LocalHost* jobs,
+               node::GpuDiscovery* gpus, store::TcpStoreServer* store,
+               records::JobHistory* history);
 
   // Agent shutdown: new Launch/SubmitJob calls are refused (UNAVAILABLE), led jobs are
   // cancelled and local jobs stopped (shutdownGrace). Handlers then end as their ranks exit.
@@ -113,14 +116,14 @@ class AgentService final : public v1::Agent::Service {
 
   const AgentServiceOptions options_;
   rpc::CallGuard* const guard_;
-  LocalJobs* const jobs_;
+  jobs::LocalHost* const jobs_;
   node::GpuDiscovery* const gpus_;
-  JobHistory* const history_;
+  records::JobHistory* const history_;
 
   std::mutex describeMutex_;  // GpuDiscovery is not thread-safe
   mutable std::mutex mutex_;
   bool shuttingDown_ = false;
-  std::unique_ptr<LedJobs> led_;  // last: its jobs use everything above
+  std::unique_ptr<jobs::LedJobs> led_;  // last: its jobs use everything above
 };
 
 // Logged lines as the messages that carry them (JobLogs and attached runs): batches of at most
@@ -129,7 +132,7 @@ class AgentService final : public v1::Agent::Service {
 // time (unix_ms 0).
 inline constexpr size_t kLinesPerBatch = 1024;
 inline constexpr size_t kBytesPerBatch = size_t{1} << 20;
-std::vector<v1::JobOutputBatch> toBatches(const std::vector<LogLine>& lines, bool live);
+std::vector<v1::JobOutputBatch> toBatches(const std::vector<records::LogLine>& lines, bool live);
 
 // Maps an exception escaping a handler to a status: INVALID_ARGUMENT (InvalidArgumentError),
 // DEADLINE_EXCEEDED (TimeoutError), UNAVAILABLE (PeerError), INTERNAL otherwise.

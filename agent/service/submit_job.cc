@@ -1,6 +1,6 @@
-// SubmitJob: this agent leads a job (DESIGN.md "How a job flows", steps 3 and 6; issue 6). The
-// job itself runs in LedJobs, on a thread of its own; this handler only accepts it and, for an
-// attached run, follows its log to the caller until JobEnd. A detached submit (hvdrun submit)
+// SubmitJob: this agent leads a job (docs/architecture.md "How a job flows", steps 3 and 6; issue
+// 6). The job itself runs in LedJobs, on a thread of its own; this handler only accepts it and, for
+// an attached run, follows its log to the caller until JobEnd. A detached submit (hvdrun submit)
 // returns once every rank has started (a rank may have failed already: the job was submitted),
 // or with the JobEnd of a job that could not start, so `hvdrun submit` fails loudly for an
 // impossible job instead of printing an id.
@@ -9,6 +9,7 @@
 #include "agent/rpc/convert.h"
 #include "agent/rpc/methods.h"
 #include "agent/service/agent_service.h"
+#include "common/logging.h"
 #include "hvd/error.hpp"
 
 namespace hvd::agent::service {
@@ -17,9 +18,9 @@ namespace {
 namespace coord = coordinator;
 
 // Waits while the job is PENDING (hosts described, ranks being started); its record after.
-std::optional<v1::JobInfo> waitPastPending(const LedJobs& led, const std::string& jobId,
+std::optional<v1::JobInfo> waitPastPending(const jobs::LedJobs& led, const std::string& jobId,
                                            grpc::ServerContext* context) {
-  const std::shared_ptr<const ChangeSignal> changed = led.changedOf(jobId);
+  const std::shared_ptr<const jobs::ChangeSignal> changed = led.changedOf(jobId);
   for (;;) {
     const uint64_t seen = changed->current();
     std::optional<v1::JobInfo> info = led.history()->get(jobId);
@@ -37,9 +38,9 @@ v1::JobEvent queuedEvent(const v1::JobInfo& info) {
 
 // An attached run while its job waits in the queue: a JobQueued for each new reason, until the
 // job runs or ends. False when the caller went away.
-bool followQueue(const LedJobs& led, const std::string& jobId, grpc::ServerContext* context,
+bool followQueue(const jobs::LedJobs& led, const std::string& jobId, grpc::ServerContext* context,
                  grpc::ServerWriter<v1::JobEvent>* writer) {
-  const std::shared_ptr<const ChangeSignal> changed = led.changedOf(jobId);
+  const std::shared_ptr<const jobs::ChangeSignal> changed = led.changedOf(jobId);
   std::string told;
   for (;;) {
     const uint64_t seen = changed->current();
@@ -103,7 +104,7 @@ grpc::Status AgentService::runSubmit(grpc::ServerContext* context,
       writer->Write(queuedEvent(*info));
       return grpc::Status::OK;
     }
-    if (info && isFinalState(info->state()) && info->has_end() && !started(*info)) {
+    if (info && rpc::isFinalState(info->state()) && info->has_end() && !started(*info)) {
       v1::JobEvent end;
       *end.mutable_end() = info->end();
       writer->Write(end);
@@ -113,10 +114,10 @@ grpc::Status AgentService::runSubmit(grpc::ServerContext* context,
 
   uint64_t offset = 0;
   const bool delivered = followQueue(*led_, jobId, context, writer) &&
-                         streamJobLog(
-                             *led_, jobId, LogFilter{}, &offset, /*follow=*/true,
+                         jobs::streamJobLog(
+                             *led_, jobId, records::LogFilter{}, &offset, /*follow=*/true,
                              [&] { return context->IsCancelled(); },
-                             [&](const std::vector<LogLine>& lines) {
+                             [&](const std::vector<records::LogLine>& lines) {
                                for (v1::JobOutputBatch& batch : toBatches(lines, /*live=*/true)) {
                                  v1::JobEvent event;
                                  event.mutable_batch()->Swap(&batch);
@@ -147,7 +148,8 @@ grpc::Status AgentService::runSubmit(grpc::ServerContext* context,
                              });
   if (!delivered) {
     // An attached hvdrun that is killed leaves nothing running (hvdrun submit is for that).
-    spdlog::warn("hvdagent: job {}: client {} went away; stopping the job", jobId, context->peer());
+    hvd::logging::program("service")->warn(
+        "hvdagent: job {}: client {} went away; stopping the job", jobId, context->peer());
     led_->cancel(jobId, std::nullopt, "the attached client went away");
     return {grpc::StatusCode::CANCELLED, "the client went away"};
   }

@@ -1,6 +1,6 @@
-// The agents as orchestrators across network-namespace hosts (DESIGN.md "Resources, queue and
-// restarts"): each host's agent has four fake GPUs (HVD_FAKE_GPUS=4 in its environment). Two
-// leaders racing for one host's GPUs never share one; a job whose host's agent is killed
+// The agents as orchestrators across network-namespace hosts (docs/architecture.md "Resources,
+// queue and restarts"): each host's agent has four fake GPUs (HVD_FAKE_GPUS=4 in its environment).
+// Two leaders racing for one host's GPUs never share one; a job whose host's agent is killed
 // restarts on the capacity left, or fails with that loss as its root cause. Each test brings up
 // a cluster of its own. Needs root; skipped otherwise.
 #include <signal.h>
@@ -53,12 +53,12 @@ TEST_F(E2eOrchestration, TwoLeadersRacingForOneHostNeverShareAGpu) {
   const std::string log = (dir_.path() / "gpus.log").string();
   const std::string script =
       "if [ \"$HVD_CROSS_RANK\" = 1 ]; then s=$(date +%s%N); sleep 1; "
-      "echo \"$JOB $CUDA_VISIBLE_DEVICES $s $(date +%s%N)\" >> " + log + "; fi";
+      "echo \"$JOB $CUDA_VISIBLE_DEVICES $s $(date +%s%N)\" >> " +
+      log + "; fi";
   auto start = [&](int leader, const std::string& job) {
     const std::string hosts = c.address(leader) + ":3," + c.address(2) + ":3";
-    return std::make_unique<Child>(hvdrunArgs(c, 6, hosts,
-                                              {"--gpu-bind", "visible", "-x", "JOB=" + job, "--",
-                                               "/bin/sh", "-c", script}));
+    return std::make_unique<Child>(hvdrunArgs(
+        c, 6, hosts, {"--gpu-bind", "visible", "-x", "JOB=" + job, "--", "/bin/sh", "-c", script}));
   };
   std::unique_ptr<Child> x = start(0, "X");
   std::unique_ptr<Child> y = start(1, "Y");
@@ -66,8 +66,10 @@ TEST_F(E2eOrchestration, TwoLeadersRacingForOneHostNeverShareAGpu) {
   const RunResult ry = y->finish(60s);
   ASSERT_EQ(rx.status, 0) << describe(rx);
   ASSERT_EQ(ry.status, 0) << describe(ry);
-  EXPECT_NE(rx.output.find("is queued") == std::string::npos, ry.output.find("is queued") == std::string::npos)
-      << "exactly one of the jobs should have waited\n" << describe(rx) << describe(ry);
+  EXPECT_NE(rx.output.find("is queued") == std::string::npos,
+            ry.output.find("is queued") == std::string::npos)
+      << "exactly one of the jobs should have waited\n"
+      << describe(rx) << describe(ry);
 
   struct Hold {
     std::string job;
@@ -134,10 +136,10 @@ TEST_F(E2eOrchestration, ALostHostsShareRestartsOnTheCapacityLeft) {
 TEST_F(E2eOrchestration, ALostHostWithNoCapacityLeftFailsWithThatRootCause) {
   const Cluster& c = *cluster_;
   const std::string hosts = c.address(0) + ":2," + c.address(1) + ":2";
-  Child job(hvdrunArgs(c, 4, hosts,
-                       {"--max-restarts", "3", "--", "/bin/sh", "-c", "echo ready; exec sleep 60"}));
-  ASSERT_TRUE(job.waitForOutput(
-      [](const std::string& out) { return countOf(out, "ready") == 4; }, 30s))
+  Child job(hvdrunArgs(
+      c, 4, hosts, {"--max-restarts", "3", "--", "/bin/sh", "-c", "echo ready; exec sleep 60"}));
+  ASSERT_TRUE(
+      job.waitForOutput([](const std::string& out) { return countOf(out, "ready") == 4; }, 30s))
       << job.output();
   ASSERT_EQ(::kill(c.agentPid(1), SIGKILL), 0);
   const RunResult r = job.finish(60s);

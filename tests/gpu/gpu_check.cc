@@ -28,9 +28,9 @@
 #include <vector>
 
 #include "agent/node/worker_env.h"
-#include "agent/placement.h"
 #include "common/collective_checks.h"
 #include "common/element.h"
+#include "contract/placement.h"
 #include "gpu/cuda_api.h"
 #include "hvd/hvd.hpp"
 #include "store/tcp_store_server.h"
@@ -279,7 +279,8 @@ int launch(int np, const std::string& self, const std::vector<std::string>& args
 
   std::vector<std::string> callerEnv;
   for (char** e = environ; *e != nullptr; ++e) callerEnv.emplace_back(*e);
-  const hvd::agent::Placement placement = hvd::agent::placeRanks({{"localhost", np}}, np, false);
+  const hvd::contract::Placement placement =
+      hvd::contract::placeRanks({{"localhost", np}}, np, false);
   std::vector<std::vector<std::string>> envs;
   for (int r = 0; r < np; ++r) {
     hvd::agent::node::WorkerEnvInput input;

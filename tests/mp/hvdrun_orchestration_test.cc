@@ -1,6 +1,6 @@
-// The agent as an orchestrator, end to end with the real executables (DESIGN.md "Resources,
-// queue and restarts"): an hvdagent whose node has four (fake) GPUs, and jobs submitted with
-// hvdrun that must never share a GPU, wait in submission order when the GPUs are taken, and
+// The agent as an orchestrator, end to end with the real executables (docs/architecture.md
+// "Resources, queue and restarts"): an hvdagent whose node has four (fake) GPUs, and jobs submitted
+// with hvdrun that must never share a GPU, wait in submission order when the GPUs are taken, and
 // restart as their policy says. Each rank is a /bin/sh one-liner that prints the GPUs it was
 // given; a rank that waits for a file lets a test decide when a job ends.
 #include <gtest/gtest.h>
@@ -181,6 +181,25 @@ TEST_F(QueueTest, ARestartedAgentKeepsItsQueueAndFreesTheGpusOfLostJobs) {
   EXPECT_EQ(gpusOf(b, 2).size(), 2u);
 }
 
+// A graceful stop (SIGTERM, as systemd stops it) ends what runs but keeps what has not started.
+TEST_F(QueueTest, AGracefullyStoppedAgentCancelsWhatRunsAndKeepsItsQueue) {
+  const std::string a = submitGpuJob(4, "never");
+  ASSERT_EQ(gpusOf(a, 4).size(), 4u);
+  const std::string b = submitGpuJob(2, "");
+  EXPECT_NE(waitStatus(b, "QUEUED").find("held by " + a), std::string::npos);
+
+  ::kill(agent_->agent->pid(), SIGTERM);
+  EXPECT_EQ(agent_->agent->waitExit(30s), 0);
+  startAgent();
+
+  const std::string cancelled = waitEnded(a);
+  EXPECT_NE(cancelled.find(": CANCELLED\n"), std::string::npos) << cancelled;
+  EXPECT_NE(cancelled.find("the agent shut down"), std::string::npos) << cancelled;
+  const std::string ended = waitEnded(b);
+  EXPECT_NE(ended.find(": COMPLETED\n"), std::string::npos) << ended;
+  EXPECT_EQ(gpusOf(b, 2).size(), 2u);
+}
+
 }  // namespace
 
 namespace {
@@ -190,6 +209,51 @@ class RestartTest : public AgentJobsTest {
   // hvdrun's own output for the job (the ranks' lines with their tags) once it has ended.
   std::string logsOf(const std::string& id) { return hvdrun("logs", {id}).out; }
 };
+
+// The agents know a restart's ranks by the attempt's own launch id: a cancel must reach them
+// (not wait out the stop deadline and report them LOST).
+TEST_F(RestartTest, ACancelStopsTheRanksOfARestartWithinItsGrace) {
+  const std::string script =
+      "if [ \"$HVD_RESTART_COUNT\" = 0 ]; then "
+      "  if [ \"$HVD_RANK\" = 1 ]; then sleep 0.2; exit 3; fi; exec sleep 60; fi; "
+      "echo again $HVD_RANK; exec sleep 60";
+  const std::string id = submit(2, script, {"--max-restarts", "1"});
+  ASSERT_EQ(logCaptures(id, R"(again (\d+))", 2).size(), 2u);
+  const auto before = std::chrono::steady_clock::now();
+  EXPECT_EQ(hvdrun("cancel", {id, "--grace", "1"}).status, 0);
+  const std::string ended = waitEnded(id, 8s);
+  EXPECT_LT(std::chrono::steady_clock::now() - before, 6s) << ended;
+  EXPECT_NE(ended.find(": CANCELLED\n"), std::string::npos) << ended;
+  EXPECT_EQ(ended.find("LOST"), std::string::npos) << ended;
+}
+
+// The job's log keeps each line's attempt: `hvdrun logs` says where the restart came, and why,
+// between the lines of the two attempts.
+TEST_F(RestartTest, LogsSayWhereTheRestartCameBetweenTheAttemptsLines) {
+  const std::string script =
+      "echo count=$HVD_RESTART_COUNT rank=$HVD_RANK; "
+      "if [ \"$HVD_RESTART_COUNT\" = 0 ]; then "
+      "  if [ \"$HVD_RANK\" = 1 ]; then sleep 0.3; exit 3; fi; exec sleep 60; fi";
+  const std::string id = submit(2, script, {"--max-restarts", "2"});
+  const std::string ended = waitEnded(id);
+  ASSERT_NE(ended.find(": COMPLETED\n"), std::string::npos) << ended;
+  // stdout (the ranks' lines) and stderr (the notice) on one pipe, in the order written.
+  hvd::test::ProcessOptions merged = options();
+  merged.output = hvd::test::ProcessOptions::Output::kMerged;
+  const std::string logs = hvd::test::runProcess(argv("logs", {id}), 30s, merged).out;
+  const size_t first = logs.find("count=0 rank=1");
+  const size_t notice =
+      logs.find("hvdrun: restarting job " + id +
+                " (restart 1 of 2) after: rank 1 on localhost exited with code 3");
+  const size_t second = logs.find("count=1 rank=1");
+  ASSERT_NE(first, std::string::npos) << logs;
+  ASSERT_NE(notice, std::string::npos) << logs;
+  ASSERT_NE(second, std::string::npos) << logs;
+  EXPECT_LT(first, notice) << logs;
+  EXPECT_LT(notice, second) << logs;
+  EXPECT_EQ(logs.find("hvdrun: restarting"), notice) << "said once:\n" << logs;
+  EXPECT_EQ(logs.find("restarting job", second), std::string::npos) << "said once:\n" << logs;
+}
 
 // Rank 1 fails in attempt 0 only; rank 0 leaves a background child behind in that attempt.
 TEST_F(RestartTest, AFailureOnTheFirstAttemptOnlyCompletesOnTheSecond) {

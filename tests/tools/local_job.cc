@@ -15,7 +15,7 @@
 
 #include "agent/auth/cluster_key.h"
 #include "agent/node/worker_env.h"
-#include "agent/placement.h"
+#include "contract/placement.h"
 #include "hvd/error.hpp"
 
 extern char** environ;
@@ -54,7 +54,8 @@ void LocalJob::start() {
   // caller's environment; the spec's variables come last so a test can break the contract.
   std::vector<std::string> callerEnv;
   for (char** e = environ; *e != nullptr; ++e) callerEnv.emplace_back(*e);
-  const agent::Placement placement = agent::placeRanks({{"localhost", spec_.np}}, spec_.np, false);
+  const contract::Placement placement =
+      contract::placeRanks({{"localhost", spec_.np}}, spec_.np, false);
 
   pids_.assign(spec_.np, 0);
   exits_.assign(spec_.np, RankExit{});

@@ -1,6 +1,6 @@
 // A job of N ranks on this machine with an embedded store: the test and demo launcher that
-// stands in until hvdrun exists. Each rank gets the worker environment of DESIGN.md; all ranks
-// share one new process group and die with the launcher (PR_SET_PDEATHSIG).
+// stands in until hvdrun exists. Each rank gets the worker environment of docs/architecture.md; all
+// ranks share one new process group and die with the launcher (PR_SET_PDEATHSIG).
 #pragma once
 
 #include <sys/types.h>

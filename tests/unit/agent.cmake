@@ -1,3 +1,3 @@
 hvd_test(NAME placement_test LABEL unit TIMEOUT 60
          SOURCES ${CMAKE_CURRENT_LIST_DIR}/placement_test.cc)
-target_link_libraries(placement_test PRIVATE hvd_agent_core)
+target_link_libraries(placement_test PRIVATE hvd_contract)

@@ -1,4 +1,4 @@
 # Node facts of the agent (agent/node): GPU discovery and the worker environment contract.
 hvd_test(NAME agent_node_test LABEL unit TIMEOUT 60
          SOURCES ${CMAKE_CURRENT_LIST_DIR}/agent_node_test.cc)
-target_link_libraries(agent_node_test PRIVATE hvd_agent_node hvd_agent_core)
+target_link_libraries(agent_node_test PRIVATE hvd_agent_node hvd_contract)

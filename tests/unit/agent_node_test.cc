@@ -1,5 +1,6 @@
 // GPU discovery (fake, HVD_FAKE_GPUS, NVML absent) and the worker environment contract of
-// DESIGN.md. Expected values were worked out by hand from the definitions in DESIGN.md "Terms".
+// docs/architecture.md. Expected values were worked out by hand from the definitions in
+// docs/architecture.md "Terms".
 #include <dlfcn.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -11,11 +12,14 @@
 
 #include "agent/node/gpu_discovery.h"
 #include "agent/node/worker_env.h"
-#include "agent/placement.h"
+#include "contract/placement.h"
 #include "hvd/error.hpp"
 
 namespace hvd::agent::node {
 namespace {
+
+using contract::Placement;
+using contract::placeRanks;
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;

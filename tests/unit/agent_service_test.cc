@@ -24,16 +24,15 @@
 #include "agent/auth/cluster_key.h"
 #include "agent/auth/request_signer.h"
 #include "agent/client/remote_node_agent.h"
-#include "agent/coordinator/local_node_agent.h"
+#include "agent/daemon/agent_cli.h"
+#include "agent/jobs/environment.h"
+#include "agent/jobs/local_host.h"
 #include "agent/node/gpu_discovery.h"
 #include "agent/process/posix_spawner.h"
+#include "agent/records/job_records.h"
 #include "agent/rpc/call_auth.h"
 #include "agent/rpc/net.h"
-#include "agent/service/agent_cli.h"
-#include "agent/service/environment.h"
 #include "agent/service/event_queue.h"
-#include "agent/service/job_records.h"
-#include "agent/service/local_jobs.h"
 #include "common/grpc_test_server.h"
 #include "common/test_support.h"
 #include "hvd/error.hpp"
@@ -44,6 +43,10 @@ extern char** environ;
 namespace hvd::agent::service {
 namespace {
 
+// The service's tests drive the jobs, persistence and daemon pieces it stands on.
+using namespace hvd::agent::jobs;     // NOLINT(google-build-using-namespace)
+using namespace hvd::agent::records;  // NOLINT(google-build-using-namespace)
+using namespace hvd::agent::daemon;   // NOLINT(google-build-using-namespace)
 using rpc::isLoopbackName;
 using rpc::parseListenAddress;
 using rpc::pickFreePort;
@@ -92,10 +95,14 @@ class AgentServiceTest : public ::testing::Test {
     records_ = std::make_unique<JobRecords>((dir_.path() / "state").string());
     ledger_ = std::make_unique<ledger::ResourceLedger>(
         "localhost", ledgerGpus(), 0, [] { return std::chrono::steady_clock::now(); });
-    localAgent_ = std::make_unique<coordinator::LocalNodeAgent>("localhost", &spawner_, &gpus_,
-                                                                ledger_.get());
-    jobs_ =
-        std::make_unique<LocalJobs>(localAgent_.get(), records_.get(), baseEnvironment(environ));
+    LocalHostOptions local;
+    local.host = "localhost";
+    local.spawner = &spawner_;
+    local.gpus = &gpus_;
+    local.ledger = ledger_.get();
+    local.records = records_.get();
+    local.baseEnv = baseEnvironment(environ);
+    jobs_ = std::make_unique<LocalHost>(std::move(local));
     store_.start();
     AgentServiceOptions options;
     options.listenHost = "127.0.0.1";
@@ -115,7 +122,7 @@ class AgentServiceTest : public ::testing::Test {
     service_->shutdown();
     server_->Shutdown(std::chrono::system_clock::now() + 5s);
     service_->join();
-    localAgent_->shutdown();
+    jobs_->shutdown();
     store_.stop();
   }
 
@@ -140,8 +147,7 @@ class AgentServiceTest : public ::testing::Test {
   node::FakeGpuDiscovery gpus_{{}};
   std::unique_ptr<JobRecords> records_;
   std::unique_ptr<ledger::ResourceLedger> ledger_;
-  std::unique_ptr<coordinator::LocalNodeAgent> localAgent_;
-  std::unique_ptr<LocalJobs> jobs_;
+  std::unique_ptr<LocalHost> jobs_;
   store::TcpStoreServer store_;
   std::unique_ptr<JobHistory> history_;
   std::unique_ptr<AgentService> service_;
@@ -274,7 +280,7 @@ TEST_F(AgentServiceTest, EveryRpcRefusesUnsignedCallsAndCallsSignedWithAnotherKe
     }
   }
   EXPECT_EQ(guard_->denials(), 2u * all.size());
-  EXPECT_TRUE(localAgent_->processGroupId("never") == std::nullopt);
+  EXPECT_TRUE(jobs_->processGroupId("never") == std::nullopt);
   EXPECT_TRUE(records_->list().empty());
 }
 
@@ -350,7 +356,7 @@ TEST_F(AgentServiceTest, LaunchStreamsOutputAndExitCodes) {
   EXPECT_EQ(exits[4], std::make_pair(3, 0));
   EXPECT_EQ(exits[5], std::make_pair(0, 0));
   // The job is over: released, its record removed.
-  EXPECT_EQ(localAgent_->processGroupId("launch-1"), std::nullopt);
+  EXPECT_EQ(jobs_->processGroupId("launch-1"), std::nullopt);
   EXPECT_TRUE(records_->list().empty());
 }
 
@@ -429,7 +435,7 @@ TEST_F(LedgerServiceTest, AReservedLaunchWithoutItsReservationDoesNotStart) {
             "launch)");
   EXPECT_FALSE(reader->Read(&event));
   reader->Finish();
-  EXPECT_EQ(localAgent_->processGroupId("hvd-expired"), std::nullopt);
+  EXPECT_EQ(jobs_->processGroupId("hvd-expired"), std::nullopt);
 }
 
 TEST_F(AgentServiceTest, LaunchOfAMissingProgramReportsTheError) {
@@ -639,10 +645,20 @@ class TwoAgentsTest : public AgentServiceTest {
           guard(&verifier),
           records((dir / "other-state").string()),
           ledger("other", {}, 0, [] { return std::chrono::steady_clock::now(); }),
-          localAgent("other", &spawner, &gpus, &ledger),
-          jobs(&localAgent, &records, baseEnvironment(environ)),
+          jobs(localOptions(&spawner, &gpus, &ledger, &records)),
           history((dir / "other-state").string()),
           service(options(&ledger), &guard, &jobs, &gpus, &store, &history) {}
+    static LocalHostOptions localOptions(process::Spawner* spawner, node::GpuDiscovery* gpus,
+                                         ledger::ResourceLedger* ledger, JobRecords* records) {
+      LocalHostOptions o;
+      o.host = "other";
+      o.spawner = spawner;
+      o.gpus = gpus;
+      o.ledger = ledger;
+      o.records = records;
+      o.baseEnv = baseEnvironment(environ);
+      return o;
+    }
     static AgentServiceOptions options(ledger::ResourceLedger* ledger) {
       AgentServiceOptions o;
       o.ledger = ledger;
@@ -652,7 +668,7 @@ class TwoAgentsTest : public AgentServiceTest {
       service.shutdown();
       if (server) server->Shutdown(std::chrono::system_clock::now() + 5s);
       service.join();
-      localAgent.shutdown();
+      jobs.shutdown();
       store.stop();
     }
     auth::SystemClock clock;
@@ -662,8 +678,7 @@ class TwoAgentsTest : public AgentServiceTest {
     node::FakeGpuDiscovery gpus{{}};
     JobRecords records;
     ledger::ResourceLedger ledger;
-    coordinator::LocalNodeAgent localAgent;
-    LocalJobs jobs;
+    LocalHost jobs;
     store::TcpStoreServer store;
     JobHistory history;
     AgentService service;

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "agent/coordinator/exit_codes.h"
 #include "agent/coordinator/fake_node_agent.h"
 #include "agent/coordinator/job_coordinator.h"
+#include "contract/exit_codes.h"
 
 namespace hvd::agent::coordinator {
 namespace {
@@ -63,7 +63,7 @@ class CoordinatorTest : public ::testing::Test {
     spec_.np = np;
     spec_.grace = 5000ms;
     for (const auto& [name, slots] : hosts) {
-      launcher::HostSlots h{name, std::nullopt};
+      contract::HostSlots h{name, std::nullopt};
       if (slots >= 0) h.slots = slots;
       spec_.hosts.push_back(h);
       agents_.push_back(std::make_unique<FakeNodeAgent>(name));
@@ -159,7 +159,7 @@ TEST_F(CoordinatorTest, NpAboveDefaultSlotsIsAUsageErrorNamingTheSlots) {
   EXPECT_FALSE(coordinator().start());
   const JobResult& r = onlyEnd();
   EXPECT_EQ(r.outcome, JobOutcome::kInvalidJob);
-  EXPECT_EQ(r.exitCode, kExitUsage);
+  EXPECT_EQ(r.exitCode, hvd::contract::kExitUsage);
   EXPECT_NE(r.summary.find("3"), std::string::npos) << r.summary;
   EXPECT_TRUE(agent(0).launches().empty());
 }
@@ -185,7 +185,7 @@ TEST_F(CoordinatorTest, MoreGpuRanksThanGpusIsAUsageErrorNamingTheHost) {
   EXPECT_FALSE(coordinator().start());
   const JobResult& r = onlyEnd();
   EXPECT_EQ(r.outcome, JobOutcome::kInvalidJob);
-  EXPECT_EQ(r.exitCode, kExitUsage);
+  EXPECT_EQ(r.exitCode, hvd::contract::kExitUsage);
   EXPECT_NE(r.summary.find("host 'gpu-a' has 2 GPU(s) but 3 rank(s)"), std::string::npos)
       << r.summary;
   EXPECT_NE(r.summary.find("--oversubscribe"), std::string::npos) << r.summary;
@@ -210,7 +210,7 @@ TEST_F(CoordinatorTest, UnreachableAgentFailsAtOnceNamingHostAndAddress) {
   EXPECT_FALSE(coordinator().start());
   const JobResult& r = onlyEnd();
   EXPECT_EQ(r.outcome, JobOutcome::kAgentUnreachable);
-  EXPECT_EQ(r.exitCode, kExitAgentUnreachable);
+  EXPECT_EQ(r.exitCode, hvd::contract::kExitAgentUnreachable);
   EXPECT_EQ(r.summary, "hvdrun: agent on b (b:7070) is unreachable: connection refused");
   EXPECT_TRUE(agent(0).launches().empty()) << "nothing may start before every host answered";
 }
@@ -220,7 +220,7 @@ TEST_F(CoordinatorTest, AgentRefusingTheLeadersKeyIsAnAuthenticationFailure) {
   agent(1).failDescribe("authentication failed: bad signature", /*authentication=*/true);
   EXPECT_FALSE(coordinator().start());
   const JobResult& r = onlyEnd();
-  EXPECT_EQ(r.exitCode, kExitAuthenticationFailed);
+  EXPECT_EQ(r.exitCode, hvd::contract::kExitAuthenticationFailed);
   EXPECT_EQ(r.summary,
             "hvdrun: agent on b (b:7070) refused the leader's request: authentication failed: "
             "bad signature (is the cluster key the same on every host?)");
@@ -239,7 +239,7 @@ TEST_F(CoordinatorTest, LaunchFailureStopsLaunchedHostsAndNamesTheHost) {
   agent(0).emitExit(0, ExitStatus{0, SIGTERM});
   const JobResult& r = onlyEnd();
   EXPECT_EQ(r.outcome, JobOutcome::kLaunchFailed);
-  EXPECT_EQ(r.exitCode, kExitLaunchFailed);
+  EXPECT_EQ(r.exitCode, hvd::contract::kExitLaunchFailed);
   EXPECT_EQ(r.host, "b");
   EXPECT_EQ(r.summary,
             "hvdrun: launch on b failed: rank 1: cannot execute './train': No such file or "
@@ -298,7 +298,7 @@ TEST_F(CoordinatorTest, LostAgentFailsTheJobWithItsConstant) {
   agent(1).emitExit(1, ExitStatus{143, 0});
   const JobResult& r = onlyEnd();
   EXPECT_EQ(r.outcome, JobOutcome::kAgentLost);
-  EXPECT_EQ(r.exitCode, kExitAgentLost);
+  EXPECT_EQ(r.exitCode, hvd::contract::kExitAgentLost);
   EXPECT_EQ(r.host, "c");
   EXPECT_EQ(r.summary, "hvdrun: agent on c was lost: stream closed: connection reset");
 }
@@ -336,7 +336,7 @@ TEST_F(CoordinatorTest, CancelStopsGracefullyAndSecondCancelWithinTwoSecondsKill
   agent(1).emitExit(1, ExitStatus{0, SIGKILL});
   const JobResult& r = onlyEnd();
   EXPECT_EQ(r.outcome, JobOutcome::kCancelled);
-  EXPECT_EQ(r.exitCode, kExitCancelled);
+  EXPECT_EQ(r.exitCode, hvd::contract::kExitCancelled);
 }
 
 TEST_F(CoordinatorTest, CancelsMoreThanTwoSecondsApartDoNotEscalate) {
@@ -357,7 +357,7 @@ TEST_F(CoordinatorTest, FailureAfterCancelIsNotARootCause) {
   agent(0).emitExit(1, ExitStatus{0, SIGTERM});
   const JobResult& r = onlyEnd();
   EXPECT_EQ(r.outcome, JobOutcome::kCancelled);
-  EXPECT_EQ(r.exitCode, kExitCancelled);
+  EXPECT_EQ(r.exitCode, hvd::contract::kExitCancelled);
   EXPECT_EQ(r.rank, -1);
   EXPECT_EQ(agent(0).stops().size(), 1u);
 }
@@ -397,7 +397,7 @@ TEST_F(CoordinatorTest, TimeLimitStopsGracefullyAndEndsInTimeout) {
   agent(1).emitExit(1, ExitStatus{143, 0});
   const JobResult& r = onlyEnd();
   EXPECT_EQ(r.outcome, JobOutcome::kTimedOut);
-  EXPECT_EQ(r.exitCode, kExitTimeout);
+  EXPECT_EQ(r.exitCode, hvd::contract::kExitTimeout);
   EXPECT_NE(r.summary.find("time limit of 2 s"), std::string::npos) << r.summary;
   const std::vector<RankSnapshot> ranks = coordinator().ranks();
   ASSERT_EQ(ranks.size(), 2u);
@@ -523,7 +523,7 @@ TEST_F(LedgerCoordinatorTest, WithoutTheQueueABusyHostEndsTheJob) {
   EXPECT_FALSE(job->start());
   ASSERT_EQ(client_.ends.size(), 1u);
   EXPECT_EQ(client_.ends[0].outcome, JobOutcome::kResourcesBusy);
-  EXPECT_EQ(client_.ends[0].exitCode, kExitResourcesBusy);
+  EXPECT_EQ(client_.ends[0].exitCode, hvd::contract::kExitResourcesBusy);
   EXPECT_EQ(client_.ends[0].summary,
             "hvdrun: job hvd-1 was not queued (--no-queue): waiting for 2 GPUs on a (0 free); "
             "held by hvd-x");
@@ -581,6 +581,23 @@ TEST_F(LedgerCoordinatorTest, ARestartAttemptHasItsOwnLaunchIdAndTellsTheRanks) 
   EXPECT_EQ(env["TORCHELASTIC_RESTART_COUNT"], "2");
   EXPECT_EQ(env["TORCHELASTIC_MAX_RESTARTS"], "3");
   EXPECT_EQ(env["CUDA_VISIBLE_DEVICES"], "3");  // the previous attempt's GPUs, asked again
+}
+
+// The agents know a restart's ranks by its launch id: a stop by the job's id would find nothing
+// and leave them running until the stop's deadline.
+TEST_F(LedgerCoordinatorTest, ARestartAttemptIsStoppedByItsLaunchId) {
+  JobSpec s = spec("hvd-1", 2);
+  s.hosts = {{"a", 2}};
+  s.attempt = 1;
+  s.restart.maxRestarts = 1;
+  auto job = std::make_unique<JobCoordinator>(s, std::vector<NodeAgent*>{&a_},
+                                              StoreEndpoint{"a:5555", "tok"}, &client_, &clock_);
+  ASSERT_TRUE(job->start());
+  a_.emitExit(1, ExitStatus{1, 0});
+  ASSERT_EQ(a_.stops().size(), 1u);
+  EXPECT_EQ(a_.stops()[0].jobId, "hvd-1.1");
+  job->cancel(std::nullopt);
+  for (const FakeNodeAgent::StopCall& stop : a_.stops()) EXPECT_EQ(stop.jobId, "hvd-1.1");
 }
 
 TEST_F(CoordinatorTest, UptimeIsMeasuredFromEveryRankStartedToTheFailure) {

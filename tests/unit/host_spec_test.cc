@@ -1,6 +1,6 @@
 // -H lists and hostfiles: accepted forms, and for each malformed form an error that quotes the
 // token the user typed and says what was expected.
-#include "launcher/host_spec.h"
+#include "contract/host_spec.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -11,7 +11,7 @@
 
 #include "hvd/error.hpp"
 
-namespace hvd::launcher {
+namespace hvd::contract {
 namespace {
 
 using ::testing::ElementsAre;
@@ -250,4 +250,4 @@ TEST(Hostfile, DirectoryIsRefusedWithTheReason) {
 }
 
 }  // namespace
-}  // namespace hvd::launcher
+}  // namespace hvd::contract

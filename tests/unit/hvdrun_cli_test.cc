@@ -129,14 +129,14 @@ TEST(HvdrunCliHosts, OtherNamesAreRemote) {
 TEST(HvdrunCliHosts, DefaultIsLocalhostWithNpSlots) {
   Options o;
   o.np = 3;
-  EXPECT_EQ(resolveHosts(o), (std::vector<HostSlots>{{"localhost", 3}}));
+  EXPECT_EQ(resolveHosts(o), (std::vector<contract::HostSlots>{{"localhost", 3}}));
 }
 
 TEST(HvdrunCliHosts, HostListGivesHostAndSlots) {
   Options o;
   o.np = 4;
   o.hostList = "localhost:4";
-  EXPECT_EQ(resolveHosts(o), (std::vector<HostSlots>{{"localhost", 4}}));
+  EXPECT_EQ(resolveHosts(o), (std::vector<contract::HostSlots>{{"localhost", 4}}));
 }
 
 TEST(HvdrunCliHosts, HostListAndHostfileTogetherAreRefused) {

@@ -22,12 +22,12 @@
 
 #include "agent/auth/cluster_key.h"
 #include "agent/auth/request_signer.h"
-#include "agent/coordinator/exit_codes.h"
 #include "agent/rpc/call_auth.h"
 #include "agent/rpc/credentials.h"
 #include "agent/rpc/methods.h"
 #include "common/grpc_test_server.h"
 #include "common/test_support.h"
+#include "contract/exit_codes.h"
 #include "hvd/error.hpp"
 #include "hvd/v1/agent.grpc.pb.h"
 #include "launcher/cli.h"
@@ -296,7 +296,7 @@ TEST(HvdrunRemoteClient, AnExceptionOnTheReaderThreadEndsTheJobAsAnInternalError
   }
   ASSERT_TRUE(client.finished());
   const coord::JobResult result = *client.result();
-  EXPECT_EQ(result.exitCode, coord::kExitInternalError);
+  EXPECT_EQ(result.exitCode, contract::kExitInternalError);
   EXPECT_EQ(result.outcome, coord::JobOutcome::kAgentLost);
   EXPECT_NE(result.summary.find("hvdrun: internal error reading the job's stream: renderer broke"),
             std::string::npos)
@@ -437,7 +437,7 @@ TEST(HvdrunRemoteRequest, CarriesOnlyTheExportsAndEveryAgentAddress) {
   o.gpuBind = "visible";
   o.stopSignal = "INT";
   o.graceSeconds = 2.5;
-  const std::vector<HostSlots> hosts = {{"node-a", 2}, {"fe80::1", std::nullopt}};
+  const std::vector<contract::HostSlots> hosts = {{"node-a", 2}, {"fe80::1", std::nullopt}};
   const v1::SubmitJobRequest r = buildSubmitRequest(o, hosts);
   ::unsetenv("HVD_REMOTE_TEST_FWD");
   EXPECT_EQ(std::vector<std::string>(r.argv().begin(), r.argv().end()), o.command);
@@ -467,7 +467,7 @@ TEST(HvdrunRemoteRequest, ExplicitStartTimeoutReachesTheRanksUnlessExported) {
   o.command = {"p"};
   o.startTimeoutSeconds = 42;
   o.startTimeoutGiven = true;
-  const std::vector<HostSlots> hosts = {{"node-a", 1}};
+  const std::vector<contract::HostSlots> hosts = {{"node-a", 1}};
   v1::SubmitJobRequest r = buildSubmitRequest(o, hosts);
   EXPECT_EQ(std::vector<std::string>(r.env().begin(), r.env().end()),
             (std::vector<std::string>{"HVD_START_TIMEOUT=42"}));

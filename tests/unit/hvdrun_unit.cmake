@@ -1,5 +1,5 @@
 # hvdrun's CLI, output renderer, job building and keygen (the hvd_launcher library) and the
-# in-process LocalNodeAgent.
+# in-process LocalHost (agent/jobs/local_host.h).
 hvd_test(NAME hvdrun_cli_test LABEL unit TIMEOUT 60
          SOURCES ${CMAKE_CURRENT_LIST_DIR}/hvdrun_cli_test.cc)
 target_link_libraries(hvdrun_cli_test PRIVATE hvd_launcher spdlog::spdlog hvd_test_support)
@@ -9,9 +9,9 @@ target_compile_definitions(hvdrun_cli_test PRIVATE HVDRUN_PATH="$<TARGET_FILE:hv
   HVD_TEST_PROJECT_VERSION="${PROJECT_VERSION}" HVD_TEST_HAVE_NCCL=$<BOOL:${HVD_HAVE_NCCL}>
   HVD_TEST_HAVE_MPI=$<BOOL:${HVD_HAVE_MPI}>)
 
-hvd_test(NAME local_node_agent_test LABEL unit TIMEOUT 60
-         SOURCES ${CMAKE_CURRENT_LIST_DIR}/local_node_agent_test.cc)
-target_link_libraries(local_node_agent_test PRIVATE hvd_agent_coordinator)
+hvd_test(NAME local_host_test LABEL unit TIMEOUT 60
+         SOURCES ${CMAKE_CURRENT_LIST_DIR}/local_host_test.cc)
+target_link_libraries(local_host_test PRIVATE hvd_agent_jobs)
 
 # hvdrun's job commands (issue 6): submit/ps/status/logs/attach/cancel parsing, --time-limit
 # forms, rank ranges, which agents are asked, and the ps/status renderings.

@@ -1,6 +1,6 @@
-// The records and logs an agent keeps of the jobs it leads (agent/service/job_history.h,
+// The records and logs an agent keeps of the jobs it leads (agent/records/job_history.h,
 // job_log.h): what `hvdrun ps`, `status` and `logs` read, and what a restarted agent finds.
-#include "agent/service/job_history.h"
+#include "agent/records/job_history.h"
 
 #include <fcntl.h>
 #include <google/protobuf/util/json_util.h>
@@ -16,11 +16,11 @@
 #include <thread>
 #include <vector>
 
-#include "agent/service/job_log.h"
-#include "agent/service/job_records.h"
+#include "agent/records/job_log.h"
+#include "agent/records/job_records.h"
 #include "common/test_support.h"
 
-namespace hvd::agent::service {
+namespace hvd::agent::records {
 namespace {
 
 namespace fs = std::filesystem;
@@ -89,6 +89,22 @@ TEST(JobLog, LinesRoundTripWithTheirRankStreamHostAndBytes) {
   EXPECT_EQ(parseLogLine("12 1 Q h text"), std::nullopt);
   EXPECT_EQ(parseLogLine("12 1 O"), std::nullopt);
   EXPECT_EQ(parseLogLine("12 1 O h ")->text, "");  // an empty line is a line
+}
+
+TEST(JobLog, ALineOfARestartCarriesItsAttemptAndTheFirstAttemptsLinesReadAsBefore) {
+  EXPECT_EQ(formatLogLine(5, 3, Stream::kStdout, "h", "x"), "5 3 O h x");
+  const std::string restarted = formatLogLine(5, 3, Stream::kStdout, "h", "x", 2);
+  EXPECT_EQ(restarted, "5 3@2 O h x");
+  const std::optional<LogLine> line = parseLogLine(restarted);
+  ASSERT_TRUE(line.has_value());
+  EXPECT_EQ(line->rank, 3);
+  EXPECT_EQ(line->attempt, 2);
+  EXPECT_EQ(line->text, "x");
+  EXPECT_EQ(parseLogLine("5 3 O h x")->attempt, 0);
+  EXPECT_EQ(parseLogLine("5 3@0 O h x"), std::nullopt);
+  EXPECT_EQ(parseLogLine("5 3@ O h x"), std::nullopt);
+  EXPECT_EQ(parseLogLine("5 3@a O h x"), std::nullopt);
+  EXPECT_EQ(parseLogLine("5 @1 O h x"), std::nullopt);
 }
 
 TEST(JobLog, ReadersFilterByRankAndStreamAndTail) {
@@ -308,4 +324,4 @@ TEST(JobHistoryTest, UnreadableRecordsAreCountedAndLeftInPlace) {
 }
 
 }  // namespace
-}  // namespace hvd::agent::service
+}  // namespace hvd::agent::records

@@ -1,6 +1,7 @@
-// Rank placement: rank, host, local rank/size and cross rank/size per DESIGN.md "Terms". Every
-// expected table below was worked out by hand from the definitions, not printed from the code.
-#include "agent/placement.h"
+// Rank placement: rank, host, local rank/size and cross rank/size per docs/architecture.md "Terms".
+// Every expected table below was worked out by hand from the definitions, not printed from the
+// code.
+#include "contract/placement.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -10,7 +11,7 @@
 
 #include "hvd/error.hpp"
 
-namespace hvd::agent {
+namespace hvd::contract {
 namespace {
 
 using ::testing::ElementsAre;
@@ -147,4 +148,4 @@ TEST(Placement, DuplicateHostIsRefused) {
 }
 
 }  // namespace
-}  // namespace hvd::agent
+}  // namespace hvd::contract

@@ -2,7 +2,6 @@
 // driven against a scripted hvd.v1.Agent server running in-process on 127.0.0.1:0.
 #include <google/protobuf/descriptor.h>
 #include <gtest/gtest.h>
-#include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -20,7 +19,9 @@
 #include "agent/rpc/call_auth.h"
 #include "agent/rpc/convert.h"
 #include "agent/rpc/methods.h"
+#include "common/captured_log.h"
 #include "common/grpc_test_server.h"
+#include "common/logging.h"
 #include "common/test_support.h"
 #include "hvd/error.hpp"
 
@@ -541,25 +542,10 @@ TEST(RpcTlsOptions, HalfConfiguredTlsNamesTheMissingOption) {
 
 // --- refused calls, logged rate-limited (agent/rpc/denial_log.h) ------------------------------
 
-// The default logger's lines while it lives.
-class CapturedLog {
+// What the refusal log writes (the programs' "auth" subsystem).
+class CapturedLog : public test::CapturedLog {
  public:
-  CapturedLog() : sink_(std::make_shared<spdlog::sinks::ostream_sink_mt>(text_)) {
-    sink_->set_pattern("%v");
-    spdlog::default_logger()->sinks().push_back(sink_);
-  }
-  ~CapturedLog() { spdlog::default_logger()->sinks().pop_back(); }
-  std::vector<std::string> lines() {
-    spdlog::default_logger()->flush();
-    std::vector<std::string> out;
-    std::istringstream in(text_.str());
-    for (std::string line; std::getline(in, line);) out.push_back(line);
-    return out;
-  }
-
- private:
-  std::ostringstream text_;
-  std::shared_ptr<spdlog::sinks::ostream_sink_mt> sink_;
+  CapturedLog() : test::CapturedLog(logging::program("auth")) {}
 };
 
 constexpr char kDescribe[] = "/hvd.v1.Agent/Describe";

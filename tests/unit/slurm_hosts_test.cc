@@ -1,6 +1,6 @@
-// Slurm's hostlist and tasks-per-node forms (launcher/slurm_hosts.h): every form hvdrun meets in
+// Slurm's hostlist and tasks-per-node forms (contract/slurm_hosts.h): every form hvdrun meets in
 // an allocation, and clear errors for malformed ones.
-#include "launcher/slurm_hosts.h"
+#include "contract/slurm_hosts.h"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 #include "core/scheduler_env.h"
 #include "hvd/error.hpp"
 
-namespace hvd::launcher {
+namespace hvd::contract {
 namespace {
 
 using Names = std::vector<std::string>;
@@ -106,4 +106,4 @@ TEST(SlurmAllocation, HostsAndSlotsFromTheAllocation) {
 }
 
 }  // namespace
-}  // namespace hvd::launcher
+}  // namespace hvd::contract

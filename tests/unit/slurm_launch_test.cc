@@ -1,5 +1,5 @@
 // hvdrun in a Slurm allocation (issue 7, "Slurm allocation"): the pure pieces of starting the
-// agents through srun (launcher/slurm_agents.h, agent/service/slurm_step.h) and the command
+// agents through srun (launcher/slurm_agents.h, agent/daemon/slurm_step.h) and the command
 // line's Slurm defaults (launcher/cli.h). The whole path runs in tests/mp/hvdrun_slurm_test.cc
 // (a stand-in srun) and tests/e2e/e2e_slurm_test.cc (real Slurm).
 #include <gtest/gtest.h>
@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/service/slurm_step.h"
+#include "agent/daemon/slurm_step.h"
 #include "common/test_support.h"
 #include "hvd/error.hpp"
 #include "hvdrun_parse.h"
@@ -24,6 +24,7 @@ namespace hvd::launcher {
 namespace {
 
 using cli_test::parse;
+using contract::HostSlots;
 
 std::map<std::string, std::string>* fakeEnv() {
   static std::map<std::string, std::string> env;
@@ -65,7 +66,7 @@ TEST(SlurmLaunch, SrunStartsOneAgentPerNodeInTheAllocationWithoutTheKeyOnTheComm
 }
 
 TEST(SlurmLaunch, ReadyLinesRoundTripAndAnythingElseIsNotOne) {
-  const std::string line = agent::service::readyLine("node01", "10.0.0.7:40123");
+  const std::string line = agent::daemon::readyLine("node01", "10.0.0.7:40123");
   EXPECT_EQ(line, "hvdagent-ready node01 10.0.0.7:40123");
   const auto parsed = parseReadyLine(line);
   ASSERT_TRUE(parsed);
@@ -154,12 +155,12 @@ TEST(SlurmLaunch, NpIsOptionalInsideAnAllocationOnlyAndPrintHostsNeedsNoProgram)
 
 TEST(SlurmLaunch, AStepAgentListensTowardTheLaunchingHostOnAnEphemeralPort) {
   fakeEnv()->clear();
-  EXPECT_EQ(agent::service::slurmStepListen(fakeGetenv), transport::firstInterfaceIpv4() + ":0");
+  EXPECT_EQ(agent::daemon::slurmStepListen(fakeGetenv), transport::firstInterfaceIpv4() + ":0");
   (*fakeEnv())["SLURM_LAUNCH_NODE_IPADDR"] = "127.0.0.1";
-  EXPECT_EQ(agent::service::slurmStepListen(fakeGetenv), "127.0.0.1:0");
-  EXPECT_FALSE(agent::service::slurmNodeName(fakeGetenv).empty());
+  EXPECT_EQ(agent::daemon::slurmStepListen(fakeGetenv), "127.0.0.1:0");
+  EXPECT_FALSE(agent::daemon::slurmNodeName(fakeGetenv).empty());
   (*fakeEnv())["SLURMD_NODENAME"] = "node07";
-  EXPECT_EQ(agent::service::slurmNodeName(fakeGetenv), "node07");
+  EXPECT_EQ(agent::daemon::slurmNodeName(fakeGetenv), "node07");
 }
 
 TEST(SlurmLaunch, AStepAgentsStateDirIsPrivateAndRemovedWithEverythingInIt) {
@@ -169,7 +170,7 @@ TEST(SlurmLaunch, AStepAgentsStateDirIsPrivateAndRemovedWithEverythingInIt) {
   (*fakeEnv())["SLURM_JOB_ID"] = "1234";
   std::string path;
   {
-    agent::service::TemporaryStateDir dir(fakeGetenv);
+    agent::daemon::TemporaryStateDir dir(fakeGetenv);
     path = dir.path();
     EXPECT_EQ(path.rfind(tmp.path().string() + "/hvdagent-1234-", 0), 0u) << path;
     EXPECT_EQ(std::filesystem::status(path).permissions() & std::filesystem::perms::all,

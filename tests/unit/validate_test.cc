@@ -1,12 +1,9 @@
 // The checks at hvdrun's and hvdagent's front door (agent/common/cli_checks.h,
-// launcher/validate.h) and the guard of every thread body (agent/common/thread_guard.h): which
+// contract/names.h) and the guard of every thread body (agent/common/thread_guard.h): which
 // values each refuses, in which words, and that an escaped exception is logged and answered
 // instead of reaching std::terminate.
-#include "launcher/validate.h"
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
@@ -16,6 +13,9 @@
 
 #include "agent/common/cli_checks.h"
 #include "agent/common/thread_guard.h"
+#include "common/captured_log.h"
+#include "common/logging.h"
+#include "contract/names.h"
 
 namespace hvd {
 namespace {
@@ -92,21 +92,10 @@ TEST(CliChecks, IntegerRangeRefusesFractionsJunkOverflowAndOutOfRange) {
 
 // --- agent/common/thread_guard.h ------------------------------------------------------------
 
-// The default logger's lines while it lives.
-class CapturedLog {
+// What the thread guard logs (the programs' "thread" subsystem).
+class CapturedLog : public test::CapturedLog {
  public:
-  CapturedLog() : sink_(std::make_shared<spdlog::sinks::ostream_sink_mt>(text_)) {
-    spdlog::default_logger()->sinks().push_back(sink_);
-  }
-  ~CapturedLog() { spdlog::default_logger()->sinks().pop_back(); }
-  std::string text() {
-    spdlog::default_logger()->flush();
-    return text_.str();
-  }
-
- private:
-  std::ostringstream text_;
-  std::shared_ptr<spdlog::sinks::ostream_sink_mt> sink_;
+  CapturedLog() : test::CapturedLog(logging::program("thread")) {}
 };
 
 TEST(ThreadGuard, AnEscapedExceptionIsLoggedWithTheRoleAndAnswered) {
@@ -142,19 +131,19 @@ TEST(ThreadGuard, ABodyThatReturnsRunsNoRecovery) {
   EXPECT_FALSE(answered);
 }
 
-// --- launcher/validate.h --------------------------------------------------------------------
+// --- contract/names.h --------------------------------------------------------------------
 
 TEST(EnvNames, PosixPortableNamesOnly) {
   for (const char* good : {"A", "_", "_x", "PATH", "a1_B", "HVD_START_TIMEOUT"}) {
-    EXPECT_TRUE(launcher::isEnvName(good)) << good;
+    EXPECT_TRUE(contract::isEnvName(good)) << good;
   }
   for (const char* bad : {"", "1A", "A-B", "A B", "A=B", "A.B", "\xc3\xa4", "$A"}) {
-    EXPECT_FALSE(launcher::isEnvName(bad)) << bad;
+    EXPECT_FALSE(contract::isEnvName(bad)) << bad;
   }
 }
 
 TEST(HostNames, Rfc1123NamesAndAddressLiteralsAreAccepted) {
-  using launcher::hostNameProblem;
+  using contract::hostNameProblem;
   const std::string label63(63, 'a');
   // 4 labels of 63 plus 3 dots: 255 characters; with one label shorter by 2, exactly 253.
   const std::string name253 = label63 + "." + label63 + "." + label63 + "." + std::string(61, 'a');
@@ -170,7 +159,7 @@ TEST(HostNames, Rfc1123NamesAndAddressLiteralsAreAccepted) {
 }
 
 TEST(HostNames, WhatNoResolverAcceptsIsRefusedSayingWhy) {
-  using launcher::hostNameProblem;
+  using contract::hostNameProblem;
   EXPECT_EQ(hostNameProblem("-node", false), "has a label '-node' that starts with '-'");
   EXPECT_EQ(hostNameProblem("node-.example", false), "has a label 'node-' that ends with '-'");
   EXPECT_EQ(hostNameProblem("a..b", false),

@@ -34,25 +34,44 @@ bool subsystemEnabled(const std::string& subsystem) {
   return false;
 }
 
-std::string pattern(int rank, const std::string& subsystem) {
+// The logger set of the process. spdlog keeps its own registry; this keeps the prefix state
+// (rank or program) and the sink in one place so setRank and configureProgram can update every
+// logger.
+struct LoggerSet {
+  std::mutex mutex;
+  int rank = -1;
+  std::string program;  // set by configureProgram: shown instead of the rank
+  spdlog::level::level_enum programLevel = spdlog::level::info;
+  Sink sink = Sink::kStderr;
+  std::vector<std::shared_ptr<spdlog::logger>> loggers;
+  std::vector<bool> ofProgram;  // per logger: one of the program's subsystems
+};
+
+std::string pattern(const LoggerSet& set, const std::string& subsystem) {
   std::ostringstream out;
-  out << "[%Y-%m-%d %H:%M:%S.%e] [" << localHostName() << ":" << getpid() << "] [rank ";
-  if (rank < 0) {
-    out << "-";
+  out << "[%Y-%m-%d %H:%M:%S.%e] [" << localHostName() << ":" << getpid() << "] [";
+  if (!set.program.empty()) {
+    out << set.program;
+  } else if (set.rank < 0) {
+    out << "rank -";
   } else {
-    out << rank;
+    out << "rank " << set.rank;
   }
   out << "] [" << subsystem << "] [%l] %v";
   return out.str();
 }
 
-// The logger set of the process. spdlog keeps its own registry; this keeps the prefix state
-// (rank) in one place so setRank can update every logger.
-struct LoggerSet {
-  std::mutex mutex;
-  int rank = -1;
-  std::vector<std::shared_ptr<spdlog::logger>> loggers;
-};
+// A sink of its own for each logger: a sink holds the formatter, so a shared one would print
+// every logger's lines with the subsystem of the last pattern set.
+spdlog::sink_ptr makeSink(Sink sink) {
+  if (sink == Sink::kStdout) return std::make_shared<spdlog::sinks::stdout_sink_mt>();
+  return std::make_shared<spdlog::sinks::stderr_sink_mt>();
+}
+
+std::string subsystemOf(const spdlog::logger& logger) {
+  const std::string& name = logger.name();
+  return name.substr(name.find('.') + 1);
+}
 
 LoggerSet& loggerSet() {
   static LoggerSet set;
@@ -61,29 +80,59 @@ LoggerSet& loggerSet() {
 
 }  // namespace
 
-std::shared_ptr<spdlog::logger> get(const std::string& subsystem) {
+namespace {
+
+spdlog::level::level_enum levelOf(const LoggerSet& set, const std::string& subsystem,
+                                  bool ofProgram) {
+  auto level = ofProgram ? set.programLevel : configuredLevel();
+  if (!subsystemEnabled(subsystem)) level = std::max(level, spdlog::level::warn);
+  return level;
+}
+
+// The runtime's loggers are named "hvd.<subsystem>", a program's "program.<subsystem>", so the
+// two kinds never share a logger even where a subsystem name is the same.
+std::shared_ptr<spdlog::logger> find(const std::string& subsystem, bool ofProgram) {
   auto& set = loggerSet();
   std::lock_guard<std::mutex> lock(set.mutex);
-  const std::string name = "hvd." + subsystem;
+  const std::string name = (ofProgram ? "program." : "hvd.") + subsystem;
   for (auto& logger : set.loggers) {
     if (logger->name() == name) return logger;
   }
-  auto logger =
-      std::make_shared<spdlog::logger>(name, std::make_shared<spdlog::sinks::stderr_sink_mt>());
-  auto level = configuredLevel();
-  if (!subsystemEnabled(subsystem)) level = std::max(level, spdlog::level::warn);
-  logger->set_level(level);
-  logger->set_pattern(pattern(set.rank, subsystem));
+  auto logger = std::make_shared<spdlog::logger>(name, makeSink(set.sink));
+  logger->set_level(levelOf(set, subsystem, ofProgram));
+  logger->set_pattern(pattern(set, subsystem));
   set.loggers.push_back(logger);
+  set.ofProgram.push_back(ofProgram);
   return logger;
+}
+
+}  // namespace
+
+std::shared_ptr<spdlog::logger> get(const std::string& subsystem) { return find(subsystem, false); }
+
+std::shared_ptr<spdlog::logger> program(const std::string& subsystem) {
+  return find(subsystem, true);
 }
 
 void setRank(int rank) {
   auto& set = loggerSet();
   std::lock_guard<std::mutex> lock(set.mutex);
   set.rank = rank;
-  for (auto& logger : set.loggers) {
-    logger->set_pattern(pattern(rank, logger->name().substr(4)));
+  for (auto& logger : set.loggers) logger->set_pattern(pattern(set, subsystemOf(*logger)));
+}
+
+void configureProgram(const std::string& name, spdlog::level::level_enum level, Sink sink) {
+  auto& set = loggerSet();
+  std::lock_guard<std::mutex> lock(set.mutex);
+  set.program = name;
+  set.programLevel = level;
+  set.sink = sink;
+  for (size_t i = 0; i < set.loggers.size(); ++i) {
+    auto& logger = *set.loggers[i];
+    const std::string subsystem = subsystemOf(logger);
+    logger.sinks() = {makeSink(sink)};
+    logger.set_level(levelOf(set, subsystem, set.ofProgram[i]));
+    logger.set_pattern(pattern(set, subsystem));
   }
 }
 

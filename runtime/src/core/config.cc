@@ -7,11 +7,14 @@
 #include <optional>
 #include <sstream>
 
+#include "contract/env_names.h"
 #include "core/scheduler_env.h"
 #include "hvd/error.hpp"
 
 namespace hvd::core {
 namespace {
+
+namespace names = contract::env;
 
 constexpr const char* kLauncherHint =
     " (hvd::init() expects the worker environment that hvdrun or hvdagent sets: HVD_RANK, "
@@ -169,7 +172,7 @@ const char* cpuBackendName(CpuBackend backend) {
 
 Config parseConfig(const EnvReader& getenv) {
   Config c;
-  const char* hvdRank = getenv("HVD_RANK");
+  const char* hvdRank = getenv(names::kRank);
   std::optional<SchedulerPlacement> scheduler;
   if (hvdRank == nullptr || *hvdRank == '\0') scheduler = placementFromScheduler(getenv);
   if (scheduler) {
@@ -181,21 +184,21 @@ Config parseConfig(const EnvReader& getenv) {
     c.crossFromRendezvous = !scheduler->crossRank.has_value();
     c.crossRank = scheduler->crossRank.value_or(0);
     c.crossSize = scheduler->crossSize.value_or(1);
-    const char* job = getenv("HVD_JOB_ID");
+    const char* job = getenv(names::kJobId);
     c.jobId = job != nullptr && *job != '\0' ? job : scheduler->jobId;
   } else {
-    c.size = requiredInt(getenv, "HVD_SIZE", 1, 1 << 20);
-    c.rank = requiredInt(getenv, "HVD_RANK", 0, c.size - 1);
-    c.localSize = requiredInt(getenv, "HVD_LOCAL_SIZE", 1, c.size);
-    c.localRank = requiredInt(getenv, "HVD_LOCAL_RANK", 0, c.localSize - 1);
-    c.crossSize = requiredInt(getenv, "HVD_CROSS_SIZE", 1, c.size);
-    c.crossRank = requiredInt(getenv, "HVD_CROSS_RANK", 0, c.crossSize - 1);
-    c.jobId = required(getenv, "HVD_JOB_ID");
+    c.size = requiredInt(getenv, names::kSize, 1, 1 << 20);
+    c.rank = requiredInt(getenv, names::kRank, 0, c.size - 1);
+    c.localSize = requiredInt(getenv, names::kLocalSize, 1, c.size);
+    c.localRank = requiredInt(getenv, names::kLocalRank, 0, c.localSize - 1);
+    c.crossSize = requiredInt(getenv, names::kCrossSize, 1, c.size);
+    c.crossRank = requiredInt(getenv, names::kCrossRank, 0, c.crossSize - 1);
+    c.jobId = required(getenv, names::kJobId);
   }
   if (const char* file = getenv("HVD_STORE_FILE"); file != nullptr && *file != '\0') {
     c.storeFile = file;
   }
-  const char* storeAddr = getenv("HVD_STORE_ADDR");
+  const char* storeAddr = getenv(names::kStoreAddr);
   const bool haveAddr = storeAddr != nullptr && *storeAddr != '\0';
   // Without a store address, a file store (no server, no token: the directory's permissions
   // guard it) when HVD_STORE_FILE names one.
@@ -209,11 +212,11 @@ Config parseConfig(const EnvReader& getenv) {
         " ranks but no rendezvous store: set HVD_STORE_ADDR (and HVD_STORE_TOKEN) to a running "
         "store, or HVD_STORE_FILE to a directory every rank shares");
   } else if (c.size > 1 && !fileStore) {
-    c.storeAddress = required(getenv, "HVD_STORE_ADDR");
-    c.storeToken = required(getenv, "HVD_STORE_TOKEN");
+    c.storeAddress = required(getenv, names::kStoreAddr);
+    c.storeToken = required(getenv, names::kStoreToken);
   } else if (c.size == 1) {
-    const char* address = getenv("HVD_STORE_ADDR");
-    const char* token = getenv("HVD_STORE_TOKEN");
+    const char* address = getenv(names::kStoreAddr);
+    const char* token = getenv(names::kStoreToken);
     if (address != nullptr) c.storeAddress = address;
     if (token != nullptr) c.storeToken = token;
   }

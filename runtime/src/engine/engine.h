@@ -1,4 +1,4 @@
-// The engine (DESIGN.md "Engine"): named ops submitted from any thread, negotiated by a
+// The engine (docs/architecture.md "Engine"): named ops submitted from any thread, negotiated by a
 // background thread on a Context of their own, checked, fused and run. See hvd/engine.hpp for
 // the user-visible semantics and controller.h for the negotiation protocol.
 //

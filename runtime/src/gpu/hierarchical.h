@@ -17,7 +17,7 @@
 // makes sum / size only because every node has the same localSize; that is also why
 // hierarchical allreduce needs equal local sizes at all (hierarchicalPossible).
 //
-// Communicator layout. The launcher places ranks host by host (agent/placement.h): a host's
+// Communicator layout. The launcher places ranks host by host (contract/placement.h): a host's
 // workers have local ranks 0..localSize-1 in rank order, and a worker's cross rank is the index
 // of its host among the hosts that have a worker with the same local rank. Ranks are contiguous
 // per host (rank = first rank of the host + local rank) only without oversubscription: ranks

@@ -1,0 +1,170 @@
+// The jobs an agent leads (issue 6: "the job's store and coordination live on the leader agent;
+// a client that disconnects changes nothing for the job"). SubmitJob hands the job here; from
+// then on it runs on a thread of its own, whoever is connected:
+//
+//   * a queue: a job whose slots or GPUs are held by other jobs is QUEUED with the reason and
+//     starts in submission order once they are free (each agent's ledger, agent/ledger); a
+//     submitted (detached) job that waits survives a restart of this agent;
+//   * attempts: a JobCoordinator per attempt over this node (LocalHost::View) and the other
+//     hosts' agents (RemoteAgentFactory), paced by tick() (stop deadlines, --time-limit); a
+//     failed attempt starts again while the job's restart policy allows (restart_policy.h),
+//     each attempt with its own store namespace and token, so nothing of an earlier attempt
+//     reaches a later one;
+//   * its own MASTER_PORT: several jobs at once share nothing but the agent;
+//   * its record (JobHistory) rewritten at each change of state, every attempt listed, and
+//     every output line appended to its log (JobLogWriter) as it arrives;
+//   * at the end: hosts released, store namespace removed, log closed, then the final record
+//     written (so a reader that sees a final state has every line), then old jobs pruned.
+//
+// Readers (an attached run, `hvdrun logs -f`, `hvdrun attach`) follow the log file, woken by
+// the job's own changedOf(); they never hold up the job, and a slow one loses nothing.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "agent/coordinator/job_coordinator.h"
+#include "agent/jobs/local_host.h"
+#include "agent/ledger/resource_ledger.h"
+#include "agent/records/job_history.h"
+#include "agent/records/job_log.h"
+#include "hvd/v1/agent.pb.h"
+
+namespace hvd::store {
+class TcpStoreServer;
+}
+
+namespace hvd::agent::jobs {
+
+// Another host of a submitted job, as the leader reaches it.
+struct RemoteHost {
+  std::string host;     // as the user named it
+  std::string address;  // "host:port" of its hvdagent
+  std::chrono::milliseconds callTimeout{5000};
+};
+
+// Builds the NodeAgent of another host (hvdagent: client::RemoteNodeAgent with this agent's TLS
+// options and key). Its destructor must cancel its streams and deliver no event afterwards.
+using RemoteAgentFactory =
+    std::function<std::unique_ptr<coordinator::NodeAgent>(const RemoteHost& host)>;
+
+struct LedJobsOptions {
+  std::string listenHost = "127.0.0.1";  // where MASTER_PORT is picked
+  std::chrono::milliseconds defaultConnectTimeout{5000};
+  uint64_t maxLogBytes = uint64_t{1} << 30;  // per job (--max-log-mb)
+  RemoteAgentFactory remoteAgents;           // empty: single-host jobs only
+  LocalHost::Describer describeLocal;
+  // This node's ledger, whose releases wake the queue (may be null: the queue then only polls).
+  ledger::ResourceLedger* ledger = nullptr;
+  // How often the head of the queue asks again whether its hosts are free: other hosts'
+  // releases are not signalled to this agent.
+  std::chrono::milliseconds queuePoll{1000};
+};
+
+// A counter that readers wait on: bumped by every logged line and every change of state.
+class ChangeSignal {
+ public:
+  uint64_t current() const;
+  void bump();
+  // Returns once the counter differs from `seen` or `timeout` passed.
+  void waitPast(uint64_t seen, std::chrono::milliseconds timeout) const;
+
+ private:
+  mutable std::mutex mutex_;
+  mutable std::condition_variable cv_;
+  uint64_t value_ = 0;
+};
+
+class LedJobs {
+ public:
+  // jobs, store and history must outlive this.
+  LedJobs(LedJobsOptions options, LocalHost* jobs, store::TcpStoreServer* store,
+          records::JobHistory* history);
+  // shutdown(), then waits for every job's thread.
+  ~LedJobs();
+
+  // Records the job (PENDING) and starts it on its own thread; returns its id. Throws
+  // hvd::InvalidArgumentError for a job this agent cannot lead (named why), hvd::PeerError when
+  // the agent is shutting down.
+  std::string submit(coordinator::JobSpec spec, const v1::SubmitJobRequest& request,
+                     const std::string& submittedBy);
+  // At start-up: the queued submitted jobs a previous agent left (JobHistory kept them QUEUED)
+  // join the queue again in submission order. Returns how many; a job whose saved request
+  // cannot be read or run is marked FAILED with the reason.
+  int resumeQueued();
+
+  struct CancelOutcome {
+    bool found = false;
+    bool wasRunning = false;  // false: it had ended, nothing changed
+    v1::JobState state = v1::JOB_STATE_UNSPECIFIED;
+  };
+  // Graceful stop of a running job (JobCoordinator::cancel; a second within 2 s kills).
+  CancelOutcome cancel(const std::string& jobId,
+                       std::optional<std::chrono::milliseconds> grace = std::nullopt,
+                       const std::string& reason = "");
+
+  // Refuses new jobs and cancels the running ones (reason: the agent shut down). A detached job
+  // that has not started stays QUEUED, its request kept, for the next agent's resumeQueued(),
+  // as after a crash; an attached one ends with its caller's agent.
+  void shutdown();
+  // Waits for every job's thread to end.
+  void join();
+
+  // What a reader of job `jobId` waits on: bumped by each of its logged lines and changes of
+  // state. A job no longer running gets a signal nobody bumps (its record is final already).
+  std::shared_ptr<const ChangeSignal> changedOf(const std::string& jobId) const;
+  records::JobHistory* history() const { return history_; }
+
+ private:
+  struct Job;
+  void validate(const coordinator::JobSpec& spec, const v1::SubmitJobRequest& request) const;
+  std::string start(std::unique_ptr<Job> job, const std::string& submittedBy);
+  void run(Job* job);
+  // One attempt from its queue wait to its end; returns how it ended.
+  coordinator::JobResult runAttempt(Job* job, int attempt, const coordinator::JobSpec& spec);
+  // Waits for the job's turn and its resources; the coordinator's start outcome.
+  coordinator::JobCoordinator::Start waitAndStart(Job* job, bool restarting);
+  void leaveQueue(const std::string& id);
+  void abandon(Job* job, const std::string& what);
+  void reapFinished();
+
+  const LedJobsOptions options_;
+  LocalHost* const jobs_;
+  store::TcpStoreServer* const store_;
+  records::JobHistory* const history_;
+
+  mutable std::mutex mutex_;
+  bool shuttingDown_ = false;
+  std::map<std::string, std::unique_ptr<Job>> running_;
+  std::deque<std::string> queue_;  // ids of jobs waiting to start, in turn order
+  // Bumped by every change that may let a queued job start: a ledger release, a job leaving
+  // the queue, a cancel. Shared with the ledger's callback, which may outlive this object.
+  std::shared_ptr<ChangeSignal> queueChanged_ = std::make_shared<ChangeSignal>();
+};
+
+// The job's end as the record keeps it.
+v1::JobState stateOfOutcome(coordinator::JobOutcome outcome);
+
+// Streams job `jobId`'s log lines matching `filter` from `*offset` to `emitLines`, and with
+// `follow` keeps going until the job has ended. Once the job has ended (and its log is read to
+// the end) `emitEnd` gets its JobEnd. Returns false when an emit failed or `cancelled()` became
+// true (the caller went away). Lines come in the batches they were read in, with their host and
+// time. `onRecord`, when given, sees the job's record at every wake-up (an attached run tells
+// its client about restarts from it); returning false ends the stream as a failed emit.
+bool streamJobLog(const LedJobs& led, const std::string& jobId, const records::LogFilter& filter,
+                  uint64_t* offset, bool follow, const std::function<bool()>& cancelled,
+                  const std::function<bool(const std::vector<records::LogLine>&)>& emitLines,
+                  const std::function<bool(const v1::JobEnd&)>& emitEnd,
+                  const std::function<bool(const v1::JobInfo&)>& onRecord = nullptr);
+
+}  // namespace hvd::agent::jobs
