@@ -12,9 +12,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <fstream>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -310,6 +312,39 @@ TEST_F(TcpStoreServerTest, HugeLengthPrefixIsDroppedWithoutWaitingForThePayload)
     // No payload follows: only a server that refuses the length up front closes now.
     EXPECT_TRUE(raw.waitForClose(5s)) << "length " << length;
   }
+  expectServerHealthy();
+}
+
+// This process's resident memory, in bytes (the server runs in it).
+size_t residentBytes() {
+  std::ifstream statm("/proc/self/statm");
+  size_t size = 0;
+  size_t resident = 0;
+  statm >> size >> resident;
+  return resident * static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+}
+
+// An authenticated peer may announce a frame up to the limit (16 MiB) and then send nothing:
+// the store must not set aside the announced length for it before the bytes arrive.
+TEST_F(TcpStoreServerTest, AnAnnouncedFrameCostsWhatHasArrivedNotItsLength) {
+  const size_t before = residentBytes();
+  std::vector<std::unique_ptr<RawSocket>> peers;
+  for (int i = 0; i < 8; ++i) {
+    peers.push_back(std::make_unique<RawSocket>(server_.port()));
+    ASSERT_TRUE(peers.back()->connected());
+    ASSERT_TRUE(peers.back()->send(helloFrame("job-a", "token-a") + lengthPrefix(16u << 20) +
+                                   std::string(100, 'x')));
+  }
+  std::this_thread::sleep_for(300ms);  // the server has read the headers and what followed
+  const size_t grown = residentBytes() - std::min(before, residentBytes());
+  // 8 x 16 MiB if the buffers were sized by the announcement; a few 64 KiB steps now.
+  EXPECT_LT(grown, size_t{24} << 20) << "resident memory grew by " << grown << " bytes";
+  // A frame that does arrive in full is read whole, through every step.
+  auto store = client();
+  const std::string big((5u << 20) + 12345, 'v');
+  store->set("big", big);
+  EXPECT_EQ(store->get("big", 5s), big);
+  peers.clear();
   expectServerHealthy();
 }
 

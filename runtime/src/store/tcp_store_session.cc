@@ -119,21 +119,41 @@ void Session::onHeader(const boost::system::error_code& ec) {
     drop(error);
     return;
   }
-  payload_.resize(*length);
+  payload_.clear();
+  payloadExpected_ = *length;
+  readPayloadStep();
+}
+
+void Session::readPayloadStep() {
+  const size_t have = payload_.size();
+  if (have == payloadExpected_) {
+    onPayload();
+    return;
+  }
+  // The buffer grows by what has arrived so far (at least kFirstStep), never to the announced
+  // length at once: an authenticated peer that announces a 16 MiB frame and sends nothing costs
+  // the store kFirstStep, not 16 MiB, and a real frame still arrives in log(n) steps.
+  constexpr size_t kFirstStep = size_t{64} << 10;
+  const size_t step = std::min(payloadExpected_ - have, std::max(kFirstStep, have));
+  payload_.resize(have + step);
   reading_ = true;
-  asio::async_read(socket_, asio::buffer(payload_),
+  asio::async_read(socket_, asio::buffer(&payload_[have], step),
                    [self = shared_from_this()](const boost::system::error_code& ec, size_t) {
-                     self->onPayload(ec);
+                     self->onPayloadStep(ec);
                    });
 }
 
-void Session::onPayload(const boost::system::error_code& ec) {
+void Session::onPayloadStep(const boost::system::error_code& ec) {
   reading_ = false;
   if (closed_) return;
   if (ec) {
     disconnected(ec);
     return;
   }
+  readPayloadStep();
+}
+
+void Session::onPayload() {
   std::string error;
   std::optional<Request> request = protocol::decodeRequest(payload_, &error);
   // Large values are copied out; keep the buffer from pinning a 16 MiB frame per idle client.

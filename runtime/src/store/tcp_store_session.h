@@ -72,7 +72,11 @@ class Session : public std::enable_shared_from_this<Session> {
  private:
   void maybeRead();
   void onHeader(const boost::system::error_code& ec);
-  void onPayload(const boost::system::error_code& ec);
+  // Reads the announced payload in steps that grow with what has arrived (readPayloadStep), so
+  // a peer that announces a large frame and sends little costs little.
+  void readPayloadStep();
+  void onPayloadStep(const boost::system::error_code& ec);
+  void onPayload();
   void handle(const protocol::Request& request);
   void hello(const protocol::Request& request);
   // The reason goes to the log, once; the client only learns that it was refused, so that
@@ -105,7 +109,8 @@ class Session : public std::enable_shared_from_this<Session> {
 
   unsigned char header_[protocol::kFrameHeaderBytes] = {};
   std::string payload_;
-  std::shared_ptr<Job> job_;  // set by a successful HELLO
+  size_t payloadExpected_ = 0;  // the announced length of the frame being read
+  std::shared_ptr<Job> job_;    // set by a successful HELLO
   std::deque<Bytes> writes_;
   bool closed_ = false;
   bool reading_ = false;
