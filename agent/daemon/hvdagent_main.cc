@@ -116,7 +116,7 @@ int serve(const daemon::AgentCliOptions& options, const hvd::agent::rpc::ListenA
   localOptions.ledger = &ledger;
   localOptions.records = &records;
   localOptions.baseEnv = std::move(baseEnv);
-  jobs::LocalHost jobs(std::move(localOptions));
+  jobs::LocalHost local(std::move(localOptions));
 
   hvd::agent::auth::SystemClock clock;
   hvd::agent::auth::RequestVerifier verifier(key, clock);
@@ -139,7 +139,7 @@ int serve(const daemon::AgentCliOptions& options, const hvd::agent::rpc::ListenA
     remote.callTimeout = host.callTimeout;
     return std::make_unique<hvd::agent::client::RemoteNodeAgent>(remote, &signer);
   };
-  svc::AgentService service(serviceOptions, &guard, &jobs, &gpus, &store, &history);
+  svc::AgentService service(serviceOptions, &guard, &local, &gpus, &store, &history);
 
   const int signalPipe = hvd::agent::process::installSignalPipe();
 
@@ -188,8 +188,8 @@ int serve(const daemon::AgentCliOptions& options, const hvd::agent::rpc::ListenA
   server->Shutdown(std::chrono::system_clock::now() + serviceOptions.shutdownGrace +
                    std::chrono::seconds(5));
   server->Wait();
-  service.join();   // led jobs end as their ranks exit (bounded by the shutdown grace)
-  jobs.shutdown();  // whatever is left: SIGKILL and reap
+  service.join();    // led jobs end as their ranks exit (bounded by the shutdown grace)
+  local.shutdown();  // whatever is left: SIGKILL and reap
   store.stop();
   hvd::logging::program("daemon")->info("hvdagent: stopped");
   return 0;

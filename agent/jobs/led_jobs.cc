@@ -160,9 +160,9 @@ struct LedJobs::Job {
   std::atomic<bool> done{false};
 };
 
-LedJobs::LedJobs(LedJobsOptions options, LocalHost* jobs, store::TcpStoreServer* store,
+LedJobs::LedJobs(LedJobsOptions options, LocalHost* local, store::TcpStoreServer* store,
                  records::JobHistory* history)
-    : options_(std::move(options)), jobs_(jobs), store_(store), history_(history) {
+    : options_(std::move(options)), local_(local), store_(store), history_(history) {
   if (options_.ledger != nullptr) {
     std::weak_ptr<ChangeSignal> signal = queueChanged_;
     options_.ledger->setOnRelease([signal] {
@@ -398,7 +398,7 @@ coord::JobResult LedJobs::runAttempt(Job* job, int attempt, const coord::JobSpec
   store_->addJob(id, token);
   {
     auto local =
-        std::make_unique<LocalHost::View>(jobs_, spec.hosts[0].host, options_.describeLocal);
+        std::make_unique<LocalHost::View>(local_, spec.hosts[0].host, options_.describeLocal);
     std::vector<coord::NodeAgent*> agents = {local.get()};
     std::vector<std::unique_ptr<coord::NodeAgent>> remotes;
     const std::chrono::milliseconds timeout =
@@ -434,16 +434,8 @@ coord::JobResult LedJobs::runAttempt(Job* job, int attempt, const coord::JobSpec
   }
   const coord::JobCoordinator::Start started = waitAndStart(job, attempt > 0);
   if (job->suspended) {
-    // Kept for the next agent: nothing of it ran, so there is nothing to tear down but the
-    // attempt's set-up.
-    std::vector<std::unique_ptr<coord::NodeAgent>> remotes;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      remotes.swap(job->remotes);
-    }
-    remotes.clear();
-    job->local->finish();
-    store_->removeJob(id);
+    // Kept for the next agent: nothing of it ran; only the attempt's set-up goes.
+    tearDownAttempt(job);
     return {};
   }
   // Every rank started (it may have ended already: a fast failure is still an attempt that ran).
@@ -480,16 +472,7 @@ coord::JobResult LedJobs::runAttempt(Job* job, int attempt, const coord::JobSpec
   const coord::JobResult result = *job->coordinator->result();
   // Teardown before anything else sees the end: no host may still deliver lines after readers
   // saw it, and the next attempt must find this one's resources released.
-  {
-    std::vector<std::unique_ptr<coord::NodeAgent>> remotes;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      remotes.swap(job->remotes);
-    }
-    remotes.clear();  // RemoteNodeAgent: cancels its streams, joins its threads
-  }
-  job->local->finish();  // releases the local group: leftovers SIGKILLed, ranks reaped
-  store_->removeJob(id);
+  tearDownAttempt(job);
   history_->update(id, [&](v1::JobInfo* info) {
     setRanks(job->coordinator->ranks(), info);
     if (info->attempts_size() == 0 || info->attempts().rbegin()->attempt() != attempt) {
@@ -505,6 +488,17 @@ coord::JobResult LedJobs::runAttempt(Job* job, int attempt, const coord::JobSpec
   hvd::logging::program("jobs")->info("hvdagent: job {} attempt {}: ended, exit code {}: {}", id,
                                       attempt, result.exitCode, result.summary);
   return result;
+}
+
+void LedJobs::tearDownAttempt(Job* job) {
+  std::vector<std::unique_ptr<coord::NodeAgent>> remotes;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    remotes.swap(job->remotes);
+  }
+  remotes.clear();       // RemoteNodeAgent: cancels its streams, joins its threads
+  job->local->finish();  // releases the local group: leftovers SIGKILLed, ranks reaped
+  store_->removeJob(job->id);
 }
 
 void LedJobs::run(Job* job) {
@@ -524,7 +518,8 @@ void LedJobs::run(Job* job) {
       job->log->close();
       history_->update(id, [](v1::JobInfo* info) {
         info->set_state(v1::JOB_QUEUED);
-        info->set_queue_reason("the agent shut down before it started; it waits for the next");
+        info->set_queue_reason(
+            "its agent stopped before it started; it starts once the agent is back");
       });
       hvd::logging::program("jobs")->info(
           "hvdagent: job {}: kept in the queue for the next agent (not started)", id);

@@ -88,7 +88,7 @@ class ChangeSignal {
 class LedJobs {
  public:
   // jobs, store and history must outlive this.
-  LedJobs(LedJobsOptions options, LocalHost* jobs, store::TcpStoreServer* store,
+  LedJobs(LedJobsOptions options, LocalHost* local, store::TcpStoreServer* store,
           records::JobHistory* history);
   // shutdown(), then waits for every job's thread.
   ~LedJobs();
@@ -132,6 +132,9 @@ class LedJobs {
   void run(Job* job);
   // One attempt from its queue wait to its end; returns how it ended.
   coordinator::JobResult runAttempt(Job* job, int attempt, const coordinator::JobSpec& spec);
+  // The attempt's hosts let go (remote streams closed, the local group released and reaped)
+  // and its store namespace removed.
+  void tearDownAttempt(Job* job);
   // Waits for the job's turn and its resources; the coordinator's start outcome.
   coordinator::JobCoordinator::Start waitAndStart(Job* job, bool restarting);
   void leaveQueue(const std::string& id);
@@ -139,7 +142,7 @@ class LedJobs {
   void reapFinished();
 
   const LedJobsOptions options_;
-  LocalHost* const jobs_;
+  LocalHost* const local_;
   store::TcpStoreServer* const store_;
   records::JobHistory* const history_;
 

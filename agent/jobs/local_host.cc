@@ -41,14 +41,7 @@ LocalHost::LocalHost(LocalHostOptions options) : options_(std::move(options)) {}
 
 LocalHost::LocalHost(std::string host, process::Spawner* spawner, node::GpuDiscovery* gpus,
                      ledger::ResourceLedger* ledger)
-    : LocalHost([&] {
-        LocalHostOptions o;
-        o.host = std::move(host);
-        o.spawner = spawner;
-        o.gpus = gpus;
-        o.ledger = ledger;
-        return o;
-      }()) {}
+    : LocalHost(LocalHostOptions{std::move(host), spawner, gpus, ledger}) {}
 
 LocalHost::~LocalHost() { shutdown(); }
 

@@ -86,9 +86,9 @@ grpc::Status statusFromException(std::exception_ptr error) {
 }
 
 AgentService::AgentService(AgentServiceOptions options, rpc::CallGuard* guard,
-                           jobs::LocalHost* jobs, node::GpuDiscovery* gpus,
+                           jobs::LocalHost* local, node::GpuDiscovery* gpus,
                            store::TcpStoreServer* store, records::JobHistory* history)
-    : options_(std::move(options)), guard_(guard), jobs_(jobs), gpus_(gpus), history_(history) {
+    : options_(std::move(options)), guard_(guard), local_(local), gpus_(gpus), history_(history) {
   jobs::LedJobsOptions led;
   led.listenHost = options_.listenHost;
   led.defaultConnectTimeout = options_.defaultConnectTimeout;
@@ -96,7 +96,7 @@ AgentService::AgentService(AgentServiceOptions options, rpc::CallGuard* guard,
   led.remoteAgents = options_.remoteAgents;
   led.describeLocal = [this] { return describeNode().node; };
   led.ledger = options_.ledger;
-  led_ = std::make_unique<jobs::LedJobs>(std::move(led), jobs_, store, history_);
+  led_ = std::make_unique<jobs::LedJobs>(std::move(led), local_, store, history_);
 }
 
 void AgentService::shutdown() {
@@ -105,7 +105,7 @@ void AgentService::shutdown() {
     shuttingDown_ = true;
   }
   led_->shutdown();
-  jobs_->stopAll(options_.shutdownGrace);
+  local_->stopAll(options_.shutdownGrace);
 }
 
 void AgentService::join() { led_->join(); }
@@ -151,7 +151,7 @@ grpc::Status AgentService::runLaunch(grpc::ServerContext* context, const v1::Lau
       "hvdagent: job {}: starting {} rank(s) of '{}' for {}", jobId, rankCount,
       request.ranks.front().spec.argv.empty() ? "" : request.ranks.front().spec.argv[0],
       context->peer());
-  const coordinator::LaunchStatus status = jobs_->start(request, &events);
+  const coordinator::LaunchStatus status = local_->start(request, &events);
   {
     v1::RankEvent launched;
     launched.mutable_launched()->set_error(status.error);
@@ -169,10 +169,10 @@ grpc::Status AgentService::runLaunch(grpc::ServerContext* context, const v1::Lau
     bool callerGone = !writer->Write(launched);
     // From here on the job runs: whatever happens, it is stopped and released before returning.
     struct Release {
-      jobs::LocalHost* jobs;
+      jobs::LocalHost* local;
       const std::string& id;
-      ~Release() { jobs->release(id); }
-    } release{jobs_, jobId};
+      ~Release() { local->release(id); }
+    } release{local_, jobId};
 
     size_t exits = 0;
     bool stopped = false;
@@ -190,7 +190,7 @@ grpc::Status AgentService::runLaunch(grpc::ServerContext* context, const v1::Lau
             "hvdagent: job {}: caller {} went away; stopping its ranks (signal {}, "
             "grace {} ms)",
             jobId, context->peer(), request.stopSignal, request.grace.count());
-        jobs_->stop(jobId, request.stopSignal, request.grace);
+        local_->stop(jobId, request.stopSignal, request.grace);
         stopped = true;
       }
     }
@@ -207,7 +207,7 @@ grpc::Status AgentService::Reserve(grpc::ServerContext* context, const v1::Reser
     const ledger::Request wanted = rpc::fromProto(*request);
     if (shuttingDown())
       return grpc::Status{grpc::StatusCode::UNAVAILABLE, "the agent is shutting down"};
-    const coordinator::ReserveResult result = jobs_->reserve(wanted);
+    const coordinator::ReserveResult result = local_->reserve(wanted);
     *response = rpc::toProto(result.grant);
     if (!result.accounted) {
       // An agent always keeps a ledger; a grant without one would let jobs share GPUs unseen.
@@ -227,7 +227,7 @@ grpc::Status AgentService::Unreserve(grpc::ServerContext* context,
   }
   return guarded([&] {
     if (request->job_id().empty()) throw InvalidArgumentError("the request names no job");
-    jobs_->unreserve(request->job_id());
+    local_->unreserve(request->job_id());
     return grpc::Status::OK;
   });
 }
@@ -247,7 +247,7 @@ grpc::Status AgentService::Stop(grpc::ServerContext* context, const v1::StopRequ
         "hvdagent: job {}: stop (signal {}, grace {} ms) from {}", request->job_id(), signal,
         request->grace_ms(), context->peer());
     // Unknown jobs are not an error: a stop may cross the job's natural end.
-    jobs_->stop(request->job_id(), signal, std::chrono::milliseconds(request->grace_ms()));
+    local_->stop(request->job_id(), signal, std::chrono::milliseconds(request->grace_ms()));
     return grpc::Status::OK;
   });
 }

@@ -66,8 +66,9 @@ struct AgentServiceOptions {
 
 class AgentService final : public v1::Agent::Service {
  public:
-  // guard, jobs, gpus (may be null), store (started) and history must outlive the service.
-  AgentService(AgentServiceOptions options, rpc::CallGuard* guard, jobs::LocalHost* jobs,
+  // guard, local (this node), gpus (may be null), store (started) and history must outlive the
+  // service.
+  AgentService(AgentServiceOptions options, rpc::CallGuard* guard, jobs::LocalHost* local,
                node::GpuDiscovery* gpus, store::TcpStoreServer* store,
                records::JobHistory* history);
 
@@ -116,7 +117,7 @@ class AgentService final : public v1::Agent::Service {
 
   const AgentServiceOptions options_;
   rpc::CallGuard* const guard_;
-  jobs::LocalHost* const jobs_;
+  jobs::LocalHost* const local_;
   node::GpuDiscovery* const gpus_;
   records::JobHistory* const history_;
 

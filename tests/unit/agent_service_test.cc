@@ -102,14 +102,14 @@ class AgentServiceTest : public ::testing::Test {
     local.ledger = ledger_.get();
     local.records = records_.get();
     local.baseEnv = baseEnvironment(environ);
-    jobs_ = std::make_unique<LocalHost>(std::move(local));
+    host_ = std::make_unique<LocalHost>(std::move(local));
     store_.start();
     AgentServiceOptions options;
     options.listenHost = "127.0.0.1";
     options.ledger = ledger_.get();
     configure(&options);
     history_ = std::make_unique<JobHistory>((dir_.path() / "state").string());
-    service_ = std::make_unique<AgentService>(options, guard_.get(), jobs_.get(), &gpus_, &store_,
+    service_ = std::make_unique<AgentService>(options, guard_.get(), host_.get(), &gpus_, &store_,
                                               history_.get());
     server_ = test::startLoopbackServer(service_.get(), &port_);
     ASSERT_NE(server_, nullptr);
@@ -122,7 +122,7 @@ class AgentServiceTest : public ::testing::Test {
     service_->shutdown();
     server_->Shutdown(std::chrono::system_clock::now() + 5s);
     service_->join();
-    jobs_->shutdown();
+    host_->shutdown();
     store_.stop();
   }
 
@@ -147,7 +147,7 @@ class AgentServiceTest : public ::testing::Test {
   node::FakeGpuDiscovery gpus_{{}};
   std::unique_ptr<JobRecords> records_;
   std::unique_ptr<ledger::ResourceLedger> ledger_;
-  std::unique_ptr<LocalHost> jobs_;
+  std::unique_ptr<LocalHost> host_;
   store::TcpStoreServer store_;
   std::unique_ptr<JobHistory> history_;
   std::unique_ptr<AgentService> service_;
@@ -280,7 +280,7 @@ TEST_F(AgentServiceTest, EveryRpcRefusesUnsignedCallsAndCallsSignedWithAnotherKe
     }
   }
   EXPECT_EQ(guard_->denials(), 2u * all.size());
-  EXPECT_TRUE(jobs_->processGroupId("never") == std::nullopt);
+  EXPECT_TRUE(host_->processGroupId("never") == std::nullopt);
   EXPECT_TRUE(records_->list().empty());
 }
 
@@ -356,7 +356,7 @@ TEST_F(AgentServiceTest, LaunchStreamsOutputAndExitCodes) {
   EXPECT_EQ(exits[4], std::make_pair(3, 0));
   EXPECT_EQ(exits[5], std::make_pair(0, 0));
   // The job is over: released, its record removed.
-  EXPECT_EQ(jobs_->processGroupId("launch-1"), std::nullopt);
+  EXPECT_EQ(host_->processGroupId("launch-1"), std::nullopt);
   EXPECT_TRUE(records_->list().empty());
 }
 
@@ -435,7 +435,7 @@ TEST_F(LedgerServiceTest, AReservedLaunchWithoutItsReservationDoesNotStart) {
             "launch)");
   EXPECT_FALSE(reader->Read(&event));
   reader->Finish();
-  EXPECT_EQ(jobs_->processGroupId("hvd-expired"), std::nullopt);
+  EXPECT_EQ(host_->processGroupId("hvd-expired"), std::nullopt);
 }
 
 TEST_F(AgentServiceTest, LaunchOfAMissingProgramReportsTheError) {
@@ -645,9 +645,9 @@ class TwoAgentsTest : public AgentServiceTest {
           guard(&verifier),
           records((dir / "other-state").string()),
           ledger("other", {}, 0, [] { return std::chrono::steady_clock::now(); }),
-          jobs(localOptions(&spawner, &gpus, &ledger, &records)),
+          host(localOptions(&spawner, &gpus, &ledger, &records)),
           history((dir / "other-state").string()),
-          service(options(&ledger), &guard, &jobs, &gpus, &store, &history) {}
+          service(options(&ledger), &guard, &host, &gpus, &store, &history) {}
     static LocalHostOptions localOptions(process::Spawner* spawner, node::GpuDiscovery* gpus,
                                          ledger::ResourceLedger* ledger, JobRecords* records) {
       LocalHostOptions o;
@@ -668,7 +668,7 @@ class TwoAgentsTest : public AgentServiceTest {
       service.shutdown();
       if (server) server->Shutdown(std::chrono::system_clock::now() + 5s);
       service.join();
-      jobs.shutdown();
+      host.shutdown();
       store.stop();
     }
     auth::SystemClock clock;
@@ -678,7 +678,7 @@ class TwoAgentsTest : public AgentServiceTest {
     node::FakeGpuDiscovery gpus{{}};
     JobRecords records;
     ledger::ResourceLedger ledger;
-    LocalHost jobs;
+    LocalHost host;
     store::TcpStoreServer store;
     JobHistory history;
     AgentService service;

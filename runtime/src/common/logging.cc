@@ -44,8 +44,14 @@ struct LoggerSet {
   spdlog::level::level_enum programLevel = spdlog::level::info;
   Sink sink = Sink::kStderr;
   std::vector<std::shared_ptr<spdlog::logger>> loggers;
-  std::vector<bool> ofProgram;  // per logger: one of the program's subsystems
 };
+
+// The runtime's loggers are named "hvd.<subsystem>", a program's "program.<subsystem>", so the
+// two kinds never share a logger even where a subsystem name is the same.
+constexpr char kRuntimePrefix[] = "hvd.";
+constexpr char kProgramPrefix[] = "program.";
+
+bool ofProgram(const spdlog::logger& logger) { return logger.name().rfind(kProgramPrefix, 0) == 0; }
 
 std::string pattern(const LoggerSet& set, const std::string& subsystem) {
   std::ostringstream out;
@@ -78,40 +84,41 @@ LoggerSet& loggerSet() {
   return set;
 }
 
-}  // namespace
-
-namespace {
-
-spdlog::level::level_enum levelOf(const LoggerSet& set, const std::string& subsystem,
-                                  bool ofProgram) {
-  auto level = ofProgram ? set.programLevel : configuredLevel();
-  if (!subsystemEnabled(subsystem)) level = std::max(level, spdlog::level::warn);
+// What `logger` logs at: the program's level for its subsystems, HVD_LOG_LEVEL's for the
+// runtime's; below warn only where HVD_LOG_SUBSYS lets the subsystem through.
+spdlog::level::level_enum levelOf(const LoggerSet& set, const spdlog::logger& logger) {
+  auto level = ofProgram(logger) ? set.programLevel : configuredLevel();
+  if (!subsystemEnabled(subsystemOf(logger))) level = std::max(level, spdlog::level::warn);
   return level;
 }
 
-// The runtime's loggers are named "hvd.<subsystem>", a program's "program.<subsystem>", so the
-// two kinds never share a logger even where a subsystem name is the same.
-std::shared_ptr<spdlog::logger> find(const std::string& subsystem, bool ofProgram) {
+// Under set.mutex: sink, level and prefix from the set's state now.
+void configure(const LoggerSet& set, spdlog::logger* logger) {
+  logger->sinks() = {makeSink(set.sink)};
+  logger->set_level(levelOf(set, *logger));
+  logger->set_pattern(pattern(set, subsystemOf(*logger)));
+}
+
+std::shared_ptr<spdlog::logger> find(const std::string& name) {
   auto& set = loggerSet();
   std::lock_guard<std::mutex> lock(set.mutex);
-  const std::string name = (ofProgram ? "program." : "hvd.") + subsystem;
   for (auto& logger : set.loggers) {
     if (logger->name() == name) return logger;
   }
-  auto logger = std::make_shared<spdlog::logger>(name, makeSink(set.sink));
-  logger->set_level(levelOf(set, subsystem, ofProgram));
-  logger->set_pattern(pattern(set, subsystem));
+  auto logger = std::make_shared<spdlog::logger>(name);
+  configure(set, logger.get());
   set.loggers.push_back(logger);
-  set.ofProgram.push_back(ofProgram);
   return logger;
 }
 
 }  // namespace
 
-std::shared_ptr<spdlog::logger> get(const std::string& subsystem) { return find(subsystem, false); }
+std::shared_ptr<spdlog::logger> get(const std::string& subsystem) {
+  return find(kRuntimePrefix + subsystem);
+}
 
 std::shared_ptr<spdlog::logger> program(const std::string& subsystem) {
-  return find(subsystem, true);
+  return find(kProgramPrefix + subsystem);
 }
 
 void setRank(int rank) {
@@ -127,13 +134,7 @@ void configureProgram(const std::string& name, spdlog::level::level_enum level, 
   set.program = name;
   set.programLevel = level;
   set.sink = sink;
-  for (size_t i = 0; i < set.loggers.size(); ++i) {
-    auto& logger = *set.loggers[i];
-    const std::string subsystem = subsystemOf(logger);
-    logger.sinks() = {makeSink(sink)};
-    logger.set_level(levelOf(set, subsystem, set.ofProgram[i]));
-    logger.set_pattern(pattern(set, subsystem));
-  }
+  for (auto& logger : set.loggers) configure(set, logger.get());
 }
 
 }  // namespace hvd::logging
