@@ -28,6 +28,7 @@
 #include "agent/rpc/call_auth.h"
 #include "agent/rpc/credentials.h"
 #include "agent/rpc/net.h"
+#include "common/fd_limit.h"
 #include "common/logging.h"
 #include "contract/exit_codes.h"
 #include "hvd/error.hpp"
@@ -271,6 +272,9 @@ int runAction(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // One channel per agent, and the ranks' output streams: a cluster job outgrows the usual
+  // soft limit of 1024 descriptors long before the hard limit.
+  hvd::raiseOpenFileLimit();
   try {
     return runAction(argc, argv);
   } catch (const launcher::SlurmStartInterrupted& e) {

@@ -36,6 +36,7 @@
 #include "agent/rpc/net.h"
 #include "agent/service/agent_service.h"
 #include "agent/service/node_facts.h"
+#include "common/fd_limit.h"
 #include "common/logging.h"
 #include "contract/exit_codes.h"
 #include "hvd/error.hpp"
@@ -210,6 +211,14 @@ int agentMain(int argc, char** argv) {
   hvd::logging::configureProgram(
       "hvdagent", spdlog::level::from_str(options.logLevel),
       options.slurmStep ? hvd::logging::Sink::kStderr : hvd::logging::Sink::kStdout);
+
+  // The job store holds one connection per rank, and the workers inherit the limit: raise the
+  // soft limit of open files to the hard one before anything opens.
+  const hvd::FileLimit files = hvd::raiseOpenFileLimit();
+  if (files.now != files.before) {
+    hvd::logging::program("daemon")->info("open-file limit raised from {} to {}", files.before,
+                                          files.now);
+  }
 
   const std::string refusal = daemon::rootRefusal(::geteuid() == 0, options.allowRunAsRoot,
                                                   std::getenv("HVD_ALLOW_RUN_AS_ROOT_CONFIRM"));

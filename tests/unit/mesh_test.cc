@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <thread>
 
@@ -86,6 +87,62 @@ TEST(Mesh, ARankThatNeverArrivesIsATimeoutNamingIt) {
     EXPECT_NE(message.find("1 of 2"), std::string::npos) << message;
     EXPECT_NE(message.find("mesh/1"), std::string::npos) << message;
   }
+}
+
+// Counts the requests each thread makes of a shared store.
+class CountingStore final : public store::Store {
+ public:
+  explicit CountingStore(store::Store& inner) : inner_(inner) {}
+  void set(const std::string& k, const store::Bytes& v) override { count(), inner_.set(k, v); }
+  store::Bytes get(const std::string& k, store::Timeout t) override {
+    count();
+    return inner_.get(k, t);
+  }
+  int64_t add(const std::string& k, int64_t d) override {
+    count();
+    return inner_.add(k, d);
+  }
+  store::Bytes compareSet(const std::string& k, const store::Bytes& e,
+                          const store::Bytes& d) override {
+    count();
+    return inner_.compareSet(k, e, d);
+  }
+  void wait(const std::vector<std::string>& k, store::Timeout t) override {
+    count();
+    inner_.wait(k, t);
+  }
+  std::vector<store::Bytes> getMany(const std::vector<std::string>& k, store::Timeout t) override {
+    count();
+    return inner_.getMany(k, t);
+  }
+  bool check(const std::vector<std::string>& k) override {
+    count();
+    return inner_.check(k);
+  }
+  void erase(const std::string& k) override { count(), inner_.erase(k); }
+  int requests() const { return requests_.load(); }
+
+ private:
+  void count() { ++requests_; }
+  store::Store& inner_;
+  std::atomic<int> requests_{0};
+};
+
+// The store requests of a whole rendezvous, summed over the ranks.
+int rendezvousRequests(int size) {
+  store::MemoryStore memory;
+  CountingStore counting(memory);
+  auto contexts = connectAll(counting, size, /*allowShm=*/false);
+  EXPECT_EQ(static_cast<int>(contexts.size()), size);
+  return counting.requests();
+}
+
+TEST(Mesh, StoreRequestsOfARendezvousGrowLinearlyWithTheRanks) {
+  // Each rank publishes, counts itself in, waits on one key and fetches the records in one
+  // request (the last to arrive also raises the key): 4 per rank plus 1, at any size. The old
+  // scan was 2 + size per rank.
+  EXPECT_EQ(rendezvousRequests(4), 4 * 4 + 1);
+  EXPECT_EQ(rendezvousRequests(24), 4 * 24 + 1);
 }
 
 TEST(Mesh, NoSharedMemorySegmentIsLeftBehind) {

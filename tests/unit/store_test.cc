@@ -152,6 +152,27 @@ TYPED_TEST(StoreTest, WaitReturnsOnceEveryKeyArrives) {
   ranks.join();
 }
 
+TYPED_TEST(StoreTest, GetManyReturnsTheValuesInTheOrderOfTheKeys) {
+  auto writer = this->factory_.make();
+  writer->set("rec/1", "one");
+  std::thread late([&] {
+    std::this_thread::sleep_for(20ms);
+    writer->set("rec/0", "zero");
+  });
+  EXPECT_EQ(this->store_->getMany({"rec/1", "rec/0", "rec/1"}, 10s),
+            (std::vector<std::string>{"one", "zero", "one"}));
+  late.join();
+  EXPECT_TRUE(this->store_->getMany({}, 0ms).empty());
+}
+
+TYPED_TEST(StoreTest, GetManyTimeoutNamesTheMissingKeys) {
+  this->store_->set("rec/0", "a");
+  const std::string message = timeoutMessageOf([&] {
+    this->store_->getMany({"rec/0", "rec/1"}, 60ms);
+  });
+  EXPECT_EQ(message, "timed out after 60 ms waiting for keys: 1 of 2 present; missing: rec/1");
+}
+
 TYPED_TEST(StoreTest, AddFromEightThreadsCountsEveryIncrement) {
   constexpr int kThreads = 8;
   constexpr int kIncrements = 1000;

@@ -285,6 +285,78 @@ TEST_F(TcpStoreServerTest, ThousandAndTwentyFourClientsRendezvous) {
   EXPECT_EQ(released.load(), kClients);
 }
 
+TEST_F(TcpStoreServerTest, GetManyAnswersEveryValueInOneResponseOnceAllArrive) {
+  auto reader = client();
+  auto writer = client();
+  writer->set("rec/2", "two");
+  std::thread late([&] {
+    std::this_thread::sleep_for(30ms);
+    writer->set("rec/0", std::string("ze\0ro", 5));
+    std::this_thread::sleep_for(30ms);
+    writer->set("rec/1", "");
+  });
+  const std::vector<std::string> values = reader->getMany({"rec/0", "rec/1", "rec/2"}, 10s);
+  late.join();
+  ASSERT_EQ(values.size(), 3u);
+  EXPECT_EQ(values[0], std::string("ze\0ro", 5));
+  EXPECT_EQ(values[1], "");
+  EXPECT_EQ(values[2], "two");
+}
+
+TEST_F(TcpStoreServerTest, GetManyTimesOutNamingTheMissingKeys) {
+  auto store = client();
+  store->set("rec/0", "x");
+  try {
+    store->getMany({"rec/0", "rec/1", "rec/2"}, 100ms);
+    FAIL() << "getMany returned without rec/1 and rec/2";
+  } catch (const TimeoutError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "timed out after 100 ms waiting for keys: 1 of 3 present; missing: rec/1, rec/2");
+  }
+  EXPECT_EQ(store->getMany({"rec/0"}, 1s), std::vector<std::string>{"x"});
+}
+
+TEST(TcpStoreServerFrameTest, GetManyOverTheFrameLimitIsAnErrorThatKeepsTheConnection) {
+  TcpStoreServerOptions options;
+  options.maxFrameBytes = 4096;
+  TcpStoreServer server(options);
+  server.addJob("job", "token");
+  server.start();
+  TcpStore store(server.address(), "job", "token", 5s);
+  store.set("big/0", std::string(3000, 'a'));
+  store.set("big/1", std::string(3000, 'b'));
+  try {
+    store.getMany({"big/0", "big/1"}, 1s);
+    FAIL() << "6000 bytes of values came back through a 4096-byte frame limit";
+  } catch (const InvalidArgumentError& e) {
+    EXPECT_TRUE(contains(e.what(), "above the store's frame limit of 4096 bytes")) << e.what();
+  }
+  EXPECT_EQ(store.getMany({"big/1"}, 1s).at(0), std::string(3000, 'b'));
+}
+
+TEST_F(TcpStoreServerTest, AWaitWokenKeyByKeyAnswersOnlyWhenAnErasedKeyIsBack) {
+  // The parked wait resumes where it stopped; a key it passed and that is erased meanwhile
+  // must still be there when it answers.
+  auto waiter = client();
+  auto writer = client();
+  std::thread keys([&] {
+    writer->set("w/0", "0");
+    std::this_thread::sleep_for(30ms);
+    writer->set("w/1", "1");
+    std::this_thread::sleep_for(30ms);
+    writer->erase("w/0");
+    writer->set("w/2", "2");
+    std::this_thread::sleep_for(150ms);
+    writer->set("w/0", "again");
+  });
+  const auto start = std::chrono::steady_clock::now();
+  const auto values = waiter->getMany({"w/0", "w/1", "w/2"}, 10s);
+  const auto waited = std::chrono::steady_clock::now() - start;
+  keys.join();
+  EXPECT_EQ(values, (std::vector<std::string>{"again", "1", "2"}));
+  EXPECT_GE(waited, 150ms);
+}
+
 TEST_F(TcpStoreServerTest, RandomBytesDropTheConnection) {
   for (unsigned seed = 0; seed < 16; ++seed) {
     std::mt19937 random(seed);
@@ -575,7 +647,7 @@ TEST(TcpStoreClientTest, WorksOverIpv6Loopback) {
 // --- The protocol on byte buffers -------------------------------------------------------------
 
 std::vector<Request> sampleRequests() {
-  std::vector<Request> requests(8);
+  std::vector<Request> requests(9);
   requests[0].op = Opcode::kHello;
   requests[0].key = "job-7";
   requests[0].value = std::string("tok\0en", 6);
@@ -599,11 +671,14 @@ std::vector<Request> sampleRequests() {
   requests[6].keys = {};
   requests[7].op = Opcode::kErase;
   requests[7].key = "gone";
+  requests[8].op = Opcode::kGetMany;
+  requests[8].keys = {"mesh/0", "mesh/1"};
+  requests[8].number = 5000;
   return requests;
 }
 
 std::vector<Response> sampleResponses() {
-  std::vector<Response> responses(5);
+  std::vector<Response> responses(6);
   responses[0].op = Opcode::kOk;
   responses[0].value = std::string("v\0v", 3);
   responses[0].number = INT64_MAX;
@@ -615,6 +690,8 @@ std::vector<Response> sampleResponses() {
   responses[3].number = static_cast<int64_t>(ErrorKind::kInvalidArgument);
   responses[3].value = "not a number";
   responses[4].op = Opcode::kOk;
+  responses[5].op = Opcode::kValues;
+  responses[5].values = {std::string("a\0b", 3), "", "c"};
   return responses;
 }
 
@@ -706,13 +783,13 @@ TEST(TcpStoreProtocolTest, TrailingBytesAndUnknownOpcodesAreRejected) {
   EXPECT_FALSE(
       protocol::decodeRequest(payloadOf(protocol::encodeRequest(erase)) + "x", &error).has_value());
   EXPECT_TRUE(contains(error, "1 unexpected bytes")) << error;
-  for (unsigned char op : {0x00, 0x09, 0x7F, 0x81, 0xFF}) {
+  for (unsigned char op : {0x00, 0x0A, 0x7F, 0x81, 0xFF}) {
     EXPECT_FALSE(
         protocol::decodeRequest(std::string(1, static_cast<char>(op)) + std::string(16, 0), &error)
             .has_value())
         << int(op);
   }
-  for (unsigned char op : {0x00, 0x01, 0x08, 0x85, 0xFF}) {
+  for (unsigned char op : {0x00, 0x01, 0x09, 0x86, 0xFF}) {
     EXPECT_FALSE(
         protocol::decodeResponse(std::string(1, static_cast<char>(op)) + std::string(16, 0), &error)
             .has_value())

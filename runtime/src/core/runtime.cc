@@ -11,6 +11,7 @@
 #include <tuple>
 #include <vector>
 
+#include "common/fd_limit.h"
 #include "common/host.h"
 #include "common/logging.h"
 #include "core/scheduler_env.h"
@@ -45,6 +46,10 @@ class PrefixedStore final : public store::Store {
   }
   void wait(const std::vector<std::string>& keys, store::Timeout timeout) override {
     inner_.wait(prefixed(keys), timeout);
+  }
+  std::vector<store::Bytes> getMany(const std::vector<std::string>& keys,
+                                    store::Timeout timeout) override {
+    return inner_.getMany(prefixed(keys), timeout);
   }
   bool check(const std::vector<std::string>& keys) override { return inner_.check(prefixed(keys)); }
   void erase(const std::string& key) override { inner_.erase(prefix_ + key); }
@@ -235,6 +240,12 @@ Runtime::Runtime(const Config& config, int generation) : config_(config) {
     if (config_.mpiRendezvous) storeFromMpi();
     if (mpiBackend) mpiCollectives();
   }
+
+  // One socket per peer, shared-memory segments, the store: a large job outgrows the usual
+  // soft limit of 1024 descriptors.
+  const FileLimit files = raiseOpenFileLimit();
+  if (files.now != files.before)
+    log->debug("open-file limit raised from {} to {}", files.before, files.now);
 
   transport::ContextOptions options;
   options.timeout = config_.timeout;

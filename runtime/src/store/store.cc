@@ -38,6 +38,19 @@ std::chrono::steady_clock::time_point deadlineAfter(Timeout timeout) {
   return now + std::chrono::duration_cast<Clock::duration>(timeout);
 }
 
+std::vector<Bytes> Store::getMany(const std::vector<std::string>& keys, Timeout timeout) {
+  const auto deadline = deadlineAfter(timeout);
+  wait(keys, timeout);
+  std::vector<Bytes> values;
+  values.reserve(keys.size());
+  for (const auto& key : keys) {
+    const auto left =
+        std::chrono::duration_cast<Timeout>(deadline - std::chrono::steady_clock::now());
+    values.push_back(get(key, std::max(left, Timeout(1))));
+  }
+  return values;
+}
+
 int64_t addToCounter(const std::string& key, const Bytes* current, int64_t delta) {
   int64_t value = 0;
   if (current != nullptr) {

@@ -6,6 +6,9 @@
 //  * `get` and `wait` block until the keys exist or the timeout passes; a timeout throws
 //    hvd::TimeoutError whose message names the keys still missing and how many of the waited-for
 //    keys had arrived ("2 of 4 keys present; missing: addr/1, addr/3").
+//  * `getMany` is `get` of several keys in one request: it blocks until every key exists and
+//    returns their values in the order of `keys` (a rendezvous fetches the records it needs
+//    at once instead of one round trip per key).
 //  * `add` treats the value as a signed 64-bit decimal counter (absent = 0) and returns the
 //    new value atomically across all clients.
 //  * `compareSet` sets `key` to `desired` only if its current value equals `expected`
@@ -34,6 +37,10 @@ class Store {
   virtual int64_t add(const std::string& key, int64_t delta) = 0;
   virtual Bytes compareSet(const std::string& key, const Bytes& expected, const Bytes& desired) = 0;
   virtual void wait(const std::vector<std::string>& keys, Timeout timeout) = 0;
+  // Every key's value once all exist. The default waits, then gets each key: right for the
+  // stores that live in this process or on a shared file system; the TCP store sends one
+  // request.
+  virtual std::vector<Bytes> getMany(const std::vector<std::string>& keys, Timeout timeout);
   // Non-blocking existence check.
   virtual bool check(const std::vector<std::string>& keys) = 0;
   virtual void erase(const std::string& key) = 0;

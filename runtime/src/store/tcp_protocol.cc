@@ -131,8 +131,8 @@ class Reader {
   std::string error_;
 };
 
-bool isRequest(Opcode op) { return op >= Opcode::kHello && op <= Opcode::kErase; }
-bool isResponse(Opcode op) { return op >= Opcode::kOk && op <= Opcode::kError; }
+bool isRequest(Opcode op) { return op >= Opcode::kHello && op <= Opcode::kGetMany; }
+bool isResponse(Opcode op) { return op >= Opcode::kOk && op <= Opcode::kValues; }
 
 // Turns the reader's verdict into the decoder's result.
 template <typename T>
@@ -167,6 +167,8 @@ const char* opcodeName(Opcode op) {
       return "CHECK";
     case Opcode::kErase:
       return "ERASE";
+    case Opcode::kGetMany:
+      return "GET_MANY";
     case Opcode::kOk:
       return "OK";
     case Opcode::kTimeout:
@@ -175,6 +177,8 @@ const char* opcodeName(Opcode op) {
       return "DENIED";
     case Opcode::kError:
       return "ERROR";
+    case Opcode::kValues:
+      return "VALUES";
   }
   return "UNKNOWN";
 }
@@ -185,7 +189,8 @@ bool Request::operator==(const Request& other) const {
 }
 
 bool Response::operator==(const Response& other) const {
-  return op == other.op && value == other.value && number == other.number && keys == other.keys;
+  return op == other.op && value == other.value && number == other.number && keys == other.keys &&
+         values == other.values;
 }
 
 Bytes encodeRequest(const Request& request, size_t maxFrameBytes) {
@@ -212,6 +217,7 @@ Bytes encodeRequest(const Request& request, size_t maxFrameBytes) {
       w.str(request.value);
       break;
     case Opcode::kWait:
+    case Opcode::kGetMany:
       w.list(request.keys);
       w.i64(request.number);
       break;
@@ -241,6 +247,9 @@ Bytes encodeResponse(const Response& response, size_t maxFrameBytes) {
       break;
     case Opcode::kTimeout:
       w.list(response.keys);
+      break;
+    case Opcode::kValues:
+      w.list(response.values);
       break;
     case Opcode::kDenied:
       w.str(response.value);
@@ -304,6 +313,7 @@ std::optional<Request> decodeRequest(std::string_view payload, std::string* erro
         request.value = r.str("desired value");
         break;
       case Opcode::kWait:
+      case Opcode::kGetMany:
         request.keys = r.list("key list");
         request.number = r.i64("timeout");
         break;
@@ -334,6 +344,9 @@ std::optional<Response> decodeResponse(std::string_view payload, std::string* er
         break;
       case Opcode::kTimeout:
         response.keys = r.list("missing key list");
+        break;
+      case Opcode::kValues:
+        response.values = r.list("value list");
         break;
       case Opcode::kDenied:
         response.value = r.str("reason");

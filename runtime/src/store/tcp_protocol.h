@@ -14,11 +14,13 @@
 //   WAIT        list keys, i64 timeoutMs    parked by the server until every key exists
 //   CHECK       list keys
 //   ERASE       str key
+//   GET_MANY    list keys, i64 timeoutMs    parked until every key exists; answered by VALUES
 // Responses (server -> client):
 //   OK          str value, i64 number       GET/COMPARE_SET: value; ADD: number; CHECK: 0 or 1
 //   TIMEOUT     list missing                a GET/WAIT deadline passed; the keys still absent
 //   DENIED      str reason                  HELLO refused (or missing); the server then closes
 //   ERROR       i64 kind, str message       kind is an hvd::ErrorKind value
+//   VALUES      list values                 GET_MANY: the values, in the order of its keys
 //
 // Every length read from the wire is checked against what can still be there (the frame limit
 // for the frame, the bytes left in the frame for a string or a list) before any allocation, so
@@ -53,10 +55,12 @@ enum class Opcode : uint8_t {
   kWait = 0x06,
   kCheck = 0x07,
   kErase = 0x08,
+  kGetMany = 0x09,
   kOk = 0x81,
   kTimeout = 0x82,
   kDenied = 0x83,
   kError = 0x84,
+  kValues = 0x85,
 };
 
 const char* opcodeName(Opcode op);
@@ -68,8 +72,8 @@ struct Request {
   std::string key;                // HELLO: the job id
   Bytes value;                    // HELLO: the token; SET: the value; COMPARE_SET: desired
   Bytes expected;                 // COMPARE_SET
-  std::vector<std::string> keys;  // WAIT, CHECK
-  int64_t number = 0;             // GET, WAIT: timeout in ms; ADD: delta
+  std::vector<std::string> keys;  // WAIT, CHECK, GET_MANY
+  int64_t number = 0;             // GET, WAIT, GET_MANY: timeout in ms; ADD: delta
 
   bool operator==(const Request& other) const;
 };
@@ -79,6 +83,7 @@ struct Response {
   Bytes value;                    // OK: the value; DENIED: the reason; ERROR: the message
   int64_t number = 0;             // OK: the counter or check result; ERROR: the ErrorKind
   std::vector<std::string> keys;  // TIMEOUT: the keys still missing
+  std::vector<Bytes> values;      // VALUES: one per key of the GET_MANY
 
   bool operator==(const Response& other) const;
 };

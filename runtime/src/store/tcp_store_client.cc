@@ -294,6 +294,10 @@ Response TcpStore::call(const Request& request, Timeout answerWithin,
   }
   switch (response.op) {
     case Opcode::kOk:
+      if (request.op == Opcode::kGetMany) break;
+      return response;
+    case Opcode::kValues:
+      if (request.op != Opcode::kGetMany || response.values.size() != request.keys.size()) break;
       return response;
     case Opcode::kTimeout:
       throw TimeoutError(timeoutMessage(keys, response.keys, timeout));
@@ -303,9 +307,14 @@ Response TcpStore::call(const Request& request, Timeout answerWithin,
     case Opcode::kError:
       throwKind(response.number, "store at " + address_ + ": " + response.value);
     default:
-      throw PeerError("the store at " + address_ + " answered " + protocol::opcodeName(request.op) +
-                      " with " + protocol::opcodeName(response.op));
+      break;
   }
+  throw PeerError("the store at " + address_ + " answered " + protocol::opcodeName(request.op) +
+                  " with " + protocol::opcodeName(response.op) +
+                  (response.op == Opcode::kValues
+                       ? " of " + std::to_string(response.values.size()) + " values for " +
+                             std::to_string(request.keys.size()) + " keys"
+                       : std::string()));
 }
 
 void TcpStore::set(const std::string& key, const Bytes& value) {
@@ -347,6 +356,15 @@ void TcpStore::wait(const std::vector<std::string>& keys, Timeout timeout) {
   request.keys = keys;
   request.number = wireTimeout(timeout);
   call(request, withMargin(timeout), keys, timeout);
+}
+
+std::vector<Bytes> TcpStore::getMany(const std::vector<std::string>& keys, Timeout timeout) {
+  if (keys.empty()) return {};
+  Request request;
+  request.op = Opcode::kGetMany;
+  request.keys = keys;
+  request.number = wireTimeout(timeout);
+  return std::move(call(request, withMargin(timeout), keys, timeout).values);
 }
 
 bool TcpStore::check(const std::vector<std::string>& keys) {

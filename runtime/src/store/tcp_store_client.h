@@ -41,6 +41,7 @@ class TcpStore : public Store {
   int64_t add(const std::string& key, int64_t delta) override;
   Bytes compareSet(const std::string& key, const Bytes& expected, const Bytes& desired) override;
   void wait(const std::vector<std::string>& keys, Timeout timeout) override;
+  std::vector<Bytes> getMany(const std::vector<std::string>& keys, Timeout timeout) override;
   bool check(const std::vector<std::string>& keys) override;
   void erase(const std::string& key) override;
 

@@ -75,12 +75,27 @@ void Session::close() {
 void Session::onKeyArrived() {
   if (!parked_ || closed_) return;
   listedUnder_.clear();
-  std::vector<std::string> missing = missingKeys(parkedKeys_);
-  if (missing.empty()) {
+  if (advanceParked()) {
     answerParked();
     return;
   }
-  listUnder(missing.front());
+  listUnder(parkedKeys_[parkedPresent_]);
+}
+
+bool Session::advanceParked() {
+  const auto& data = job_->data;
+  while (parkedPresent_ < parkedKeys_.size() && data.count(parkedKeys_[parkedPresent_]) != 0) {
+    ++parkedPresent_;
+  }
+  if (parkedPresent_ < parkedKeys_.size()) return false;
+  // One full pass at the end: a key seen earlier may have been erased since.
+  for (size_t i = 0; i < parkedKeys_.size(); ++i) {
+    if (data.count(parkedKeys_[i]) == 0) {
+      parkedPresent_ = i;
+      return false;
+    }
+  }
+  return true;
 }
 
 void Session::onJobRemoved() {
@@ -108,7 +123,7 @@ void Session::onHeader(const boost::system::error_code& ec) {
     return;
   }
   if (parked_) {
-    drop("it sent a request while its " + std::string(parkedIsGet_ ? "GET" : "WAIT") +
+    drop("it sent a request while its " + std::string(protocol::opcodeName(parkedOp_)) +
          " was still pending");
     return;
   }
@@ -197,13 +212,14 @@ void Session::handle(const Request& request) {
       sendOk();
       break;
     case Opcode::kGet:
-    case Opcode::kWait: {
+    case Opcode::kWait:
+    case Opcode::kGetMany: {
       std::vector<std::string> keys =
           request.op == Opcode::kGet ? std::vector<std::string>{request.key} : request.keys;
       if (missingKeys(keys).empty()) {
-        sendOk(request.op == Opcode::kGet ? job.data[request.key] : Bytes());
+        answer(request.op, keys);
       } else {
-        park(request.op == Opcode::kGet, std::move(keys), request.number);
+        park(request.op, std::move(keys), request.number);
       }
       break;
     }
@@ -304,17 +320,19 @@ void Session::notify(const std::string& key) {
   }
 }
 
-void Session::park(bool isGet, std::vector<std::string> keys, int64_t timeoutMs) {
+void Session::park(Opcode op, std::vector<std::string> keys, int64_t timeoutMs) {
   timeoutMs = std::clamp<int64_t>(timeoutMs, 0, kMaxWaitMs);
   if (timeoutMs == 0) {
     sendTimeout(missingKeys(keys));
     return;
   }
   parked_ = true;
-  parkedIsGet_ = isGet;
+  parkedOp_ = op;
   parkedKeys_ = std::move(keys);
+  parkedPresent_ = 0;
   const uint64_t generation = ++parkGeneration_;
-  listUnder(missingKeys(parkedKeys_).front());
+  advanceParked();  // the caller saw a key missing, so this stops at one
+  listUnder(parkedKeys_[parkedPresent_]);
   timer_.expires_after(std::chrono::milliseconds(timeoutMs));
   timer_.async_wait([self = shared_from_this(), generation](const boost::system::error_code& ec) {
     // A timer that expired just as the keys arrived may still run; the generation tells.
@@ -350,7 +368,36 @@ void Session::unpark() {
 void Session::answerParked() {
   parked_ = false;
   timer_.cancel();
-  sendOk(parkedIsGet_ ? job_->data[parkedKeys_.front()] : Bytes());
+  answer(parkedOp_, parkedKeys_);
+}
+
+void Session::answer(Opcode op, const std::vector<std::string>& keys) {
+  if (op == Opcode::kGet) {
+    sendOk(job_->data[keys.front()]);
+    return;
+  }
+  if (op != Opcode::kGetMany) {
+    sendOk();
+    return;
+  }
+  Response response;
+  response.op = Opcode::kValues;
+  response.values.reserve(keys.size());
+  // Each value is below the frame limit, but many together may not be: say so, keep the
+  // connection.
+  size_t bytes = 0;
+  for (const auto& key : keys) {
+    response.values.push_back(job_->data[key]);
+    bytes += 4 + response.values.back().size();
+  }
+  if (bytes + protocol::kResponseOverheadBytes > owner_.maxFrameBytes()) {
+    sendError(ErrorKind::kInvalidArgument,
+              "the values of the " + std::to_string(keys.size()) + " keys asked for total " +
+                  std::to_string(bytes) + " bytes, above the store's frame limit of " +
+                  std::to_string(owner_.maxFrameBytes()) + " bytes: ask for fewer at a time");
+    return;
+  }
+  send(response);
 }
 
 void Session::sendOk(const Bytes& value, int64_t number) {

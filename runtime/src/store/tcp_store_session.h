@@ -87,11 +87,17 @@ class Session : public std::enable_shared_from_this<Session> {
   std::vector<std::string> missingKeys(const std::vector<std::string>& keys) const;
   // Wakes the sessions listed under `key` in this session's job.
   void notify(const std::string& key);
-  void park(bool isGet, std::vector<std::string> keys, int64_t timeoutMs);
+  void park(protocol::Opcode op, std::vector<std::string> keys, int64_t timeoutMs);
+  // Advances parkedPresent_ past the parked keys that exist; returns whether all do. Each
+  // wake-up resumes where the last one stopped, so a wait for K keys that arrive one by one
+  // costs O(K) in all, not O(K) per arrival.
+  bool advanceParked();
   void listUnder(const std::string& key);
   // Leaves the parked state and the job's waiter list.
   void unpark();
   void answerParked();
+  // The answer to a GET (value), WAIT (OK) or GET_MANY (VALUES) whose keys all exist.
+  void answer(protocol::Opcode op, const std::vector<std::string>& keys);
   void sendOk(const Bytes& value = Bytes(), int64_t number = 0);
   void sendTimeout(std::vector<std::string> missing);
   void sendError(ErrorKind kind, const std::string& message);
@@ -117,9 +123,10 @@ class Session : public std::enable_shared_from_this<Session> {
   bool closeAfterWrite_ = false;
 
   bool parked_ = false;
-  bool parkedIsGet_ = false;
+  protocol::Opcode parkedOp_ = protocol::Opcode::kWait;
   std::vector<std::string> parkedKeys_;
-  std::string listedUnder_;  // the key of job_->waiters that lists this session, if any
+  size_t parkedPresent_ = 0;  // parkedKeys_[0, parkedPresent_) were present when last looked at
+  std::string listedUnder_;   // the key of job_->waiters that lists this session, if any
   uint64_t parkGeneration_ = 0;
 };
 

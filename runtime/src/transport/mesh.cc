@@ -181,17 +181,29 @@ std::unique_ptr<Context> connectMesh(store::Store& store, const MeshConfig& conf
     self.hostName = config.hostName;
     self.nonce = std::random_device{}() * 0x100000001ull ^ std::random_device{}();
   }
+  // Arrival is counted, not scanned: each rank publishes its record and adds one to a counter,
+  // the rank that brings it to `size` raises "mesh/all", and every rank waits on that one key
+  // and then fetches the records in one request. Four requests per rank, whatever the size.
   store.set("mesh/" + std::to_string(rank), encodePeer(self));
-
+  if (store.add("mesh/arrived", 1) == size) store.set("mesh/all", "1");
   std::vector<std::string> keys;
   for (int p = 0; p < size; ++p) keys.push_back("mesh/" + std::to_string(p));
   try {
-    store.wait(keys, remaining());
-  } catch (const TimeoutError& e) {
-    throw TimeoutError("hvd init: not every rank reached the rendezvous: " + std::string(e.what()));
+    store.wait({"mesh/all"}, remaining());
+  } catch (const TimeoutError&) {
+    // Only on failure: which records are missing, for the message (one check each).
+    std::vector<std::string> missing;
+    for (const auto& key : keys) {
+      if (!store.check({key})) missing.push_back(key);
+    }
+    throw TimeoutError("hvd init: not every rank reached the rendezvous: " +
+                       store::timeoutMessage(keys, missing, config.setupTimeout));
   }
   std::vector<PeerInfo> peers(size);
-  for (int p = 0; p < size; ++p) peers[p] = decodePeer(store.get(keys[p], remaining()), p);
+  {
+    const std::vector<std::string> records = store.getMany(keys, remaining());
+    for (int p = 0; p < size; ++p) peers[p] = decodePeer(records[p], p);
+  }
   if (hostKeys != nullptr) {
     hostKeys->clear();
     for (const PeerInfo& p : peers) hostKeys->push_back(p.hostKey);
