@@ -316,13 +316,19 @@ TEST_F(TcpStoreServerTest, GetManyTimesOutNamingTheMissingKeys) {
   EXPECT_EQ(store->getMany({"rec/0"}, 1s), std::vector<std::string>{"x"});
 }
 
-TEST(TcpStoreServerFrameTest, GetManyOverTheFrameLimitIsAnErrorThatKeepsTheConnection) {
+// A started server with a small frame limit and one job, "job" with token "token".
+std::unique_ptr<TcpStoreServer> serverWithFrameLimit(size_t maxFrameBytes) {
   TcpStoreServerOptions options;
-  options.maxFrameBytes = 4096;
-  TcpStoreServer server(options);
-  server.addJob("job", "token");
-  server.start();
-  TcpStore store(server.address(), "job", "token", 5s);
+  options.maxFrameBytes = maxFrameBytes;
+  auto server = std::make_unique<TcpStoreServer>(options);
+  server->addJob("job", "token");
+  server->start();
+  return server;
+}
+
+TEST(TcpStoreServerFrameTest, GetManyOverTheFrameLimitIsAnErrorThatKeepsTheConnection) {
+  const auto server = serverWithFrameLimit(4096);
+  TcpStore store(server->address(), "job", "token", 5s);
   store.set("big/0", std::string(3000, 'a'));
   store.set("big/1", std::string(3000, 'b'));
   try {
@@ -349,12 +355,10 @@ TEST_F(TcpStoreServerTest, AWaitWokenKeyByKeyAnswersOnlyWhenAnErasedKeyIsBack) {
     std::this_thread::sleep_for(150ms);
     writer->set("w/0", "again");
   });
-  const auto start = std::chrono::steady_clock::now();
+  // Answered early, it would hold "" for the erased w/0 (or time out).
   const auto values = waiter->getMany({"w/0", "w/1", "w/2"}, 10s);
-  const auto waited = std::chrono::steady_clock::now() - start;
   keys.join();
   EXPECT_EQ(values, (std::vector<std::string>{"again", "1", "2"}));
-  EXPECT_GE(waited, 150ms);
 }
 
 TEST_F(TcpStoreServerTest, RandomBytesDropTheConnection) {
@@ -498,12 +502,8 @@ TEST_F(TcpStoreServerTest, ARequestWhileWaitIsParkedDropsTheConnection) {
 }
 
 TEST_F(TcpStoreServerTest, FrameOverTheServerLimitDropsOnlyThatConnection) {
-  TcpStoreServerOptions options;
-  options.maxFrameBytes = 1024;
-  TcpStoreServer small(options);
-  small.addJob("job", "token");
-  small.start();
-  TcpStore store(small.address(), "job", "token", 5s);
+  const auto small = serverWithFrameLimit(1024);
+  TcpStore store(small->address(), "job", "token", 5s);
   // Fits a frame but not the answer that would return it: refused, connection kept.
   EXPECT_THROW(store.set("k", std::string(1000, 'v')), InvalidArgumentError);
   store.set("k", std::string(900, 'v'));
@@ -511,7 +511,7 @@ TEST_F(TcpStoreServerTest, FrameOverTheServerLimitDropsOnlyThatConnection) {
   // Over the frame limit: the server drops this connection.
   EXPECT_THROW(store.set("k", std::string(2000, 'v')), PeerError);
   EXPECT_THROW(store.get("k", 1s), PeerError);  // the connection stays unusable
-  TcpStore fresh(small.address(), "job", "token", 5s);
+  TcpStore fresh(small->address(), "job", "token", 5s);
   EXPECT_EQ(fresh.get("k", 1s), std::string(900, 'v'));
 }
 

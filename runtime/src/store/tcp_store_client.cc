@@ -292,13 +292,17 @@ Response TcpStore::call(const Request& request, Timeout answerWithin,
     response = connection_->roundTrip(frame, deadlineAfter(answerWithin), answerWithin,
                                       protocol::opcodeName(request.op));
   }
+  // GET_MANY is answered by VALUES, one per key; every other request by OK.
+  const Opcode answer = request.op == Opcode::kGetMany ? Opcode::kValues : Opcode::kOk;
+  if (response.op == answer) {
+    if (answer == Opcode::kValues && response.values.size() != request.keys.size()) {
+      throw PeerError("the store at " + address_ + " answered GET_MANY of " +
+                      std::to_string(request.keys.size()) + " keys with " +
+                      std::to_string(response.values.size()) + " values");
+    }
+    return response;
+  }
   switch (response.op) {
-    case Opcode::kOk:
-      if (request.op == Opcode::kGetMany) break;
-      return response;
-    case Opcode::kValues:
-      if (request.op != Opcode::kGetMany || response.values.size() != request.keys.size()) break;
-      return response;
     case Opcode::kTimeout:
       throw TimeoutError(timeoutMessage(keys, response.keys, timeout));
     case Opcode::kDenied:
@@ -307,14 +311,9 @@ Response TcpStore::call(const Request& request, Timeout answerWithin,
     case Opcode::kError:
       throwKind(response.number, "store at " + address_ + ": " + response.value);
     default:
-      break;
+      throw PeerError("the store at " + address_ + " answered " + protocol::opcodeName(request.op) +
+                      " with " + protocol::opcodeName(response.op));
   }
-  throw PeerError("the store at " + address_ + " answered " + protocol::opcodeName(request.op) +
-                  " with " + protocol::opcodeName(response.op) +
-                  (response.op == Opcode::kValues
-                       ? " of " + std::to_string(response.values.size()) + " values for " +
-                             std::to_string(request.keys.size()) + " keys"
-                       : std::string()));
 }
 
 void TcpStore::set(const std::string& key, const Bytes& value) {
