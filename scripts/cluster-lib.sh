@@ -19,7 +19,7 @@ require_root_and_netns() {
   ip netns list > /dev/null 2>&1 || die "'ip netns' is not available here"
 }
 
-# Interface names are at most 15 characters: "P-br", "P-v12", "P-vctl" must fit.
+# Interface names are at most 15 characters: "P-br", "P-v249", "P-vctl" must fit.
 check_prefix() {
   [[ "$1" =~ ^[a-z][a-z0-9]{0,9}$ ]] ||
     usage_error "prefix '$1' must be 1-10 lowercase letters/digits, starting with a letter"

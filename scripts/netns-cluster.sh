@@ -15,7 +15,10 @@
 #         listens. Without --key it creates a fresh cluster key in the state directory. On
 #         success it prints KEY=VALUE lines (also in STATE/env): PREFIX, STATE, SUBNET, KEY,
 #         PORT, N, NS_I, ADDR_I, and HOSTS (the -H list, "ADDR0,ADDR1,..."). Progress goes to
-#         stderr. If anything fails half-way, everything created so far is removed.
+#         stderr. If anything fails half-way, everything created so far is removed. N is at
+#         most 250 (one /24). Beyond ~40 hosts the kernel's neighbour table, which all namespaces
+#         share, would overflow: `up` raises net.ipv4.neigh.default.gc_thresh1..3 to fit every
+#         cluster alive and the last `down` restores the values it found.
 # down    stops the agents (SIGTERM, then SIGKILL of every process left in the namespaces) and
 #         deletes namespaces, veths, bridge and state. Idempotent; --all: every cluster.
 # status  lists clusters (or one) with their namespaces, addresses and agent pids.
@@ -34,6 +37,8 @@ STATE_ROOT="${HVD_NETNS_STATE_ROOT:-/run/hvd-netns}"
 # One lock for every state root: parallel `up`s pick their subnets one at a time.
 LOCK_FILE=/run/hvd-netns.lock
 LISTEN_TIMEOUT_S=20
+# Hosts are 10.X.Y.2 .. 10.X.Y.(N+1) of one /24, beside the bridge's .1.
+MAX_HOSTS=250
 STOP_GRACE_S=3
 
 usage() { sed -n '5,9s/^# \{0,1\}//p' "$0"; }
@@ -92,6 +97,59 @@ pick_subnet() {
   die "no free 10.213.X.0/24 subnet found"
 }
 
+# --- the kernel's neighbour table --------------------------------------------------------------
+
+# The ARP entries of every namespace live in one table of the kernel's, whose limits
+# (net.ipv4.neigh.default.gc_thresh1..3, settable only here in the root namespace) default to
+# 128/512/1024: a cluster of ~40 hosts that all talk to each other outgrows them, and then new
+# connections fail ("neighbour table overflow" in dmesg). Each cluster registers its size under
+# NEIGH_DIR; the limits are raised to fit every cluster alive, never below what they were before
+# the first one, and restored to those values when the last one goes down. Call under the lock.
+NEIGH_DIR=/run/hvd-netns.neigh
+NEIGH_SYSCTL=/proc/sys/net/ipv4/neigh/default
+
+neigh_apply() {
+  local f prefix n need=0 k orig want
+  [[ -d "$NEIGH_DIR" ]] || return 0
+  for f in "$NEIGH_DIR"/*.hosts; do
+    [[ -f "$f" ]] || continue
+    prefix="$(basename "$f" .hosts)"
+    # A cluster whose `up` was killed outright left its file but no namespaces.
+    if [[ -z "$(cluster_namespaces "$prefix")" ]]; then
+      rm -f "$f"
+      continue
+    fi
+    n="$(cat "$f")"
+    # Each namespace may hold an entry for every other and for the bridge; the bridge one for each.
+    need=$((need + (n + 1) * (n + 1)))
+  done
+  for k in 1 2 3; do
+    orig="$(cat "$NEIGH_DIR/orig$k")"
+    want=$((need << (k - 1)))  # keep gc_thresh1 <= gc_thresh2 <= gc_thresh3
+    [[ $want -gt $orig ]] || want=$orig
+    echo "$want" > "$NEIGH_SYSCTL/gc_thresh$k"
+  done
+  if [[ $need == 0 ]]; then
+    rm -rf "$NEIGH_DIR"
+  fi
+}
+
+neigh_register() { # PREFIX N
+  local k
+  if [[ ! -d "$NEIGH_DIR" ]]; then
+    mkdir -p "$NEIGH_DIR"
+    for k in 1 2 3; do cat "$NEIGH_SYSCTL/gc_thresh$k" > "$NEIGH_DIR/orig$k"; done
+  fi
+  echo "$2" > "$NEIGH_DIR/$1.hosts"
+  neigh_apply
+}
+
+neigh_unregister() { # PREFIX (after its namespaces are gone)
+  [[ -d "$NEIGH_DIR" ]] || return 0
+  rm -f "$NEIGH_DIR/$1.hosts"
+  neigh_apply
+}
+
 # --- down -------------------------------------------------------------------------------------
 
 
@@ -126,6 +184,10 @@ cluster_down() {
   for link in $(cluster_links "$prefix"); do
     ip link delete "$link" 2> /dev/null || true
   done
+  {
+    flock 9
+    neigh_unregister "$prefix"
+  } 9> "$LOCK_FILE"
   rm -rf "$state"
 }
 
@@ -217,7 +279,8 @@ cmd_up() {
     esac
     shift
   done
-  [[ "$n" =~ ^[1-9][0-9]?$ && $n -le 50 ]] || usage_error "up expects N in 1..50, got '${n}'"
+  [[ "$n" =~ ^[1-9][0-9]{0,2}$ && $n -le $MAX_HOSTS ]] ||
+    usage_error "up expects N in 1..$MAX_HOSTS, got '${n}'"
   [[ "$port" =~ ^[1-9][0-9]{0,4}$ && $port -le 65535 ]] || usage_error "bad --port '$port'"
   [[ -n "$prefix" ]] || prefix="hvd$(head -c 3 /dev/urandom | od -An -tx1 | tr -d ' \n' | cut -c1-5)"
   check_prefix "$prefix"
@@ -270,6 +333,10 @@ cmd_up() {
     mkdir -p "$state/h$i"
     hosts+="${hosts:+,}$addr"
   done
+  {
+    flock 9
+    neigh_register "$prefix" "$n"
+  } 9> "$LOCK_FILE"
 
   if [[ $agents == 1 ]]; then
     for ((i = 0; i < n; i++)); do

@@ -106,7 +106,8 @@ int serve(const daemon::AgentCliOptions& options, const hvd::agent::rpc::ListenA
   store.start();
 
   hvd::agent::process::PosixSpawner spawner;
-  hvd::agent::node::NvmlGpuDiscovery gpus;
+  hvd::agent::node::NvmlGpuDiscovery nvml;
+  hvd::agent::node::CachedGpuDiscovery gpus(nvml);
   // The ledger's GPUs are the node's at start-up: GPUs do not come and go under a running agent.
   hvd::agent::ledger::ResourceLedger ledger(ownHostname(), gpus.discover(), options.slots,
                                             [] { return std::chrono::steady_clock::now(); });

@@ -233,4 +233,19 @@ std::vector<GpuInfo> NvmlGpuDiscovery::discoverWithNvml() {
   return gpus;
 }
 
+std::vector<GpuInfo> CachedGpuDiscovery::discover() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!known_) {
+    gpus_ = inner_.discover();
+    note_ = inner_.lastNote();
+    known_ = true;
+  }
+  return gpus_;
+}
+
+std::string CachedGpuDiscovery::lastNote() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return known_ ? note_ : inner_.lastNote();
+}
+
 }  // namespace hvd::agent::node

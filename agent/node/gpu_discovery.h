@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,25 @@ class FakeGpuDiscovery : public GpuDiscovery {
   std::string note_;
 };
 
+// Asks `inner` once and answers every later discover() with that list and note. The agent's
+// ledger accounts the GPUs found at start-up (GPUs do not come and go under a running agent),
+// so Describe reports the same list, without loading and initialising NVML for every job: on
+// an 8-GPU node that costs tens to hundreds of milliseconds per call, on every host of a job.
+// Thread-safe.
+class CachedGpuDiscovery : public GpuDiscovery {
+ public:
+  explicit CachedGpuDiscovery(GpuDiscovery& inner) : inner_(inner) {}
+  std::vector<GpuInfo> discover() override;
+  std::string lastNote() const override;
+
+ private:
+  GpuDiscovery& inner_;
+  mutable std::mutex mutex_;
+  bool known_ = false;
+  std::vector<GpuInfo> gpus_;
+  std::string note_;
+};
+
 // TESTING AID. Parses the value of HVD_FAKE_GPUS into a synthetic GPU list, so that GPU binding
 // and slot counting can be exercised end to end (multi-process and netns tests, CI) on machines
 // without GPUs. Forms:
@@ -66,8 +86,9 @@ std::vector<GpuInfo> parseFakeGpus(const std::string& spec);
 
 // Reads GPUs through NVML, loaded at run time with dlopen: the agent has no link-time dependency
 // on the driver, so one binary runs on CPU-only and GPU nodes alike. Each discover() loads NVML,
-// initialises it, queries every device and shuts it down again; Describe is rare, and not holding
-// NVML open means a driver upgrade does not need an agent restart.
+// initialises it, queries every device and shuts it down again: not holding NVML open means a
+// driver upgrade does not need an agent restart. The agent asks once, through
+// CachedGpuDiscovery.
 //
 // If HVD_FAKE_GPUS is set (as seen through `getEnv`), NVML is not consulted at all and the list
 // comes from parseFakeGpus(). This is a testing aid only; never set it on a real GPU node.

@@ -194,5 +194,42 @@ TEST_F(E2eAgentLoss, PartitionedHostFailsTheJobEverywhere) {
   loseHostMidJob(1, /*partition=*/true);
 }
 
+// --- a cluster larger than the kernel's default neighbour table -------------------------------
+
+std::vector<long> neighbourLimits() {
+  std::vector<long> limits;
+  for (int k = 1; k <= 3; ++k) {
+    limits.push_back(std::atol(
+        readFile("/proc/sys/net/ipv4/neigh/default/gc_thresh" + std::to_string(k)).c_str()));
+  }
+  return limits;
+}
+
+// 64 hosts that all talk to each other need ~65^2 ARP entries in the one table every namespace
+// shares; with the default hard limit (1024) connections start failing beyond ~40 hosts. The
+// cluster script raises the limits while the cluster is up and restores them after.
+TEST(E2eScale, SixtyFourHostsRunAnAllreduceAndTheNeighbourLimitsComeBack) {
+  const std::string why = whyNoNetns();
+  if (!why.empty()) GTEST_SKIP() << why;
+  const std::vector<long> before = neighbourLimits();
+  {
+    std::string error;
+    std::optional<Cluster> cluster =
+        Cluster::up(64, "e2e" + std::to_string(::getpid() % 100000) + "s", &error);
+    ASSERT_TRUE(cluster.has_value()) << error;
+    const std::vector<long> during = neighbourLimits();
+    EXPECT_GE(during[2], 65 * 65) << "gc_thresh3";
+    EXPECT_LE(during[0], during[1]);
+    EXPECT_LE(during[1], during[2]);
+    const RunResult r = run(
+        hvdrunArgs(*cluster, 128, cluster->hostList(2), {"--", HVD_E2E_WORKER_PATH, "allreduce"}),
+        60s);
+    ASSERT_EQ(r.status, 0) << describe(r);
+    expectPlacement(*cluster, r, std::vector<int>(64, 2));
+  }
+  // Restored exactly when no other large cluster is up (the e2e tests run one at a time).
+  EXPECT_EQ(neighbourLimits(), before);
+}
+
 }  // namespace
 }  // namespace hvd::e2e

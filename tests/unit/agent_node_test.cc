@@ -1,4 +1,4 @@
-// GPU discovery (fake, HVD_FAKE_GPUS, NVML absent) and the worker environment contract of
+// GPU discovery (fake, HVD_FAKE_GPUS, NVML absent, cached) and the worker environment contract of
 // docs/architecture.md. Expected values were worked out by hand from the definitions in
 // docs/architecture.md "Terms".
 #include <dlfcn.h>
@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "agent/node/gpu_discovery.h"
@@ -69,6 +70,34 @@ TEST(GpuDiscovery, FakeReturnsTheGivenList) {
   FakeGpuDiscovery fake({gpu}, "two of them");
   EXPECT_THAT(fake.discover(), ElementsAre(gpu));
   EXPECT_EQ(fake.lastNote(), "two of them");
+}
+
+// Answers a longer list (and a new note) on every call, and counts the calls.
+class ChangingDiscovery : public GpuDiscovery {
+ public:
+  std::vector<GpuInfo> discover() override {
+    ++calls;
+    return parseFakeGpus(std::to_string(calls));
+  }
+  std::string lastNote() const override { return "call " + std::to_string(calls); }
+  int calls = 0;
+};
+
+TEST(GpuDiscovery, CachedAsksItsSourceOnceAndKeepsThatAnswer) {
+  ChangingDiscovery source;
+  CachedGpuDiscovery cached(source);
+  EXPECT_EQ(cached.discover().size(), 1u);
+  EXPECT_EQ(cached.lastNote(), "call 1");
+  std::vector<std::thread> describers;
+  std::vector<size_t> sizes(8);
+  for (int i = 0; i < 8; ++i) {
+    describers.emplace_back([&, i] { sizes[i] = cached.discover().size(); });
+  }
+  for (auto& t : describers) t.join();
+  EXPECT_THAT(sizes, ::testing::Each(1u));
+  EXPECT_EQ(cached.discover(), parseFakeGpus("1"));
+  EXPECT_EQ(source.calls, 1);
+  EXPECT_EQ(cached.lastNote(), "call 1");
 }
 
 TEST(GpuDiscovery, FakeGpusCountGivesNumberedGpus) {

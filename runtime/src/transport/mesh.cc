@@ -17,6 +17,7 @@
 #include "hvd/error.hpp"
 #include "transport/shm_link.h"
 #include "transport/shm_segment.h"
+#include "transport/shm_sizing.h"
 #include "transport/tcp_link.h"
 
 namespace hvd::transport {
@@ -298,6 +299,11 @@ std::unique_ptr<Context> connectMesh(store::Store& store, const MeshConfig& conf
   auto local = [&](int p) {
     return config.allowShm && p != rank && peers[p].hostKey == config.hostKey;
   };
+  int localPeers = 0;
+  for (int p = 0; p < size; ++p) localPeers += local(p) ? 1 : 0;
+  auto ringSize = [&](int p) {
+    return shmRingSize(rank, p, size, localPeers, config.shmRingBytes, config.shmPeerBudgetBytes);
+  };
   try {
     // Phase 1: the lower rank of each local pair creates the segment and sends its name.
     for (int p = rank + 1; p < size; ++p) {
@@ -305,7 +311,8 @@ std::unique_ptr<Context> connectMesh(store::Store& store, const MeshConfig& conf
       const std::string name = "/hvd-" + std::to_string(::getpid()) + "-" + std::to_string(rank) +
                                "-" + std::to_string(p) + "-" +
                                std::to_string(self.nonce % 1000000007ull);
-      rings[p] = createShmRing(name, config.shmRingBytes);
+      const ShmRingSize ring = ringSize(p);
+      rings[p] = createShmRing(name, ring.capacity, ring.populate);
       created.push_back(name);
       const uint32_t length = static_cast<uint32_t>(name.size());
       std::vector<asio::const_buffer> frame{asio::buffer(&length, 4), asio::buffer(name)};
@@ -333,7 +340,7 @@ std::unique_ptr<Context> connectMesh(store::Store& store, const MeshConfig& conf
     }
     for (int p = 0; p < rank; ++p) {
       if (!local(p)) continue;
-      rings[p] = openShmRing(names[p]);
+      rings[p] = openShmRing(names[p], ringSize(p).populate);
       const char ack = 'k';
       asio::write(*sockets[p], asio::buffer(&ack, 1));
     }

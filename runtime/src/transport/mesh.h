@@ -22,7 +22,10 @@ struct MeshConfig {
   // Address the data-plane listener binds and advertises.
   std::string bindAddress = "127.0.0.1";
   bool allowShm = true;
+  // Ring bytes per direction between ring neighbours; the other same-host pairs share
+  // shmPeerBudgetBytes per rank (transport/shm_sizing.h).
   size_t shmRingBytes = 1 << 20;
+  size_t shmPeerBudgetBytes = 16 << 20;
   // Deadline for the whole setup (every rank must arrive within it).
   std::chrono::milliseconds setupTimeout{60000};
   ContextOptions options;

@@ -34,6 +34,7 @@ class ShmLink final : public Link {
   int peer() const override { return peer_; }
   std::string describe() const override { return description_; }
   const char* kind() const override { return "shm"; }
+  size_t capacity() const { return capacity_; }  // bytes per direction
 
   size_t trySend(const uint8_t* data, size_t bytes) override;
   size_t tryRecv(size_t bytes, size_t align, size_t offset, RecvSink& sink) override;

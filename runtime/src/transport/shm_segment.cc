@@ -22,10 +22,11 @@ class MappedRing final : public RingMemory {
   size_t bytes_;
 };
 
-void* mapFd(int fd, size_t bytes, const std::string& name) {
+void* mapFd(int fd, size_t bytes, const std::string& name, bool populate) {
   // MAP_POPULATE faults every page in now, at setup: a ring's first pass would otherwise pay a
   // page fault per 4 KiB inside timed collectives (first touch runs at ~0.4 GB/s on VMs).
-  void* base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  const int flags = MAP_SHARED | (populate ? MAP_POPULATE : 0);
+  void* base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, flags, fd, 0);
   if (base == MAP_FAILED) {
     const int err = errno;
     ::close(fd);
@@ -37,7 +38,7 @@ void* mapFd(int fd, size_t bytes, const std::string& name) {
 
 }  // namespace
 
-std::shared_ptr<RingMemory> createShmRing(const std::string& name, size_t capacity) {
+std::shared_ptr<RingMemory> createShmRing(const std::string& name, size_t capacity, bool populate) {
   const size_t bytes = shmRegionBytes(capacity);
   const int fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
   if (fd < 0) throwSyscall("shm_open(" + name + ")");
@@ -47,12 +48,12 @@ std::shared_ptr<RingMemory> createShmRing(const std::string& name, size_t capaci
     ::shm_unlink(name.c_str());
     throwSyscall("ftruncate of shared memory " + name + " (is /dev/shm large enough?)", err);
   }
-  void* base = mapFd(fd, bytes, name);
+  void* base = mapFd(fd, bytes, name, populate);
   initShmPair(base, capacity);  // ftruncate zero-filled the segment
   return std::make_shared<MappedRing>(base, bytes);
 }
 
-std::shared_ptr<RingMemory> openShmRing(const std::string& name) {
+std::shared_ptr<RingMemory> openShmRing(const std::string& name, bool populate) {
   const int fd = ::shm_open(name.c_str(), O_RDWR, 0600);
   if (fd < 0) throwSyscall("shm_open(" + name + ") of a peer's segment");
   struct stat st {};
@@ -60,7 +61,7 @@ std::shared_ptr<RingMemory> openShmRing(const std::string& name) {
     ::close(fd);
     throw BackendError("shared memory " + name + " is too small");
   }
-  void* base = mapFd(fd, static_cast<size_t>(st.st_size), name);
+  void* base = mapFd(fd, static_cast<size_t>(st.st_size), name, populate);
   auto ring = std::make_shared<MappedRing>(base, static_cast<size_t>(st.st_size));
   const auto* header = static_cast<const ShmPairHeader*>(base);
   if (header->magic != ShmPairHeader::kMagic ||

@@ -11,9 +11,11 @@
 namespace hvd::transport {
 
 // Creates, sizes and maps a new segment for a ring pair of `capacity` bytes per direction.
-std::shared_ptr<RingMemory> createShmRing(const std::string& name, size_t capacity);
+// `populate` faults every page in now (else each page costs memory from its first use on).
+std::shared_ptr<RingMemory> createShmRing(const std::string& name, size_t capacity,
+                                          bool populate = true);
 // Maps an existing segment (checks its size against the capacity it claims).
-std::shared_ptr<RingMemory> openShmRing(const std::string& name);
+std::shared_ptr<RingMemory> openShmRing(const std::string& name, bool populate = true);
 // Removes the name (the mappings stay valid).
 void unlinkShm(const std::string& name);
 

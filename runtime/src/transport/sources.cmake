@@ -6,4 +6,5 @@ target_sources(hvd PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/progress.cc
   ${CMAKE_CURRENT_LIST_DIR}/shm_link.cc
   ${CMAKE_CURRENT_LIST_DIR}/shm_segment.cc
+  ${CMAKE_CURRENT_LIST_DIR}/shm_sizing.cc
   ${CMAKE_CURRENT_LIST_DIR}/tcp_link.cc)
