@@ -23,23 +23,26 @@ using testing::runRanks;
 using transport::Context;
 using transport::LocalLinkKind;
 
-transport::ContextOptions testOptions() {
+transport::ContextOptions testOptions(bool gathered = false) {
   transport::ContextOptions options;
   options.timeout = std::chrono::seconds(30);
   options.spin = std::chrono::microseconds(20);
+  // Beyond the full mesh (collectives/gathered.h) from two ranks on.
+  if (gathered) options.fullMeshRanks = 1;
   return options;
 }
 
 struct Param {
   int np;
   LocalLinkKind kind;
+  bool gathered = false;
 };
 
 class CollectivesMatrix : public ::testing::TestWithParam<Param> {};
 
 TEST_P(CollectivesMatrix, EveryCollectiveTypeOpCountAndPlacementIsExactAndIdentical) {
-  auto contexts =
-      transport::makeLocalContexts(GetParam().np, GetParam().kind, testOptions(), 16 << 10);
+  auto contexts = transport::makeLocalContexts(GetParam().np, GetParam().kind,
+                                               testOptions(GetParam().gathered), 16 << 10);
   std::vector<testing::CheckReport> reports(contexts.size());
   auto errors =
       runRanks(contexts, [&](Context& ctx) { testing::checkMatrix(ctx, reports[ctx.rank()]); });
@@ -51,8 +54,8 @@ TEST_P(CollectivesMatrix, EveryCollectiveTypeOpCountAndPlacementIsExactAndIdenti
 }
 
 TEST_P(CollectivesMatrix, TwoHundredIterationsWithIterationDependentInputs) {
-  auto contexts =
-      transport::makeLocalContexts(GetParam().np, GetParam().kind, testOptions(), 16 << 10);
+  auto contexts = transport::makeLocalContexts(GetParam().np, GetParam().kind,
+                                               testOptions(GetParam().gathered), 16 << 10);
   std::vector<testing::CheckReport> reports(contexts.size());
   auto errors = runRanks(
       contexts, [&](Context& ctx) { testing::checkIterations(ctx, reports[ctx.rank()], 200); });
@@ -64,7 +67,8 @@ TEST_P(CollectivesMatrix, TwoHundredIterationsWithIterationDependentInputs) {
 
 std::string paramName(const ::testing::TestParamInfo<Param>& info) {
   return "np" + std::to_string(info.param.np) +
-         (info.param.kind == LocalLinkKind::kShm ? "_shm" : "_stream");
+         (info.param.kind == LocalLinkKind::kShm ? "_shm" : "_stream") +
+         (info.param.gathered ? "_gathered" : "");
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -74,7 +78,11 @@ INSTANTIATE_TEST_SUITE_P(
                       Param{5, LocalLinkKind::kShm}, Param{7, LocalLinkKind::kShm},
                       Param{2, LocalLinkKind::kStream}, Param{3, LocalLinkKind::kStream},
                       Param{4, LocalLinkKind::kStream}, Param{5, LocalLinkKind::kStream},
-                      Param{7, LocalLinkKind::kStream}),
+                      Param{7, LocalLinkKind::kStream}, Param{2, LocalLinkKind::kShm, true},
+                      Param{3, LocalLinkKind::kShm, true}, Param{4, LocalLinkKind::kShm, true},
+                      Param{5, LocalLinkKind::kShm, true}, Param{7, LocalLinkKind::kShm, true},
+                      Param{9, LocalLinkKind::kShm, true}, Param{5, LocalLinkKind::kStream, true},
+                      Param{6, LocalLinkKind::kStream, true}),
     paramName);
 
 TEST(CollectivesLarge, RingAllreduceOfAPrimeCountAboveTheDefaultPieceSize) {

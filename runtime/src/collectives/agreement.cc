@@ -3,6 +3,7 @@
 #include <cstring>
 #include <functional>
 
+#include "collectives/gathered.h"
 #include "collectives/validate.h"
 
 namespace hvd::coll {
@@ -243,6 +244,10 @@ void Framing::checkSlow(const char* opName, const std::string& mine,
 
 void agree(transport::Context& ctx, const char* opName, const Descriptor& mine,
            const std::string& localError) {
+  if (!ctx.fullMesh()) {
+    agreeGathered(ctx, opName, mine, localError);
+    return;
+  }
   Framing framing(ctx, mine);
   Schedule& schedule = scheduleOf(ctx);
   framing.addDescriptorsOnly(schedule);

@@ -1,7 +1,8 @@
 // Cross-rank agreement of the blocking collectives: which collective, type, op, root, counts
 // and algorithm each rank is about to run, checked on every rank before any result is used.
 //
-// Protocol (every collective of collectives.h, on every rank, size > 1):
+// Protocol (every collective of collectives.h, on every rank, 1 < size <= fullMeshRanks; beyond
+// that, collectives/gathered.h):
 //  * The collective starts with one framed message from every rank to every other rank: a
 //    Descriptor whose first field is the number of payload bytes that follow it on that link.
 //    The direct (latency) algorithms carry their data as that payload, so the check costs no

@@ -9,6 +9,7 @@
 
 #include "collectives/agreement.h"
 #include "collectives/collectives.h"
+#include "collectives/gathered.h"
 #include "collectives/validate.h"
 
 namespace hvd::coll {
@@ -42,7 +43,13 @@ void allgather(Context& ctx, const void* input, size_t count, void* output,
   const bool direct =
       algorithm == Algorithm::kDirect ||
       (algorithm == Algorithm::kAuto && total * elem <= ctx.smallMessageThreshold());
-  if (direct) {
+  if (direct && !ctx.fullMesh()) {
+    mine.algorithm = kAlgorithmDirect;
+    agreeGathered(ctx, "allgather", mine, "");
+    std::vector<size_t> bytes(n + 1);
+    for (int p = 0; p <= n; ++p) bytes[p] = offset[p] * elem;
+    gatherBlocks(ctx, "allgather", out, bytes, elem);
+  } else if (direct) {
     mine.algorithm = kAlgorithmDirect;
     Framing framing(ctx, mine);
     Schedule& schedule = scheduleOf(ctx);

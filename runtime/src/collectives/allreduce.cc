@@ -24,6 +24,7 @@
 
 #include "collectives/agreement.h"
 #include "collectives/collectives.h"
+#include "collectives/gathered.h"
 #include "collectives/reduce.h"
 #include "collectives/validate.h"
 #include "transport/progress.h"
@@ -44,8 +45,40 @@ Descriptor describeAllreduce(size_t count, DataType type, ReduceOp op) {
   return d;
 }
 
+// The n inputs (rank p's at from(p)) reduced in rank order: the same bits on every rank.
+template <typename From>
+void reduceInRankOrder(uint8_t* out, size_t count, int n, DataType type, ReduceOp op, From&& from) {
+  reduceTo(op, type, out, from(0), from(1), count);
+  for (int p = 2; p < n; ++p) reduceInto(op, type, out, from(p), count);
+  if (op == ReduceOp::kAverage) finishAverage(type, out, count, n);
+}
+
+// The direct algorithm beyond the full mesh: the inputs reach every rank through gatherBlocks.
+void allreduceGathered(Context& ctx, const uint8_t* in, uint8_t* out, size_t count, DataType type,
+                       ReduceOp op) {
+  const int n = ctx.size();
+  const int r = ctx.rank();
+  const size_t elem = dataTypeSize(type);
+  const size_t bytes = count * elem;
+  Descriptor mine = describeAllreduce(count, type, op);
+  mine.algorithm = kAlgorithmDirect;
+  agreeGathered(ctx, "allreduce", mine, "");
+  if (count == 0) return;
+  uint8_t* gathered = ctx.workspace().get(0, bytes * n);
+  std::memcpy(gathered + r * bytes, in, bytes);
+  std::vector<size_t> offsets(n + 1);
+  for (int p = 0; p <= n; ++p) offsets[p] = p * bytes;
+  gatherBlocks(ctx, "allreduce", gathered, offsets, elem);
+  reduceInRankOrder(out, count, n, type, op,
+                    [&](int p) -> const uint8_t* { return gathered + p * bytes; });
+}
+
 void allreduceDirect(Context& ctx, const uint8_t* in, uint8_t* out, size_t count, DataType type,
                      ReduceOp op) {
+  if (!ctx.fullMesh()) {
+    allreduceGathered(ctx, in, out, count, type, op);
+    return;
+  }
   const int n = ctx.size();
   const int r = ctx.rank();
   const size_t elem = dataTypeSize(type);
@@ -73,10 +106,8 @@ void allreduceDirect(Context& ctx, const uint8_t* in, uint8_t* out, size_t count
     std::memcpy(gathered + r * bytes, in, bytes);
     own = gathered + r * bytes;
   }
-  auto from = [&](int p) -> const uint8_t* { return p == r ? own : gathered + p * bytes; };
-  reduceTo(op, type, out, from(0), from(1), count);
-  for (int p = 2; p < n; ++p) reduceInto(op, type, out, from(p), count);
-  if (op == ReduceOp::kAverage) finishAverage(type, out, count, n);
+  reduceInRankOrder(out, count, n, type, op,
+                    [&](int p) -> const uint8_t* { return p == r ? own : gathered + p * bytes; });
 }
 
 // One part of a ring chunk that lies inside one segment.

@@ -7,6 +7,7 @@
 
 #include "collectives/agreement.h"
 #include "collectives/collectives.h"
+#include "collectives/gathered.h"
 #include "collectives/validate.h"
 
 namespace hvd::coll {
@@ -47,6 +48,9 @@ void alltoall(Context& ctx, const void* input, const std::vector<size_t>& sendCo
   }
   if (n == 1) return;
 
+  // Beyond the full mesh the descriptors are checked first (the ranks' streams stay in step
+  // whatever each called); the exchange itself talks to every peer, as alltoall must.
+  if (!ctx.fullMesh()) agreeGathered(ctx, "alltoall", mine, "");
   Framing framing(ctx, mine);
   Schedule& schedule = scheduleOf(ctx);
   for (int k = 1; k < n; ++k) {

@@ -7,6 +7,7 @@
 // the data on the direct path; the chain starts after the descriptors are checked.
 #include "collectives/agreement.h"
 #include "collectives/collectives.h"
+#include "collectives/gathered.h"
 #include "collectives/validate.h"
 
 namespace hvd::coll {
@@ -41,6 +42,15 @@ void broadcast(Context& ctx, void* buffer, size_t count, DataType type,
       (options.algorithm == Algorithm::kAuto && bytes <= ctx.smallMessageThreshold());
   RecvAction copy;
   copy.dst = data;
+  if (direct && !ctx.fullMesh()) {
+    // The root's block is the only one with bytes: it reaches every rank in ceil(log2 n) rounds.
+    mine.algorithm = kAlgorithmDirect;
+    agreeGathered(ctx, "broadcast", mine, "");
+    std::vector<size_t> offsets(n + 1);
+    for (int p = 0; p <= n; ++p) offsets[p] = p > root ? bytes : 0;
+    gatherBlocks(ctx, "broadcast", data, offsets, elem);
+    return;
+  }
   if (direct) {
     mine.algorithm = kAlgorithmDirect;
     Framing framing(ctx, mine);

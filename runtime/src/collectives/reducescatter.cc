@@ -66,7 +66,9 @@ void reducescatter(Context& ctx, const void* input, void* output, size_t count, 
     return;
   }
 
-  const bool direct = count * elem <= ctx.smallMessageThreshold();
+  // Beyond the full mesh the ring serves small messages too (its zero-length chunks move
+  // nothing).
+  const bool direct = count * elem <= ctx.smallMessageThreshold() && ctx.fullMesh();
   if (direct) {
     mine.algorithm = kAlgorithmDirect;
     Framing framing(ctx, mine);

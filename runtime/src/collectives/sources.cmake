@@ -5,6 +5,7 @@ target_sources(hvd PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/alltoall.cc
   ${CMAKE_CURRENT_LIST_DIR}/barrier.cc
   ${CMAKE_CURRENT_LIST_DIR}/broadcast.cc
+  ${CMAKE_CURRENT_LIST_DIR}/gathered.cc
   ${CMAKE_CURRENT_LIST_DIR}/host_collectives.cc
   ${CMAKE_CURRENT_LIST_DIR}/reduce.cc
   ${CMAKE_CURRENT_LIST_DIR}/reducescatter.cc

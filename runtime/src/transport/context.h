@@ -52,6 +52,13 @@ struct ContextOptions {
   // TCP pieces are larger: each costs a system call, and 1 MiB writes carry about twice the
   // loopback bandwidth of 128 KiB ones.
   size_t pieceBytesTcp = 1 << 20;
+  // Up to this many ranks every rank talks to every other: the mesh connects all pairs at init
+  // and each collective starts with a descriptor from every rank to every rank (the direct
+  // algorithms carry their data in it). Beyond it, links open on first use and the collectives
+  // agree, and move small messages, in ceil(log2 n) rounds through 2 ceil(log2 n) peers
+  // (collectives/gathered.h), so set-up and a barrier grow with n log n instead of n^2. Must be
+  // the same on every rank.
+  int fullMeshRanks = 64;
 };
 
 // Grow-only, 64-byte aligned scratch buffers, indexed by slot.
@@ -90,6 +97,9 @@ class Context {
   Workspace& workspace() { return workspace_; }
   // The schedule collectives fill and run; kept so its capacity is reused call after call.
   Schedule& schedule() { return *schedule_; }
+
+  // Whether every rank talks to every other (ContextOptions::fullMeshRanks).
+  bool fullMesh() const { return size_ <= options_.fullMeshRanks; }
 
   // The direct/ring crossover for this context: the TCP one if any link is TCP.
   size_t smallMessageThreshold() const {
