@@ -94,14 +94,18 @@ std::string describe(const JobResult& result) {
 struct MatrixParam {
   int np;
   const char* transport;
+  int fullMeshRanks = 0;  // HVD_FULL_MESH_RANKS when set: links open on first use beyond it
 };
 
 class ProcessMatrix : public ::testing::TestWithParam<MatrixParam> {};
 
 TEST_P(ProcessMatrix, EveryCollectiveIsExactAndIdenticalAcrossProcesses) {
-  const auto result =
-      runJob(GetParam().np, {"matrix", "200"},
-             {{"HVD_TRANSPORT", GetParam().transport}, {"HVD_TIMEOUT", "60"}}, 240s);
+  std::vector<std::pair<std::string, std::string>> env = {{"HVD_TRANSPORT", GetParam().transport},
+                                                          {"HVD_TIMEOUT", "60"}};
+  if (GetParam().fullMeshRanks > 0) {
+    env.emplace_back("HVD_FULL_MESH_RANKS", std::to_string(GetParam().fullMeshRanks));
+  }
+  const auto result = runJob(GetParam().np, {"matrix", "200"}, env, 240s);
   ASSERT_TRUE(result.finished) << describe(result);
   for (size_t r = 0; r < result.exits.size(); ++r) {
     EXPECT_EQ(result.exits[r].status(), 0) << describe(result);
@@ -114,9 +118,12 @@ INSTANTIATE_TEST_SUITE_P(Ranks, ProcessMatrix,
                                            MatrixParam{3, "auto"}, MatrixParam{4, "auto"},
                                            MatrixParam{5, "auto"}, MatrixParam{7, "auto"},
                                            MatrixParam{2, "tcp"}, MatrixParam{3, "tcp"},
-                                           MatrixParam{4, "tcp"}),
+                                           MatrixParam{4, "tcp"}, MatrixParam{6, "auto", 2},
+                                           MatrixParam{5, "tcp", 2}),
                          [](const auto& info) {
-                           return "np" + std::to_string(info.param.np) + "_" + info.param.transport;
+                           return "np" + std::to_string(info.param.np) + "_" +
+                                  info.param.transport +
+                                  (info.param.fullMeshRanks > 0 ? "_on_demand" : "");
                          });
 
 class Faults : public ::testing::TestWithParam<const char*> {};

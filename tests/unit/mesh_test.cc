@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "collectives/collectives.h"
+#include "common/fd_limit.h"
 #include "store/memory_store.h"
 #include "transport/shm_link.h"
 #include "transport/shm_sizing.h"
@@ -18,7 +19,8 @@ namespace hvd::transport {
 namespace {
 
 std::vector<std::unique_ptr<Context>> connectAll(store::Store& store, int size, bool allowShm,
-                                                 size_t shmPeerBudgetBytes = 16 << 20) {
+                                                 size_t shmPeerBudgetBytes = 16 << 20,
+                                                 int fullMeshRanks = 64) {
   std::vector<std::unique_ptr<Context>> contexts(size);
   std::vector<std::exception_ptr> errors(size);
   std::vector<std::thread> threads;
@@ -33,6 +35,8 @@ std::vector<std::unique_ptr<Context>> connectAll(store::Store& store, int size, 
         config.allowShm = allowShm;
         config.shmRingBytes = 64 << 10;
         config.shmPeerBudgetBytes = shmPeerBudgetBytes;
+        config.options.fullMeshRanks = fullMeshRanks;
+        config.options.timeout = std::chrono::seconds(20);
         config.setupTimeout = std::chrono::seconds(20);
         contexts[r] = connectMesh(store, config);
       } catch (...) {
@@ -145,8 +149,11 @@ TEST(Mesh, StoreRequestsOfARendezvousGrowLinearlyWithTheRanks) {
   // Each rank publishes, counts itself in, waits on one key and fetches the records in one
   // request (the last to arrive also raises the key): 4 per rank plus 1, at any size. The old
   // scan was 2 + size per rank.
+  hvd::raiseOpenFileLimit();  // R = 64 is a full mesh of TCP pairs: 4032 sockets here
   EXPECT_EQ(rendezvousRequests(4), 4 * 4 + 1);
-  EXPECT_EQ(rendezvousRequests(24), 4 * 24 + 1);
+  EXPECT_EQ(rendezvousRequests(64), 4 * 64 + 1);
+  // Beyond the full mesh (64 ranks): the same four requests, and two links per rank at init.
+  EXPECT_EQ(rendezvousRequests(512), 4 * 512 + 1);
 }
 
 TEST(ShmRingSize, NeighboursKeepTheRingAndTheRestShareTheBudget) {
@@ -222,6 +229,119 @@ TEST(Mesh, OnlyRingNeighboursGetFullSharedMemoryRingsBeyondTheBudget) {
       }
     }
   }
+}
+
+// Runs body(ctx) on every context at once; fails the test on any rank's error.
+template <typename Body>
+void onEveryRank(std::vector<std::unique_ptr<Context>>& contexts, Body body) {
+  std::vector<std::thread> threads;
+  std::vector<std::string> errors(contexts.size());
+  for (size_t r = 0; r < contexts.size(); ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        body(*contexts[r]);
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (size_t r = 0; r < errors.size(); ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+}
+
+void expectOpenLinks(std::vector<std::unique_ptr<Context>>& contexts, int expected,
+                     const char* after) {
+  for (auto& c : contexts)
+    EXPECT_EQ(c->openLinkCount(), expected) << "rank " << c->rank() << " after " << after;
+}
+
+class LazyMesh : public ::testing::TestWithParam<bool> {};
+
+TEST_P(LazyMesh, BeyondTheFullMeshLinksOpenOnFirstUseAndOnlyThoseTheSchedulesNeed) {
+  // 8 ranks with fullMeshRanks 2: init opens rank +/- 1; a barrier's gathered agreement adds
+  // rank +/- 2 and rank + 4 (= rank - 4): 5 links, not 7; the ring adds none; alltoall opens
+  // the rest.
+  store::MemoryStore store;
+  const int n = 8;
+  auto contexts = connectAll(store, n, /*allowShm=*/GetParam(), 16 << 20, /*fullMeshRanks=*/2);
+  expectOpenLinks(contexts, 2, "init");
+  for (auto& c : contexts) EXPECT_EQ(c->describeTransports(), GetParam() ? "shm" : "tcp");
+  onEveryRank(contexts, [](Context& ctx) { coll::barrier(ctx); });
+  expectOpenLinks(contexts, 5, "a barrier");
+  onEveryRank(contexts, [&](Context& ctx) {
+    for (size_t count : {size_t{3}, size_t{100000}}) {
+      std::vector<int64_t> data(count, ctx.rank() + 1);
+      coll::allreduce(ctx, data.data(), data.data(), count, DataType::kInt64);
+      for (size_t i = 0; i < count; i += 997) ASSERT_EQ(data[i], n * (n + 1) / 2) << count;
+    }
+  });
+  expectOpenLinks(contexts, 5, "small and large allreduces");
+  onEveryRank(contexts, [&](Context& ctx) {
+    std::vector<int32_t> send(n), recv(n, -1);
+    for (int p = 0; p < n; ++p) send[p] = 100 * ctx.rank() + p;
+    const std::vector<size_t> ones(n, 1);
+    coll::alltoall(ctx, send.data(), ones, recv.data(), ones, DataType::kInt32);
+    for (int p = 0; p < n; ++p) ASSERT_EQ(recv[p], 100 * p + ctx.rank());
+  });
+  expectOpenLinks(contexts, n - 1, "an alltoall");
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, LazyMesh, ::testing::Values(true, false),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return std::string(info.param ? "shm" : "tcp");
+                         });
+
+TEST(Mesh, ARankMissingFromALazyLinkIsATimeoutNamingIt) {
+  // 4 ranks beyond the full mesh; rank 2 never calls the barrier. Rank 0 waits in round 2 for
+  // the link to rank 2 that only rank 2 would open; the others wait for its data. None hangs.
+  store::MemoryStore store;
+  auto contexts = connectAll(store, 4, /*allowShm=*/false, 16 << 20, /*fullMeshRanks=*/2);
+  for (auto& c : contexts) c->mutableOptions().timeout = std::chrono::milliseconds(500);
+  std::vector<std::string> errors(4);
+  std::vector<std::thread> threads;
+  for (int r : {0, 1, 3}) {
+    threads.emplace_back([&, r] {
+      try {
+        coll::barrier(*contexts[r]);
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  // Rank 0's round-1 peer (rank 2) never opens its side of their link.
+  EXPECT_NE(errors[0].find("could not connect to rank(s) 2"), std::string::npos) << errors[0];
+  for (int r : {1, 3}) EXPECT_NE(errors[r], "") << "rank " << r << " returned without rank 2";
+}
+
+TEST(Mesh, RanksThatDisagreeOnTheFullMeshSizeAllFailAtInitNamingTheValues) {
+  // Rank 2 alone was told a smaller full mesh: it would take the gathered schedules while the
+  // others take the direct ones, and each side would wait for the other's messages.
+  store::MemoryStore store;
+  std::vector<std::string> errors(3);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r) {
+    threads.emplace_back([&, r] {
+      MeshConfig config;
+      config.rank = r;
+      config.size = 3;
+      config.hostKey = "this-host";
+      config.allowShm = false;
+      config.options.fullMeshRanks = r == 2 ? 2 : 64;
+      config.setupTimeout = std::chrono::seconds(20);
+      try {
+        connectMesh(store, config);
+      } catch (const InvalidArgumentError& e) {
+        errors[r] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_NE(errors[0].find("HVD_FULL_MESH_RANKS is 64 on rank 0 but 2 on rank 2"),
+            std::string::npos)
+      << errors[0];
+  EXPECT_NE(errors[1].find("is 64 on rank 1 but 2 on rank 2"), std::string::npos) << errors[1];
+  EXPECT_NE(errors[2].find("is 2 on rank 2 but 64 on rank 0"), std::string::npos) << errors[2];
 }
 
 TEST(Mesh, NoSharedMemorySegmentIsLeftBehind) {

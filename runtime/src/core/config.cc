@@ -245,6 +245,7 @@ Config parseConfig(const EnvReader& getenv) {
     c.smallMessageBytes = optionalInt<size_t>(getenv, "HVD_SMALL_MESSAGE_BYTES", 0, 0, 1ll << 30);
     c.smallMessageBytesTcp = c.smallMessageBytes;
   }
+  c.fullMeshRanks = optionalInt<int>(getenv, "HVD_FULL_MESH_RANKS", c.fullMeshRanks, 1, 1 << 30);
   c.pieceBytes = optionalInt<size_t>(getenv, "HVD_PIECE_BYTES", c.pieceBytes, 64, 1ll << 30);
   c.pieceBytesTcp =
       optionalInt<size_t>(getenv, "HVD_PIECE_BYTES_TCP", c.pieceBytesTcp, 64, 1ll << 30);
@@ -296,11 +297,11 @@ std::string Config::summary() const {
       << " token " << (storeToken.empty() ? "<unset>" : "<set>") << " timeout " << timeout.count()
       << "ms"
       << " transport " << (transport == TransportChoice::kTcp ? "tcp" : "auto") << " shm-ring "
-      << shmRingBytes << "B small-message " << smallMessageBytes << "B (tcp "
-      << smallMessageBytesTcp << "B) piece " << pieceBytes << "B (tcp " << pieceBytesTcp
-      << "B) spin " << spin.count() << "us yield " << yield.count() << "us cpu-backend "
-      << cpuBackendName(cpuBackend) << " gpu-backend " << gpu::gpuBackendName(gpuBackend)
-      << (hierarchicalAllreduce ? " hierarchical" : "");
+      << shmRingBytes << "B full-mesh " << fullMeshRanks << " small-message " << smallMessageBytes
+      << "B (tcp " << smallMessageBytesTcp << "B) piece " << pieceBytes << "B (tcp "
+      << pieceBytesTcp << "B) spin " << spin.count() << "us yield " << yield.count()
+      << "us cpu-backend " << cpuBackendName(cpuBackend) << " gpu-backend "
+      << gpu::gpuBackendName(gpuBackend) << (hierarchicalAllreduce ? " hierarchical" : "");
   return out.str();
 }
 

@@ -46,6 +46,7 @@ struct Config {
   TransportChoice transport = TransportChoice::kAuto;  // HVD_TRANSPORT
   std::string dataAddress;                             // HVD_DATA_ADDR (default: route to store)
   size_t shmRingBytes = 1 << 20;                       // HVD_SHM_RING_BYTES
+  int fullMeshRanks = 64;                              // HVD_FULL_MESH_RANKS
   // HVD_SMALL_MESSAGE_BYTES sets both crossovers when given.
   size_t smallMessageBytes = 8 << 10;
   size_t smallMessageBytesTcp = 128 << 10;

@@ -258,6 +258,7 @@ Runtime::Runtime(const Config& config, int generation) : config_(config) {
   }
   options.yield = config_.yield;
   options.smallMessageBytes = config_.smallMessageBytes;
+  options.fullMeshRanks = config_.fullMeshRanks;
   options.smallMessageBytesTcp = config_.smallMessageBytesTcp;
   options.pieceBytes = config_.pieceBytes;
   options.pieceBytesTcp = config_.pieceBytesTcp;

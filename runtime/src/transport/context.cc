@@ -28,10 +28,11 @@ uint8_t* Workspace::grow(int slot, size_t bytes) {
 }
 
 Context::Context(int rank, int size, std::vector<std::unique_ptr<Link>> links,
-                 ContextOptions options)
+                 ContextOptions options, std::unique_ptr<LinkSource> source)
     : rank_(rank),
       size_(size),
       links_(std::move(links)),
+      source_(std::move(source)),
       options_(options),
       schedule_(std::make_unique<Schedule>()) {
   if (size_ < 1 || rank_ < 0 || rank_ >= size_) {
@@ -42,12 +43,28 @@ Context::Context(int rank, int size, std::vector<std::unique_ptr<Link>> links,
     throw InternalError("context needs one link slot per rank");
   }
   for (int peer = 0; peer < size_; ++peer) {
-    if (peer != rank_ && links_[peer] == nullptr) {
+    if (peer != rank_ && links_[peer] == nullptr && source_ == nullptr) {
       throw InternalError("context has no link to rank " + std::to_string(peer));
     }
-    tcpPeer_.push_back(peer != rank_ && std::string(links_[peer]->kind()) == "tcp");
+    tcpPeer_.push_back(peer != rank_ && std::string(kindOf(peer)) == "tcp");
     hasTcp_ = hasTcp_ || tcpPeer_.back();
   }
+}
+
+const char* Context::kindOf(int peer) const {
+  if (links_[peer] != nullptr) return links_[peer]->kind();
+  return source_->kindOf(peer);
+}
+
+void Context::openLinks(const std::vector<int>& peers, const char* what) {
+  if (source_ == nullptr) throw InternalError(std::string(what) + ": a link is missing");
+  source_->open(peers, links_, options_.timeout, what);
+}
+
+int Context::openLinkCount() const {
+  int count = 0;
+  for (const auto& link : links_) count += link != nullptr ? 1 : 0;
+  return count;
 }
 
 Context::~Context() = default;
@@ -56,8 +73,8 @@ Link& Context::link(int peer) { return *links_[peer]; }
 
 std::string Context::describeTransports() const {
   std::set<std::string> kinds;
-  for (const auto& link : links_) {
-    if (link) kinds.insert(link->kind());
+  for (int peer = 0; peer < size_; ++peer) {
+    if (peer != rank_) kinds.insert(kindOf(peer));
   }
   if (kinds.empty()) return "self";
   std::string out;

@@ -14,6 +14,7 @@
 
 #include "hvd/error.hpp"
 #include "transport/link.h"
+#include "transport/link_source.h"
 
 namespace hvd::transport {
 
@@ -84,8 +85,10 @@ class Workspace {
 
 class Context {
  public:
-  // links[peer] must be set for every peer != rank; links[rank] is null.
-  Context(int rank, int size, std::vector<std::unique_ptr<Link>> links, ContextOptions options);
+  // links[peer] must be set for every peer != rank (links[rank] is null), unless `source` is
+  // given: then missing links open on first use (openLinks).
+  Context(int rank, int size, std::vector<std::unique_ptr<Link>> links, ContextOptions options,
+          std::unique_ptr<LinkSource> source = nullptr);
   ~Context();
 
   int rank() const { return rank_; }
@@ -94,6 +97,14 @@ class Context {
   ContextOptions& mutableOptions() { return options_; }
 
   Link& link(int peer);
+  // Null while the link to `peer` is not open yet (only with a LinkSource).
+  Link* linkIfOpen(int peer) { return links_[peer].get(); }
+  bool opensOnDemand() const { return source_ != nullptr; }
+  // Opens the links to `peers` (distinct, not open) through the source; `what` names the
+  // collective in a timeout's message.
+  void openLinks(const std::vector<int>& peers, const char* what);
+  // How many links are open now (for tests and logs).
+  int openLinkCount() const;
   Workspace& workspace() { return workspace_; }
   // The schedule collectives fill and run; kept so its capacity is reused call after call.
   Schedule& schedule() { return *schedule_; }
@@ -110,7 +121,7 @@ class Context {
     return tcpPeer_[peer] ? options_.pieceBytesTcp : options_.pieceBytes;
   }
 
-  // "shm+tcp", "tcp", "shm" or "self": the kinds of links in use.
+  // "shm+tcp", "tcp", "shm" or "self": the kinds of the links to every peer (open or not).
   std::string describeTransports() const;
 
   // Throws if a previous collective broke the context.
@@ -127,9 +138,12 @@ class Context {
   int rank_;
   int size_;
   std::vector<std::unique_ptr<Link>> links_;
+  std::unique_ptr<LinkSource> source_;
   ContextOptions options_;
   Workspace workspace_;
   std::unique_ptr<Schedule> schedule_;
+  const char* kindOf(int peer) const;
+
   std::string brokenReason_;
   FailureBoard* failureBoard_ = nullptr;
   std::vector<bool> tcpPeer_;  // per peer: is its link TCP (fixed when the context is built)

@@ -1,7 +1,9 @@
 // Builds a Context for one rank of a job: every rank publishes its data-plane address through
-// the job's store, then each pair of ranks opens one TCP connection (the higher rank connects to
-// the lower). Pairs on the same host (same host key) then set up a shared-memory ring pair and
-// keep the socket only for wake-ups and liveness; other pairs use the socket as a TcpLink.
+// the job's store (four store requests per rank), then pairs of ranks open their links
+// (mesh_links.h): every pair at init up to ContextOptions::fullMeshRanks ranks; beyond it only
+// the ring neighbours, and the others on first use. Pairs on the same host (same host key) use
+// a shared-memory ring pair and keep the socket only for wake-ups and liveness; other pairs use
+// the socket as a TcpLink.
 #pragma once
 
 #include <chrono>

@@ -190,6 +190,7 @@ class Runner {
         polled_(scratch_.polled) {}
 
   void run() {
+    if (context_.opensOnDemand()) openMissingLinks();
     buildLinkStates();
     // A small collective whose messages have arrived completes in its first pass: then it
     // reads no clock (two reads are a sizeable share of an 8-byte allreduce). The idle time
@@ -220,6 +221,23 @@ class Runner {
   }
 
  private:
+  // The schedule's peers without a link yet, opened in one batch (link_source.h).
+  void openMissingLinks() {
+    std::vector<int> missing;
+    auto need = [&](int peer) {
+      if (peer < 0 || peer >= context_.size() || peer == context_.rank()) return;
+      if (context_.linkIfOpen(peer) != nullptr) return;
+      if (std::find(missing.begin(), missing.end(), peer) == missing.end()) missing.push_back(peer);
+    };
+    for (const auto& send : schedule_.sends()) {
+      if (send.bytes > 0) need(send.peer);
+    }
+    for (const auto& recv : schedule_.recvs()) {
+      if (recv.bytes > 0) need(recv.peer);
+    }
+    if (!missing.empty()) context_.openLinks(missing, opName_);
+  }
+
   void buildLinkStates() {
     const int size = context_.size();
     auto& index = scratch_.index;

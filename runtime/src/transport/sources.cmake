@@ -3,6 +3,7 @@ target_sources(hvd PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/interfaces.cc
   ${CMAKE_CURRENT_LIST_DIR}/local_fabric.cc
   ${CMAKE_CURRENT_LIST_DIR}/mesh.cc
+  ${CMAKE_CURRENT_LIST_DIR}/mesh_links.cc
   ${CMAKE_CURRENT_LIST_DIR}/progress.cc
   ${CMAKE_CURRENT_LIST_DIR}/shm_link.cc
   ${CMAKE_CURRENT_LIST_DIR}/shm_segment.cc
