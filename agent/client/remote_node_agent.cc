@@ -80,6 +80,7 @@ struct RemoteNodeAgent::Stream {
   std::vector<std::pair<int, int>> pids;  // (rank, pid) from LaunchResult
   bool abandoned = false;                 // launch() gave up waiting: deliver nothing
   bool finished = false;                  // reader->Finish() was called (reader thread only)
+  std::chrono::steady_clock::time_point started;  // when the request went out
 };
 
 RemoteNodeAgent::RemoteNodeAgent(RemoteAgentOptions options, rpc::CallSigner* signer)
@@ -168,30 +169,57 @@ void RemoteNodeAgent::unreserve(const std::string& key) {
 
 coordinator::LaunchStatus RemoteNodeAgent::launch(const coordinator::LaunchRequest& request,
                                                   coordinator::JobEvents* events) {
+  std::string error;
+  beginLaunch(request, events, &error);
+  if (!error.empty()) return {error};
+  return awaitLaunch(request, events);
+}
+
+bool RemoteNodeAgent::beginLaunch(const coordinator::LaunchRequest& request,
+                                  coordinator::JobEvents* events, std::string* error) {
   auto stream = std::make_unique<Stream>();
   Stream* s = stream.get();
   s->jobId = request.jobId;
   s->events = events;
+  s->started = std::chrono::steady_clock::now();
   for (const coordinator::RankLaunch& rank : request.ranks) s->running.insert(rank.rank);
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (shutdown_) {
+    *error = "the agent connection to " + options_.host + " is shut down";
+    return true;
+  }
+  if (streams_.count(request.jobId) != 0) {
+    *error = "job " + request.jobId + " was already launched on " + options_.host;
+    return true;
+  }
+  const v1::LaunchRequest message = rpc::toProto(request);
+  signer_->sign(&s->context, rpc::kLaunchMethod, message);
+  s->reader = stub_->Launch(&s->context, message);
+  s->thread = std::thread([this, s] {
+    common::runGuarded(
+        "launch stream of job " + s->jobId + " on " + options_.host, [&] { readStream(s); },
+        [&](const std::string& what) { streamFailed(s, what); });
+  });
+  streams_.emplace(request.jobId, std::move(stream));
+  return true;
+}
+
+coordinator::LaunchStatus RemoteNodeAgent::awaitLaunch(const coordinator::LaunchRequest& request,
+                                                       coordinator::JobEvents* events) {
+  (void)events;
+  Stream* s = nullptr;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (shutdown_) return {"the agent connection to " + options_.host + " is shut down"};
-    if (streams_.count(request.jobId) != 0) {
-      return {"job " + request.jobId + " was already launched on " + options_.host};
+    auto found = streams_.find(request.jobId);
+    if (found == streams_.end()) {
+      return {"job " + request.jobId + " was not launched on " + options_.host};
     }
-    const v1::LaunchRequest message = rpc::toProto(request);
-    signer_->sign(&s->context, rpc::kLaunchMethod, message);
-    s->reader = stub_->Launch(&s->context, message);
-    s->thread = std::thread([this, s] {
-      common::runGuarded(
-          "launch stream of job " + s->jobId + " on " + options_.host, [&] { readStream(s); },
-          [&](const std::string& what) { streamFailed(s, what); });
-    });
-    streams_.emplace(request.jobId, std::move(stream));
+    s = found->second.get();
   }
-
   std::unique_lock<std::mutex> lock(s->mutex);
-  if (!s->answered.wait_for(lock, options_.callTimeout, [s] { return s->hasAnswer; })) {
+  // The call timeout counts from the request, as a single launch's did.
+  if (!s->answered.wait_until(lock, s->started + options_.callTimeout,
+                              [s] { return s->hasAnswer; })) {
     s->abandoned = true;
     lock.unlock();
     s->context.TryCancel();  // if the ranks start after all, the agent stops them

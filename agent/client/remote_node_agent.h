@@ -64,6 +64,10 @@ class RemoteNodeAgent : public coordinator::NodeAgent {
   coordinator::ReserveResult reserve(const ledger::Request& request) override;
   // Sent from a background thread, as stop() is.
   void unreserve(const std::string& key) override;
+  bool beginLaunch(const coordinator::LaunchRequest& request, coordinator::JobEvents* events,
+                   std::string* error) override;
+  coordinator::LaunchStatus awaitLaunch(const coordinator::LaunchRequest& request,
+                                        coordinator::JobEvents* events) override;
   coordinator::LaunchStatus launch(const coordinator::LaunchRequest& request,
                                    coordinator::JobEvents* events) override;
   // Sends Stop from a background thread (a dead agent must not block the coordinator) and

@@ -159,6 +159,39 @@ LaunchStatus FakeNodeAgent::launch(const LaunchRequest& request, JobEvents* even
   return status;
 }
 
+void FakeNodeAgent::launchInTwoHalves(std::vector<std::string>* calls) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  twoHalves_ = true;
+  calls_ = calls;
+}
+
+bool FakeNodeAgent::beginLaunch(const LaunchRequest& request, JobEvents* events,
+                                std::string* error) {
+  (void)error;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!twoHalves_) return false;
+    if (calls_ != nullptr) calls_->push_back("begin " + host_);
+  }
+  LaunchStatus status = launch(request, events);
+  std::lock_guard<std::mutex> lock(mutex_);
+  begun_ = std::move(status);
+  return true;
+}
+
+LaunchStatus FakeNodeAgent::awaitLaunch(const LaunchRequest& request, JobEvents* events) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (twoHalves_ && begun_) {
+      if (calls_ != nullptr) calls_->push_back("await " + host_);
+      LaunchStatus status = std::move(*begun_);
+      begun_.reset();
+      return status;
+    }
+  }
+  return launch(request, events);
+}
+
 void FakeNodeAgent::stop(const std::string& jobId, int signal, std::chrono::milliseconds grace) {
   std::lock_guard<std::mutex> lock(mutex_);
   stops_.push_back({jobId, signal, grace});

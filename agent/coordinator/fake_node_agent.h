@@ -34,6 +34,9 @@ class FakeNodeAgent : public NodeAgent {
   // describe() reports the agent unreachable, or (authentication) refusing our credentials.
   void failDescribe(std::string reason, bool authentication = false);
   void failLaunch(std::string reason);  // launch() refuses with this error
+  // Launches in two halves (beginLaunch starts the ranks, awaitLaunch answers), as a remote
+  // agent does; each half appends "begin <host>" / "await <host>" to `calls` when given.
+  void launchInTwoHalves(std::vector<std::string>* calls = nullptr);
   // reserve() goes to `ledger` (which must outlive the agent; several fakes may share one, as
   // jobs share a node); without one it answers "not accounted" and the described GPUs are used.
   void useLedger(ledger::ResourceLedger* ledger);
@@ -60,6 +63,8 @@ class FakeNodeAgent : public NodeAgent {
   ReserveResult reserve(const ledger::Request& request) override;
   void unreserve(const std::string& key) override;
   LaunchStatus launch(const LaunchRequest& request, JobEvents* events) override;
+  bool beginLaunch(const LaunchRequest& request, JobEvents* events, std::string* error) override;
+  LaunchStatus awaitLaunch(const LaunchRequest& request, JobEvents* events) override;
   void stop(const std::string& jobId, int signal, std::chrono::milliseconds grace) override;
 
  private:
@@ -72,6 +77,9 @@ class FakeNodeAgent : public NodeAgent {
   std::optional<std::string> describeError_;
   bool describeAuthFailed_ = false;
   std::optional<std::string> launchError_;
+  bool twoHalves_ = false;
+  std::vector<std::string>* calls_ = nullptr;
+  std::optional<LaunchStatus> begun_;  // the answer awaitLaunch gives
   std::optional<std::string> reserveError_;
   ledger::ResourceLedger* ledger_ = nullptr;
   std::vector<ledger::Request> reserves_;

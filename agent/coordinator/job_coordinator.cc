@@ -327,6 +327,11 @@ std::vector<HostResources> JobCoordinator::resources() const {
 }
 
 void JobCoordinator::launchAll(const std::vector<LaunchRequest>& requests) {
+  // Every host's launch goes out before the leader waits for any answer: the hosts start their
+  // ranks at the same time, and a job's launch costs one round trip, not one per host.
+  std::vector<size_t> begun;
+  std::vector<std::string> beginErrors;
+  std::vector<bool> sent;
   for (size_t h = 0; h < requests.size(); ++h) {
     const LaunchRequest& request = requests[h];
     if (request.ranks.empty()) continue;
@@ -334,11 +339,28 @@ void JobCoordinator::launchAll(const std::vector<LaunchRequest>& requests) {
       std::lock_guard<std::mutex> lock(mutex_);
       // A failure or Ctrl-C while launching: do not start more ranks only to stop them.
       if (failure_ || cancelled_ || timedOut_) break;
-      // Running before launch() returns: an in-process agent may report exits from its own
+      // Running before the launch returns: an in-process agent may report exits from its own
       // thread before we get here again.
       for (const RankLaunch& r : request.ranks) ranks_[r.rank] = RankState::kRunning;
     }
-    LaunchStatus status = agents_[h]->launch(request, this);
+    begun.push_back(h);
+    std::string error;
+    sent.push_back(agents_[h]->beginLaunch(request, this, &error));
+    beginErrors.push_back(std::move(error));
+  }
+  for (size_t i = 0; i < begun.size(); ++i) {
+    const size_t h = begun[i];
+    const LaunchRequest& request = requests[h];
+    if (!sent[i]) {
+      // Not started yet (a one-call agent): after a failure or Ctrl-C it is not started at all.
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (failure_ || cancelled_ || timedOut_) {
+        for (const RankLaunch& r : request.ranks) ranks_[r.rank] = RankState::kNotStarted;
+        continue;
+      }
+    }
+    const LaunchStatus status = beginErrors[i].empty() ? agents_[h]->awaitLaunch(request, this)
+                                                       : LaunchStatus{beginErrors[i]};
     Actions actions;
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -361,7 +383,6 @@ void JobCoordinator::launchAll(const std::vector<LaunchRequest>& requests) {
       }
     }
     perform(std::move(actions));
-    if (!status.ok()) break;
   }
   Actions actions;
   std::vector<bool> unlaunched;

@@ -134,6 +134,21 @@ class NodeAgent {
   // Starts `request.ranks` and from then on reports their events to `events`, which must outlive
   // the job on this agent (until every rank's exit, or onAgentLost, was reported).
   virtual LaunchStatus launch(const LaunchRequest& request, JobEvents* events) = 0;
+  // launch() in two halves, so that a coordinator sends every host its launch before it waits
+  // for any answer (a job's launch takes one round trip, not one per host). beginLaunch sends
+  // the request and returns at once: true when it went out (or failed to: then *error says
+  // why), after which one awaitLaunch of the same request returns what launch() would have;
+  // false for an agent that launches in one call (the default: awaitLaunch is launch(), and a
+  // coordinator skips it for the hosts after a failure).
+  virtual bool beginLaunch(const LaunchRequest& request, JobEvents* events, std::string* error) {
+    (void)request;
+    (void)events;
+    (void)error;
+    return false;
+  }
+  virtual LaunchStatus awaitLaunch(const LaunchRequest& request, JobEvents* events) {
+    return launch(request, events);
+  }
   // Graceful stop of the job's ranks on this node: `signal` now, SIGKILL after `grace` (the
   // agent owns that timer, so a stop survives a coordinator that goes away). A second stop with
   // a shorter grace escalates. Returns at once; exits arrive through JobEvents.

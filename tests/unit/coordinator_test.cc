@@ -246,6 +246,34 @@ TEST_F(CoordinatorTest, LaunchFailureStopsLaunchedHostsAndNamesTheHost) {
             "directory");
 }
 
+TEST_F(CoordinatorTest, EveryHostsLaunchGoesOutBeforeTheLeaderWaitsForAnyAnswer) {
+  makeJob({{"a", 1}, {"b", 1}, {"c", 1}}, 3);
+  std::vector<std::string> calls;
+  for (int h = 0; h < 3; ++h) agent(h).launchInTwoHalves(&calls);
+  ASSERT_TRUE(coordinator().start());
+  EXPECT_EQ(calls, (std::vector<std::string>{"begin a", "begin b", "begin c", "await a", "await b",
+                                             "await c"}));
+  for (int h = 0; h < 3; ++h) EXPECT_EQ(agent(h).launches().size(), 1u) << h;
+}
+
+TEST_F(CoordinatorTest, ALaunchFailureAmongConcurrentLaunchesStopsEveryStartedHost) {
+  makeJob({{"a", 1}, {"b", 1}, {"c", 1}}, 3);
+  for (int h = 0; h < 3; ++h) agent(h).launchInTwoHalves();
+  agent(1).failLaunch("rank 1: cannot execute './train': No such file or directory");
+  EXPECT_TRUE(coordinator().start()) << "ranks 0 and 2 still have to report their exits";
+  // c's launch was out before b's answer came: it started, so it is stopped too.
+  ASSERT_EQ(agent(0).stops().size(), 1u);
+  ASSERT_EQ(agent(2).stops().size(), 1u);
+  EXPECT_EQ(agent(2).stops()[0].signal, SIGTERM);
+  EXPECT_TRUE(agent(1).stops().empty());
+  agent(0).emitExit(0, ExitStatus{0, SIGTERM});
+  EXPECT_TRUE(client_.ends.empty()) << "rank 2 has not reported yet";
+  agent(2).emitExit(2, ExitStatus{0, SIGTERM});
+  const JobResult& r = onlyEnd();
+  EXPECT_EQ(r.outcome, JobOutcome::kLaunchFailed);
+  EXPECT_EQ(r.host, "b");
+}
+
 TEST_F(CoordinatorTest, FailingRankStopsEveryHostOnceAndIsTheRootCause) {
   makeJob({{"a", 2}, {"b", 2}}, 4);
   ASSERT_TRUE(coordinator().start());
