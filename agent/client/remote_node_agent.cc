@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <future>
 #include <set>
 #include <utility>
 
@@ -93,12 +95,10 @@ RemoteNodeAgent::~RemoteNodeAgent() { shutdown(); }
 
 void RemoteNodeAgent::shutdown() {
   std::map<std::string, std::unique_ptr<Stream>> streams;
-  std::vector<std::thread> stops;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     shutdown_ = true;
     streams.swap(streams_);
-    stops.swap(stopThreads_);
   }
   for (auto& [jobId, stream] : streams) {
     stream->context.TryCancel();  // the agent stops the job's ranks when its caller goes
@@ -106,65 +106,131 @@ void RemoteNodeAgent::shutdown() {
   for (auto& [jobId, stream] : streams) {
     if (stream->thread.joinable()) stream->thread.join();
   }
-  for (std::thread& t : stops) t.join();
+  // Calls still in flight (a Stop, an Unreserve) end by their deadline.
+  std::unique_lock<std::mutex> lock(mutex_);
+  idle_.wait(lock, [this] {
+    return std::all_of(calls_.begin(), calls_.end(),
+                       [](const std::unique_ptr<CallBase>& c) { return c->answered; });
+  });
+  reapAnswered();
+}
+
+// One unary call in flight: what gRPC's callback needs to outlive the caller's frame.
+template <typename Request, typename Response>
+struct RemoteNodeAgent::Call : CallBase {
+  grpc::ClientContext context;
+  Request request;
+  Response response;
+};
+
+template <typename Request, typename Response, typename Send, typename Answer>
+void RemoteNodeAgent::send(std::string_view method, Request request, Send sendCall, Answer answer) {
+  // The agent owns each call until it has been answered, and frees it on its own thread: the
+  // callback lives in the call's memory, so it must not be what destroys the call.
+  auto owned = std::make_unique<Call<Request, Response>>();
+  Call<Request, Response>* call = owned.get();
+  call->request = std::move(request);
+  call->context.set_deadline(std::chrono::system_clock::now() + options_.callTimeout);
+  signer_->sign(&call->context, method, call->request);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    reapAnswered();
+    calls_.push_back(std::move(owned));
+  }
+  // gRPC runs the callback on its own threads once the call ends (its deadline bounds that).
+  sendCall(&call->context, &call->request, &call->response,
+           [this, call, answer = std::move(answer)](grpc::Status status) mutable {
+             answer(status, call->response);
+             std::lock_guard<std::mutex> lock(mutex_);
+             call->answered = true;
+             idle_.notify_all();
+           });
+}
+
+void RemoteNodeAgent::reapAnswered() {
+  calls_.erase(std::remove_if(calls_.begin(), calls_.end(),
+                              [](const std::unique_ptr<CallBase>& c) { return c->answered; }),
+               calls_.end());
+}
+
+void RemoteNodeAgent::describeAsync(std::function<void(coordinator::DescribeResult)> done) {
+  send<v1::DescribeRequest, v1::DescribeResponse>(
+      rpc::kDescribeMethod, v1::DescribeRequest{},
+      [this](auto* context, auto* request, auto* response, auto callback) {
+        stub_->async()->Describe(context, request, response, std::move(callback));
+      },
+      [this, done = std::move(done)](const grpc::Status& status,
+                                     const v1::DescribeResponse& response) {
+        coordinator::DescribeResult result;
+        result.error.host = options_.host;
+        result.error.address = options_.address;
+        if (!status.ok()) {
+          result.error.reason = describeStatus(status, options_.callTimeout);
+          result.error.authenticationFailed =
+              status.error_code() == grpc::StatusCode::UNAUTHENTICATED;
+        } else {
+          result.description = rpc::fromProto(response);
+        }
+        done(std::move(result));
+      });
+}
+
+void RemoteNodeAgent::reserveAsync(const ledger::Request& request,
+                                   std::function<void(coordinator::ReserveResult)> done) {
+  send<v1::ReserveRequest, v1::ReserveResponse>(
+      rpc::kReserveMethod, rpc::toProto(request),
+      [this](auto* context, auto* message, auto* response, auto callback) {
+        stub_->async()->Reserve(context, message, response, std::move(callback));
+      },
+      [this, done = std::move(done)](const grpc::Status& status,
+                                     const v1::ReserveResponse& response) {
+        coordinator::ReserveResult result;
+        if (!status.ok()) {
+          result.error.host = options_.host;
+          result.error.address = options_.address;
+          result.error.reason = describeStatus(status, options_.callTimeout);
+          result.error.authenticationFailed =
+              status.error_code() == grpc::StatusCode::UNAUTHENTICATED;
+        } else {
+          result.grant = rpc::fromProto(response);
+        }
+        done(std::move(result));
+      });
 }
 
 coordinator::DescribeResult RemoteNodeAgent::describe() {
-  coordinator::DescribeResult result;
-  result.error.host = options_.host;
-  result.error.address = options_.address;
-  v1::DescribeRequest request;
-  v1::DescribeResponse response;
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + options_.callTimeout);
-  signer_->sign(&context, rpc::kDescribeMethod, request);
-  const grpc::Status status = stub_->Describe(&context, request, &response);
-  if (!status.ok()) {
-    result.error.reason = describeStatus(status, options_.callTimeout);
-    result.error.authenticationFailed = status.error_code() == grpc::StatusCode::UNAUTHENTICATED;
-    return result;
-  }
-  result.description = rpc::fromProto(response);
-  return result;
+  std::promise<coordinator::DescribeResult> answer;
+  describeAsync([&answer](coordinator::DescribeResult r) { answer.set_value(std::move(r)); });
+  return answer.get_future().get();
 }
 
 coordinator::ReserveResult RemoteNodeAgent::reserve(const ledger::Request& request) {
-  coordinator::ReserveResult result;
-  const v1::ReserveRequest message = rpc::toProto(request);
-  v1::ReserveResponse response;
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + options_.callTimeout);
-  signer_->sign(&context, rpc::kReserveMethod, message);
-  const grpc::Status status = stub_->Reserve(&context, message, &response);
-  if (!status.ok()) {
-    result.error.host = options_.host;
-    result.error.address = options_.address;
-    result.error.reason = describeStatus(status, options_.callTimeout);
-    result.error.authenticationFailed = status.error_code() == grpc::StatusCode::UNAUTHENTICATED;
-    return result;
-  }
-  result.grant = rpc::fromProto(response);
-  return result;
+  std::promise<coordinator::ReserveResult> answer;
+  reserveAsync(request,
+               [&answer](coordinator::ReserveResult r) { answer.set_value(std::move(r)); });
+  return answer.get_future().get();
 }
 
 void RemoteNodeAgent::unreserve(const std::string& key) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (shutdown_) return;
-  stopThreads_.emplace_back([this, key] {
-    v1::UnreserveRequest request;
-    request.set_job_id(key);
-    v1::UnreserveResponse response;
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + options_.callTimeout);
-    signer_->sign(&context, rpc::kUnreserveMethod, request);
-    const grpc::Status status = stub_->Unreserve(&context, request, &response);
-    if (!status.ok()) {
-      // Not fatal: the reservation's lease returns it anyway.
-      hvd::logging::program("client")->warn(
-          "giving back the reservation of job {} on {} ({}) failed: {}", key, options_.host,
-          options_.address, describeStatus(status, options_.callTimeout));
-    }
-  });
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (shutdown_) return;
+  }
+  v1::UnreserveRequest request;
+  request.set_job_id(key);
+  send<v1::UnreserveRequest, v1::UnreserveResponse>(
+      rpc::kUnreserveMethod, std::move(request),
+      [this](auto* context, auto* message, auto* response, auto callback) {
+        stub_->async()->Unreserve(context, message, response, std::move(callback));
+      },
+      [this, key](const grpc::Status& status, const v1::UnreserveResponse&) {
+        if (!status.ok()) {
+          // Not fatal: the reservation's lease returns it anyway.
+          hvd::logging::program("client")->warn(
+              "giving back the reservation of job {} on {} ({}) failed: {}", key, options_.host,
+              options_.address, describeStatus(status, options_.callTimeout));
+        }
+      });
 }
 
 coordinator::LaunchStatus RemoteNodeAgent::launch(const coordinator::LaunchRequest& request,
@@ -316,27 +382,27 @@ void RemoteNodeAgent::streamFailed(Stream* s, const std::string& what) {
 }
 
 void RemoteNodeAgent::stop(const std::string& jobId, int signal, std::chrono::milliseconds grace) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (shutdown_) return;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (shutdown_) return;
+  }
+  v1::StopRequest request;
+  request.set_job_id(jobId);
+  request.set_signal(signal);
+  request.set_grace_ms(grace.count());
   // A failed Stop is only logged, as a refused one is: the job's end (its stream) still comes.
-  stopThreads_.emplace_back([this, jobId, signal, grace] {
-    common::runGuarded("stop of job " + jobId + " on " + options_.host, [&] {
-      v1::StopRequest request;
-      request.set_job_id(jobId);
-      request.set_signal(signal);
-      request.set_grace_ms(grace.count());
-      v1::StopResponse response;
-      grpc::ClientContext context;
-      context.set_deadline(std::chrono::system_clock::now() + options_.callTimeout);
-      signer_->sign(&context, rpc::kStopMethod, request);
-      const grpc::Status status = stub_->Stop(&context, request, &response);
-      if (!status.ok()) {
-        hvd::logging::program("client")->warn("stop of job {} on {} ({}) failed: {}", jobId,
-                                              options_.host, options_.address,
-                                              describeStatus(status, options_.callTimeout));
-      }
-    });
-  });
+  send<v1::StopRequest, v1::StopResponse>(
+      rpc::kStopMethod, std::move(request),
+      [this](auto* context, auto* message, auto* response, auto callback) {
+        stub_->async()->Stop(context, message, response, std::move(callback));
+      },
+      [this, jobId](const grpc::Status& status, const v1::StopResponse&) {
+        if (!status.ok()) {
+          hvd::logging::program("client")->warn("stop of job {} on {} ({}) failed: {}", jobId,
+                                                options_.host, options_.address,
+                                                describeStatus(status, options_.callTimeout));
+        }
+      });
 }
 
 }  // namespace hvd::agent::client

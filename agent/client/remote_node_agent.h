@@ -54,15 +54,20 @@ class RemoteNodeAgent : public coordinator::NodeAgent {
   RemoteNodeAgent(const RemoteNodeAgent&) = delete;
   RemoteNodeAgent& operator=(const RemoteNodeAgent&) = delete;
 
-  // Cancels every open Launch stream (the remote agent then stops those ranks) and joins the
-  // reader and stop threads; no event is delivered after it returns.
+  // Cancels every open Launch stream (the remote agent then stops those ranks), joins their
+  // reader threads and waits for the calls in flight (each ends by its deadline); no event or
+  // answer is delivered after it returns.
   void shutdown();
 
   std::string host() const override { return options_.host; }
   std::string address() const override { return options_.address; }
   coordinator::DescribeResult describe() override;
   coordinator::ReserveResult reserve(const ledger::Request& request) override;
-  // Sent from a background thread, as stop() is.
+  // gRPC's callback API: no thread of ours waits on the call.
+  void describeAsync(std::function<void(coordinator::DescribeResult)> done) override;
+  void reserveAsync(const ledger::Request& request,
+                    std::function<void(coordinator::ReserveResult)> done) override;
+  // Sent asynchronously, as stop() is; returns at once.
   void unreserve(const std::string& key) override;
   bool beginLaunch(const coordinator::LaunchRequest& request, coordinator::JobEvents* events,
                    std::string* error) override;
@@ -70,13 +75,24 @@ class RemoteNodeAgent : public coordinator::NodeAgent {
                                         coordinator::JobEvents* events) override;
   coordinator::LaunchStatus launch(const coordinator::LaunchRequest& request,
                                    coordinator::JobEvents* events) override;
-  // Sends Stop from a background thread (a dead agent must not block the coordinator) and
-  // returns at once.
+  // Sends Stop asynchronously (a dead agent must not block the coordinator) and returns at once.
   void stop(const std::string& jobId, int signal, std::chrono::milliseconds grace) override;
 
  private:
   struct Stream;
+  struct CallBase {
+    virtual ~CallBase() = default;
+    bool answered = false;  // under mutex_
+  };
+  template <typename Request, typename Response>
+  struct Call;
 
+  // Sends one signed unary call with the call timeout through sendCall (the stub's async form)
+  // and hands its status and response to answer on gRPC's thread; kept in calls_ until then.
+  template <typename Request, typename Response, typename Send, typename Answer>
+  void send(std::string_view method, Request request, Send sendCall, Answer answer);
+  // Frees the answered calls (mutex_ held).
+  void reapAnswered();
   void readStream(Stream* stream);
   // readStream's way out after an exception: the stream counts as lost.
   void streamFailed(Stream* stream, const std::string& what);
@@ -89,7 +105,8 @@ class RemoteNodeAgent : public coordinator::NodeAgent {
   std::mutex mutex_;
   bool shutdown_ = false;
   std::map<std::string, std::unique_ptr<Stream>> streams_;  // by job id
-  std::vector<std::thread> stopThreads_;
+  std::vector<std::unique_ptr<CallBase>> calls_;            // unary calls sent, freed once answered
+  std::condition_variable idle_;
 };
 
 }  // namespace hvd::agent::client

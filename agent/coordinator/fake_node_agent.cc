@@ -4,6 +4,50 @@
 
 namespace hvd::agent::coordinator {
 
+HeldAnswers::HeldAnswers(size_t expected, std::chrono::milliseconds patience)
+    : expected_(expected) {
+  timer_ = std::thread([this, patience] {
+    std::unique_lock<std::mutex> lock(mutex_);
+    changed_.wait_for(lock, patience, [this] { return released_ || closing_; });
+    if (!released_) release(lock);
+  });
+}
+
+HeldAnswers::~HeldAnswers() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    closing_ = true;
+  }
+  changed_.notify_all();
+  timer_.join();
+}
+
+void HeldAnswers::hold(const std::string& host, std::function<void()> answer) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  log_.push_back("ask " + host);
+  held_.emplace_back(host, std::move(answer));
+  if (released_ || ++asked_ == expected_) release(lock);
+}
+
+// Gives the held answers without the lock: an answer may be what the caller waits for.
+void HeldAnswers::release(std::unique_lock<std::mutex>& lock) {
+  released_ = true;
+  changed_.notify_all();
+  while (!held_.empty()) {
+    auto [host, answer] = std::move(held_.front());
+    held_.erase(held_.begin());
+    log_.push_back("answer " + host);
+    lock.unlock();
+    answer();
+    lock.lock();
+  }
+}
+
+std::vector<std::string> HeldAnswers::log() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return log_;
+}
+
 FakeNodeAgent::FakeNodeAgent(std::string host, std::string address)
     : host_(std::move(host)), address_(address.empty() ? host_ + ":7070" : std::move(address)) {
   description_.hostname = host_;
@@ -49,6 +93,39 @@ void FakeNodeAgent::useLedger(ledger::ResourceLedger* ledger) {
 void FakeNodeAgent::failReserve(std::string reason) {
   std::lock_guard<std::mutex> lock(mutex_);
   reserveError_ = std::move(reason);
+}
+
+void FakeNodeAgent::holdDescribes(HeldAnswers* held) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  heldDescribes_ = held;
+}
+
+void FakeNodeAgent::holdReserves(HeldAnswers* held) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  heldReserves_ = held;
+}
+
+void FakeNodeAgent::describeAsync(std::function<void(DescribeResult)> done) {
+  HeldAnswers* held = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    held = heldDescribes_;
+  }
+  if (held == nullptr) return done(describe());
+  DescribeResult result = describe();
+  held->hold(host_, [done = std::move(done), result = std::move(result)] { done(result); });
+}
+
+void FakeNodeAgent::reserveAsync(const ledger::Request& request,
+                                 std::function<void(ReserveResult)> done) {
+  HeldAnswers* held = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    held = heldReserves_;
+  }
+  if (held == nullptr) return done(reserve(request));
+  ReserveResult result = reserve(request);
+  held->hold(host_, [done = std::move(done), result = std::move(result)] { done(result); });
 }
 
 std::vector<ledger::Request> FakeNodeAgent::reserves() const {

@@ -5,14 +5,46 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "agent/coordinator/node_agent.h"
 
 namespace hvd::agent::coordinator {
+
+// Holds the answers of asynchronous calls (describeAsync, reserveAsync) until `expected` calls
+// have come in, then gives them all, in the order they were asked; logs "ask <host>" and
+// "answer <host>" so a test can see whether every host was asked before any answer. A caller
+// that waits for each answer before the next request is not left hanging: after `patience`
+// the held answers go out and every later call is answered at once (and the log shows it).
+class HeldAnswers {
+ public:
+  HeldAnswers(size_t expected, std::chrono::milliseconds patience);
+  ~HeldAnswers();
+  HeldAnswers(const HeldAnswers&) = delete;
+  HeldAnswers& operator=(const HeldAnswers&) = delete;
+
+  void hold(const std::string& host, std::function<void()> answer);
+  std::vector<std::string> log() const;
+
+ private:
+  void release(std::unique_lock<std::mutex>& lock);
+
+  const size_t expected_;
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<std::pair<std::string, std::function<void()>>> held_;
+  std::vector<std::string> log_;
+  size_t asked_ = 0;
+  bool released_ = false;
+  bool closing_ = false;
+  std::thread timer_;
+};
 
 class FakeNodeAgent : public NodeAgent {
  public:
@@ -42,6 +74,10 @@ class FakeNodeAgent : public NodeAgent {
   void useLedger(ledger::ResourceLedger* ledger);
   // reserve() reports the agent unreachable with this reason.
   void failReserve(std::string reason);
+  // describeAsync / reserveAsync answer through `held` (which must outlive the agent) instead
+  // of at once.
+  void holdDescribes(HeldAnswers* held);
+  void holdReserves(HeldAnswers* held);
 
   // Observation.
   std::vector<LaunchRequest> launches() const;
@@ -61,6 +97,9 @@ class FakeNodeAgent : public NodeAgent {
   std::string address() const override { return address_; }
   DescribeResult describe() override;
   ReserveResult reserve(const ledger::Request& request) override;
+  void describeAsync(std::function<void(DescribeResult)> done) override;
+  void reserveAsync(const ledger::Request& request,
+                    std::function<void(ReserveResult)> done) override;
   void unreserve(const std::string& key) override;
   LaunchStatus launch(const LaunchRequest& request, JobEvents* events) override;
   bool beginLaunch(const LaunchRequest& request, JobEvents* events, std::string* error) override;
@@ -82,6 +121,8 @@ class FakeNodeAgent : public NodeAgent {
   std::optional<LaunchStatus> begun_;  // the answer awaitLaunch gives
   std::optional<std::string> reserveError_;
   ledger::ResourceLedger* ledger_ = nullptr;
+  HeldAnswers* heldDescribes_ = nullptr;
+  HeldAnswers* heldReserves_ = nullptr;
   std::vector<ledger::Request> reserves_;
   std::vector<std::string> unreserves_;
   std::vector<LaunchRequest> launches_;

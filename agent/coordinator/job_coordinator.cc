@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "agent/coordinator/fan_out.h"
 #include "contract/exit_codes.h"
 #include "hvd/error.hpp"
 
@@ -70,9 +71,14 @@ JobCoordinator::Start JobCoordinator::tryStart(bool queue) {
   }
   // Every host is described before anything starts: an unreachable host must fail the job
   // before a single worker runs, or the others would wait in rendezvous until their timeout.
+  // Every host is asked at once; the first failing host in -H order is the one reported.
+  std::vector<DescribeResult> answers = fanOut<DescribeResult>(
+      agents_.size(), [&](size_t h, std::function<void(DescribeResult)> done) {
+        agents_[h]->describeAsync(std::move(done));
+      });
   std::vector<NodeDescription> nodes;
   for (size_t h = 0; h < agents_.size(); ++h) {
-    DescribeResult described = agents_[h]->describe();
+    DescribeResult& described = answers[h];
     if (!described.ok()) {
       AgentError error = described.error;
       if (error.host.empty()) error.host = spec_.hosts[h].host;
@@ -183,6 +189,10 @@ ledger::Grant JobCoordinator::reserveAll(const std::vector<NodeDescription>& nod
   accounted->assign(hosts, false);
   std::vector<bool> held(hosts, false);
   ledger::Grant outcome;
+  // Every host with ranks is asked at once. The first host in -H order that fails or refuses
+  // decides the outcome, as it would one host at a time; what the others granted goes back.
+  std::vector<size_t> asked;
+  std::vector<ledger::Request> requests;
   for (size_t h = 0; h < hosts; ++h) {
     if (placement.hostRanks[h].empty()) continue;
     ledger::Request request;
@@ -193,25 +203,37 @@ ledger::Grant JobCoordinator::reserveAll(const std::vector<NodeDescription>& nod
     request.share = spec_.oversubscribe;
     if (h < spec_.preferredGpus.size()) request.preferredGpus = spec_.preferredGpus[h];
     request.lease = spec_.reserveLease;
-    ReserveResult result = agents_[h]->reserve(request);
+    asked.push_back(h);
+    requests.push_back(std::move(request));
+  }
+  std::vector<ReserveResult> answers =
+      fanOut<ReserveResult>(asked.size(), [&](size_t i, std::function<void(ReserveResult)> done) {
+        agents_[asked[i]]->reserveAsync(requests[i], std::move(done));
+      });
+  bool decided = false;
+  for (size_t i = 0; i < asked.size(); ++i) {
+    const size_t h = asked[i];
+    const ReserveResult& result = answers[i];
+    if (result.ok() && result.grant.verdict == ledger::Verdict::kGranted) {
+      held[h] = result.accounted;
+      (*accounted)[h] = result.accounted;
+      if (result.accounted) {
+        (*gpus)[h] = result.grant.gpus;
+      } else {
+        for (const node::GpuInfo& gpu : nodes[h].gpus) (*gpus)[h].push_back(gpu.index);
+      }
+      continue;
+    }
+    if (decided) continue;
+    decided = true;
     if (!result.ok()) {
       AgentError error = result.error;
       if (error.host.empty()) error.host = spec_.hosts[h].host;
       if (error.address.empty()) error.address = agents_[h]->address();
       *failed = unreachableResult(error);
       outcome.verdict = ledger::Verdict::kBusy;
-      break;
-    }
-    if (result.grant.verdict != ledger::Verdict::kGranted) {
-      outcome = result.grant;
-      break;
-    }
-    held[h] = result.accounted;
-    (*accounted)[h] = result.accounted;
-    if (result.accounted) {
-      (*gpus)[h] = result.grant.gpus;
     } else {
-      for (const node::GpuInfo& gpu : nodes[h].gpus) (*gpus)[h].push_back(gpu.index);
+      outcome = result.grant;
     }
   }
   if (failed->has_value() || outcome.verdict != ledger::Verdict::kGranted) {

@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <csignal>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -129,6 +130,15 @@ class NodeAgent {
   // Holds this host's share of an attempt in the agent's ledger, all or nothing (the request's
   // key is the attempt's launch id). Busy and never-fits are grants with that verdict.
   virtual ReserveResult reserve(const ledger::Request& request) = 0;
+  // describe() and reserve() for a coordinator that asks every host at once (fan_out.h): the
+  // request goes out now and `done` runs exactly once with what the one-call form would have
+  // returned, on any thread, possibly before this returns; `done` must not block. The default
+  // answers with the one-call form before it returns (an in-process agent).
+  virtual void describeAsync(std::function<void(DescribeResult)> done) { done(describe()); }
+  virtual void reserveAsync(const ledger::Request& request,
+                            std::function<void(ReserveResult)> done) {
+    done(reserve(request));
+  }
   // Gives back a reservation that will not be launched; returns at once, unknown keys ignored.
   virtual void unreserve(const std::string& key) = 0;
   // Starts `request.ranks` and from then on reports their events to `events`, which must outlive

@@ -1,5 +1,6 @@
 // Job coordinator (agent/coordinator): what each host is asked to launch, and how a job fails
-// fast with one root cause, driven through fake agents and a manual clock (no threads).
+// fast with one root cause, driven through fake agents and a manual clock (no threads, except
+// the fallback timer of HeldAnswers).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -254,6 +255,33 @@ TEST_F(CoordinatorTest, EveryHostsLaunchGoesOutBeforeTheLeaderWaitsForAnyAnswer)
   EXPECT_EQ(calls, (std::vector<std::string>{"begin a", "begin b", "begin c", "await a", "await b",
                                              "await c"}));
   for (int h = 0; h < 3; ++h) EXPECT_EQ(agent(h).launches().size(), 1u) << h;
+}
+
+TEST_F(CoordinatorTest, EveryHostIsDescribedAndReservedBeforeTheLeaderWaitsForAnyAnswer) {
+  makeJob({{"a", 1}, {"b", 1}, {"c", 1}}, 3);
+  HeldAnswers describes(3, 2s);
+  HeldAnswers reserves(3, 2s);
+  for (int h = 0; h < 3; ++h) {
+    agent(h).holdDescribes(&describes);
+    agent(h).holdReserves(&reserves);
+  }
+  ASSERT_TRUE(coordinator().start());
+  const std::vector<std::string> together = {"ask a",    "ask b",    "ask c",
+                                             "answer a", "answer b", "answer c"};
+  EXPECT_EQ(describes.log(), together);
+  EXPECT_EQ(reserves.log(), together);
+  for (int h = 0; h < 3; ++h) EXPECT_EQ(agent(h).launches().size(), 1u) << h;
+}
+
+TEST_F(CoordinatorTest, AmongConcurrentDescribesTheFirstFailingHostInOrderIsReported) {
+  makeJob({{"a", 1}, {"b", 1}, {"c", 1}}, 3);
+  HeldAnswers describes(3, 2s);
+  for (int h = 0; h < 3; ++h) agent(h).holdDescribes(&describes);
+  agent(2).failDescribe("connection refused");
+  agent(1).failDescribe("no answer within 5 s");
+  EXPECT_FALSE(coordinator().start());
+  EXPECT_EQ(onlyEnd().summary, "hvdrun: agent on b (b:7070) is unreachable: no answer within 5 s");
+  for (int h = 0; h < 3; ++h) EXPECT_TRUE(agent(h).launches().empty()) << h;
 }
 
 TEST_F(CoordinatorTest, ALaunchFailureAmongConcurrentLaunchesStopsEveryStartedHost) {
@@ -567,6 +595,21 @@ TEST_F(LedgerCoordinatorTest, ACancelWhileQueuedEndsTheJobWithoutStartingIt) {
   ASSERT_EQ(client_.ends.size(), 1u);
   EXPECT_EQ(client_.ends[0].outcome, JobOutcome::kCancelled);
   EXPECT_TRUE(a_.launches().empty());
+}
+
+TEST_F(LedgerCoordinatorTest, ABusyFirstHostAlsoGivesBackWhatTheHostsAskedWithItGranted) {
+  // Every host is asked at once, so b grants before a's refusal is known: b's share goes back.
+  ASSERT_EQ(ledgerA_.reserve({"hvd-x", "hvd-x", 3, 1, false, {}, 30s}).verdict,
+            ledger::Verdict::kGranted);
+  JobSpec s = spec("hvd-1", 4);
+  s.hosts = {{"a", 2}, {"b", 2}};
+  auto job = make(s);
+  EXPECT_EQ(job->tryStart(true), JobCoordinator::Start::kBusy);
+  EXPECT_EQ(job->busyReason(), "waiting for 2 GPUs on a (1 free); held by hvd-x");
+  EXPECT_EQ(b_.reserves().size(), 1u);
+  EXPECT_EQ(b_.unreserves(), (std::vector<std::string>{"hvd-1"}));
+  EXPECT_TRUE(ledgerB_.holdings().empty());
+  EXPECT_TRUE(a_.unreserves().empty()) << "a granted nothing";
 }
 
 TEST_F(LedgerCoordinatorTest, AnAgentThatCannotReserveFailsTheJobNamingIt) {
