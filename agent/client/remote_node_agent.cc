@@ -49,6 +49,8 @@ const char* codeName(grpc::StatusCode code) {
   }
 }
 
+constexpr const char* kShutDown = "the agent connection is shut down";
+
 }  // namespace
 
 std::string describeStatus(const grpc::Status& status, std::chrono::milliseconds timeout) {
@@ -133,7 +135,13 @@ void RemoteNodeAgent::send(std::string_view method, Request request, Send sendCa
   call->context.set_deadline(std::chrono::system_clock::now() + options_.callTimeout);
   signer_->sign(&call->context, method, call->request);
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    // Checked under the lock that registers the call, so shutdown() never misses one.
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (shutdown_) {
+      lock.unlock();
+      answer(grpc::Status(grpc::StatusCode::CANCELLED, kShutDown), call->response);
+      return;
+    }
     reapAnswered();
     calls_.push_back(std::move(owned));
   }
@@ -145,6 +153,25 @@ void RemoteNodeAgent::send(std::string_view method, Request request, Send sendCa
              call->answered = true;
              idle_.notify_all();
            });
+}
+
+coordinator::AgentError RemoteNodeAgent::errorOf(const grpc::Status& status) const {
+  coordinator::AgentError error;
+  error.host = options_.host;
+  error.address = options_.address;
+  error.reason = describeStatus(status, options_.callTimeout);
+  error.authenticationFailed = status.error_code() == grpc::StatusCode::UNAUTHENTICATED;
+  return error;
+}
+
+std::function<void(const grpc::Status&)> RemoteNodeAgent::warnOnFailure(std::string what) const {
+  return [this, what = std::move(what)](const grpc::Status& status) {
+    // After shutdown() nothing is sent, and nobody waits for the answer: not worth a warning.
+    if (status.ok() || status.error_message() == kShutDown) return;
+    hvd::logging::program("client")->warn("{} on {} ({}) failed: {}", what, options_.host,
+                                          options_.address,
+                                          describeStatus(status, options_.callTimeout));
+  };
 }
 
 void RemoteNodeAgent::reapAnswered() {
@@ -162,12 +189,8 @@ void RemoteNodeAgent::describeAsync(std::function<void(coordinator::DescribeResu
       [this, done = std::move(done)](const grpc::Status& status,
                                      const v1::DescribeResponse& response) {
         coordinator::DescribeResult result;
-        result.error.host = options_.host;
-        result.error.address = options_.address;
         if (!status.ok()) {
-          result.error.reason = describeStatus(status, options_.callTimeout);
-          result.error.authenticationFailed =
-              status.error_code() == grpc::StatusCode::UNAUTHENTICATED;
+          result.error = errorOf(status);
         } else {
           result.description = rpc::fromProto(response);
         }
@@ -186,11 +209,7 @@ void RemoteNodeAgent::reserveAsync(const ledger::Request& request,
                                      const v1::ReserveResponse& response) {
         coordinator::ReserveResult result;
         if (!status.ok()) {
-          result.error.host = options_.host;
-          result.error.address = options_.address;
-          result.error.reason = describeStatus(status, options_.callTimeout);
-          result.error.authenticationFailed =
-              status.error_code() == grpc::StatusCode::UNAUTHENTICATED;
+          result.error = errorOf(status);
         } else {
           result.grant = rpc::fromProto(response);
         }
@@ -212,10 +231,6 @@ coordinator::ReserveResult RemoteNodeAgent::reserve(const ledger::Request& reque
 }
 
 void RemoteNodeAgent::unreserve(const std::string& key) {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (shutdown_) return;
-  }
   v1::UnreserveRequest request;
   request.set_job_id(key);
   send<v1::UnreserveRequest, v1::UnreserveResponse>(
@@ -223,14 +238,9 @@ void RemoteNodeAgent::unreserve(const std::string& key) {
       [this](auto* context, auto* message, auto* response, auto callback) {
         stub_->async()->Unreserve(context, message, response, std::move(callback));
       },
-      [this, key](const grpc::Status& status, const v1::UnreserveResponse&) {
-        if (!status.ok()) {
-          // Not fatal: the reservation's lease returns it anyway.
-          hvd::logging::program("client")->warn(
-              "giving back the reservation of job {} on {} ({}) failed: {}", key, options_.host,
-              options_.address, describeStatus(status, options_.callTimeout));
-        }
-      });
+      // Not fatal: the reservation's lease returns it anyway.
+      [warn = warnOnFailure("giving back the reservation of job " + key)](
+          const grpc::Status& status, const v1::UnreserveResponse&) { warn(status); });
 }
 
 coordinator::LaunchStatus RemoteNodeAgent::launch(const coordinator::LaunchRequest& request,
@@ -382,10 +392,6 @@ void RemoteNodeAgent::streamFailed(Stream* s, const std::string& what) {
 }
 
 void RemoteNodeAgent::stop(const std::string& jobId, int signal, std::chrono::milliseconds grace) {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (shutdown_) return;
-  }
   v1::StopRequest request;
   request.set_job_id(jobId);
   request.set_signal(signal);
@@ -396,13 +402,8 @@ void RemoteNodeAgent::stop(const std::string& jobId, int signal, std::chrono::mi
       [this](auto* context, auto* message, auto* response, auto callback) {
         stub_->async()->Stop(context, message, response, std::move(callback));
       },
-      [this, jobId](const grpc::Status& status, const v1::StopResponse&) {
-        if (!status.ok()) {
-          hvd::logging::program("client")->warn("stop of job {} on {} ({}) failed: {}", jobId,
-                                                options_.host, options_.address,
-                                                describeStatus(status, options_.callTimeout));
-        }
-      });
+      [warn = warnOnFailure("stop of job " + jobId)](const grpc::Status& status,
+                                                     const v1::StopResponse&) { warn(status); });
 }
 
 }  // namespace hvd::agent::client

@@ -89,8 +89,13 @@ class RemoteNodeAgent : public coordinator::NodeAgent {
 
   // Sends one signed unary call with the call timeout through sendCall (the stub's async form)
   // and hands its status and response to answer on gRPC's thread; kept in calls_ until then.
+  // After shutdown() nothing is sent: answer gets CANCELLED at once, on the calling thread.
   template <typename Request, typename Response, typename Send, typename Answer>
   void send(std::string_view method, Request request, Send sendCall, Answer answer);
+  // A failed call's AgentError: this host, its address, describeStatus, authentication.
+  coordinator::AgentError errorOf(const grpc::Status& status) const;
+  // The answer of a call whose failure is only logged ("<what> on <host> (<address>) failed").
+  std::function<void(const grpc::Status&)> warnOnFailure(std::string what) const;
   // Frees the answered calls (mutex_ held).
   void reapAnswered();
   void readStream(Stream* stream);

@@ -109,10 +109,10 @@ std::unique_ptr<Context> connectMesh(store::Store& store, const MeshConfig& conf
   linksConfig.allowShm = config.allowShm;
   linksConfig.shmRingBytes = config.shmRingBytes;
   linksConfig.shmPeerBudgetBytes = config.shmPeerBudgetBytes;
+  linksConfig.fullMeshRanks = config.options.fullMeshRanks;
   auto mesh =
       std::make_unique<MeshLinks>(linksConfig, config.bindAddress, config.hostKey, config.hostName);
-  PeerInfo self = mesh->self();
-  self.fullMeshRanks = config.options.fullMeshRanks;
+  const PeerInfo& self = mesh->self();
   // Arrival is counted, not scanned: each rank publishes its record and adds one to a counter,
   // the rank that brings it to `size` raises "mesh/all", and every rank waits on that one key
   // and then fetches the records in one request. Four requests per rank, whatever the size.

@@ -91,6 +91,7 @@ MeshLinks::MeshLinks(const MeshLinksConfig& config, const std::string& bindAddre
   self_.port = acceptor_.local_endpoint().port();
   self_.hostKey = hostKey;
   self_.hostName = hostName;
+  self_.fullMeshRanks = config.fullMeshRanks;
   self_.nonce = std::random_device{}() * 0x100000001ull ^ std::random_device{}();
 }
 

@@ -44,6 +44,7 @@ struct MeshLinksConfig {
   bool allowShm = true;
   size_t shmRingBytes = 1 << 20;
   size_t shmPeerBudgetBytes = 16 << 20;
+  int fullMeshRanks = 64;  // published in self() (PeerInfo::fullMeshRanks)
 };
 
 class MeshLinks final : public LinkSource {
