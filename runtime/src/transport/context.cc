@@ -42,23 +42,21 @@ Context::Context(int rank, int size, std::vector<std::unique_ptr<Link>> links,
   if (static_cast<int>(links_.size()) != size_) {
     throw InternalError("context needs one link slot per rank");
   }
+  tcpPeer_.assign(size_, false);
   for (int peer = 0; peer < size_; ++peer) {
     if (peer != rank_ && links_[peer] == nullptr && source_ == nullptr) {
       throw InternalError("context has no link to rank " + std::to_string(peer));
     }
-    tcpPeer_.push_back(peer != rank_ && std::string(kindOf(peer)) == "tcp");
-    hasTcp_ = hasTcp_ || tcpPeer_.back();
+    if (links_[peer] != nullptr) tcpPeer_[peer] = std::string(links_[peer]->kind()) == "tcp";
+    hasTcp_ = hasTcp_ || tcpPeer_[peer];
   }
-}
-
-const char* Context::kindOf(int peer) const {
-  if (links_[peer] != nullptr) return links_[peer]->kind();
-  return source_->kindOf(peer);
+  if (source_ != nullptr) hasTcp_ = hasTcp_ || source_->kinds().tcp;
 }
 
 void Context::openLinks(const std::vector<int>& peers, const char* what) {
   if (source_ == nullptr) throw InternalError(std::string(what) + ": a link is missing");
   source_->open(peers, links_, options_.timeout, what);
+  for (int peer : peers) tcpPeer_[peer] = std::string(links_[peer]->kind()) == "tcp";
 }
 
 int Context::openLinkCount() const {
@@ -74,7 +72,12 @@ Link& Context::link(int peer) { return *links_[peer]; }
 std::string Context::describeTransports() const {
   std::set<std::string> kinds;
   for (int peer = 0; peer < size_; ++peer) {
-    if (peer != rank_) kinds.insert(kindOf(peer));
+    if (peer != rank_ && links_[peer] != nullptr) kinds.insert(links_[peer]->kind());
+  }
+  if (source_ != nullptr) {
+    const LinkKinds later = source_->kinds();
+    if (later.shm) kinds.insert("shm");
+    if (later.tcp) kinds.insert("tcp");
   }
   if (kinds.empty()) return "self";
   std::string out;

@@ -142,11 +142,10 @@ class Context {
   ContextOptions options_;
   Workspace workspace_;
   std::unique_ptr<Schedule> schedule_;
-  const char* kindOf(int peer) const;
 
   std::string brokenReason_;
   FailureBoard* failureBoard_ = nullptr;
-  std::vector<bool> tcpPeer_;  // per peer: is its link TCP (fixed when the context is built)
+  std::vector<bool> tcpPeer_;  // per peer: is its link TCP (set as it opens)
   bool hasTcp_ = false;
 };
 

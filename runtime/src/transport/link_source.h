@@ -19,11 +19,17 @@
 
 namespace hvd::transport {
 
+// The kinds of link a source opens: known at init, before the links are (every rank of a job
+// reaches the same answer, since the collectives pick thresholds by it).
+struct LinkKinds {
+  bool shm = false;
+  bool tcp = false;
+};
+
 class LinkSource {
  public:
   virtual ~LinkSource() = default;
-  // "shm" or "tcp": what the link to `peer` is or will be (known before it opens).
-  virtual const char* kindOf(int peer) const = 0;
+  virtual LinkKinds kinds() const = 0;
   // Opens the links to `peers` (distinct, none of them open) into links[peer]. Throws
   // TimeoutError naming the peers it could not reach within `timeout`; `what` starts the
   // message ("allreduce").

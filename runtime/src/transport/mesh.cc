@@ -3,7 +3,9 @@
 #include <unistd.h>
 
 #include <boost/asio.hpp>
+#include <cstdio>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include "common/host.h"
@@ -18,39 +20,6 @@ using asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-std::string encodePeer(const PeerInfo& p) {
-  std::ostringstream out;
-  out << "v2\n"
-      << p.address << "\n"
-      << p.port << "\n"
-      << p.hostKey << "\n"
-      << p.hostName << "\n"
-      << p.nonce << "\n"
-      << p.fullMeshRanks << "\n";
-  return out.str();
-}
-
-PeerInfo decodePeer(const std::string& text, int rank) {
-  std::istringstream in(text);
-  std::string version, port, nonce, fullMesh;
-  PeerInfo p;
-  if (!std::getline(in, version) || version != "v2" || !std::getline(in, p.address) ||
-      !std::getline(in, port) || !std::getline(in, p.hostKey) || !std::getline(in, p.hostName) ||
-      !std::getline(in, nonce) || !std::getline(in, fullMesh)) {
-    throw InvalidArgumentError("hvd init: rank " + std::to_string(rank) +
-                               " published a malformed mesh record (mixed hvd versions?)");
-  }
-  try {
-    p.port = static_cast<uint16_t>(std::stoul(port));
-    p.nonce = std::stoull(nonce);
-    p.fullMeshRanks = std::stoi(fullMesh);
-  } catch (const std::exception&) {
-    throw InvalidArgumentError("hvd init: rank " + std::to_string(rank) +
-                               " published a malformed mesh record");
-  }
-  return p;
-}
 
 std::string readFirstLine(const char* path) {
   std::ifstream in(path);
@@ -89,11 +58,57 @@ std::string localAddressToward(const std::string& host) {
   return "127.0.0.1";
 }
 
+namespace {
+
+// The keys of one rendezvous (under the init cycle's prefix, core/runtime.cc).
+constexpr const char* kArrived = "mesh/arrived";
+constexpr const char* kAll = "mesh/all";
+constexpr const char* kFullMesh = "mesh/full-mesh-ranks";
+constexpr const char* kDisagreement = "mesh/full-mesh-disagreement";
+// Beyond this many ranks a rendezvous that times out counts the missing records instead of
+// naming them: naming them costs the store a scan of every key for every rank.
+constexpr int kMaxNamedMissing = 4096;
+
+// A store key per host: host keys hold '/' and '|', so the key holds their hash.
+std::string hostCounterKey(const std::string& hostKey) {
+  char hex[17];
+  std::snprintf(hex, sizeof(hex), "%016zx", std::hash<std::string>{}(hostKey));
+  return std::string("mesh/host/") + hex;
+}
+
+struct Claim {  // "<HVD_FULL_MESH_RANKS> <rank>" as the agreement keys hold it
+  int value = 0;
+  int rank = 0;
+};
+
+std::string encodeClaim(int value, int rank) {
+  return std::to_string(value) + " " + std::to_string(rank);
+}
+
+Claim decodeClaim(const std::string& text) {
+  Claim claim;
+  std::istringstream in(text);
+  if (!(in >> claim.value >> claim.rank)) {
+    throw InvalidArgumentError("hvd init: a malformed HVD_FULL_MESH_RANKS claim '" + text +
+                               "' in the job's store (mixed hvd versions?)");
+  }
+  return claim;
+}
+
+std::string disagreement(int value, int rank, const Claim& other) {
+  return "hvd init: HVD_FULL_MESH_RANKS is " + std::to_string(value) + " on rank " +
+         std::to_string(rank) + " but " + std::to_string(other.value) + " on rank " +
+         std::to_string(other.rank) + "; set it alike on every rank";
+}
+
+}  // namespace
+
 std::unique_ptr<Context> connectMesh(store::Store& store, const MeshConfig& config,
                                      std::vector<std::string>* hostKeys) {
   auto log = logging::get("transport");
   const int rank = config.rank;
   const int size = config.size;
+  const int fullMeshRanks = config.options.fullMeshRanks;
   const auto deadline = Clock::now() + config.setupTimeout;
   auto remaining = [&] {
     return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -109,51 +124,63 @@ std::unique_ptr<Context> connectMesh(store::Store& store, const MeshConfig& conf
   linksConfig.allowShm = config.allowShm;
   linksConfig.shmRingBytes = config.shmRingBytes;
   linksConfig.shmPeerBudgetBytes = config.shmPeerBudgetBytes;
-  linksConfig.fullMeshRanks = config.options.fullMeshRanks;
-  auto mesh =
-      std::make_unique<MeshLinks>(linksConfig, config.bindAddress, config.hostKey, config.hostName);
-  const PeerInfo& self = mesh->self();
-  // Arrival is counted, not scanned: each rank publishes its record and adds one to a counter,
-  // the rank that brings it to `size` raises "mesh/all", and every rank waits on that one key
-  // and then fetches the records in one request. Four requests per rank, whatever the size.
-  store.set("mesh/" + std::to_string(rank), encodePeer(self));
-  if (store.add("mesh/arrived", 1) == size) store.set("mesh/all", "1");
-  std::vector<std::string> keys;
-  for (int p = 0; p < size; ++p) keys.push_back("mesh/" + std::to_string(p));
-  try {
-    store.wait({"mesh/all"}, remaining());
-  } catch (const TimeoutError&) {
-    // Only on failure: which records are missing, for the message (one check each).
-    std::vector<std::string> missing;
-    for (const auto& key : keys) {
-      if (!store.check({key})) missing.push_back(key);
-    }
-    throw TimeoutError("hvd init: not every rank reached the rendezvous: " +
-                       store::timeoutMessage(keys, missing, config.setupTimeout));
-  }
-  std::vector<PeerInfo> peers(size);
-  {
-    const std::vector<std::string> records = store.getMany(keys, remaining());
-    for (int p = 0; p < size; ++p) peers[p] = decodePeer(records[p], p);
-  }
-  // Every rank checks every record, so each of them fails here rather than some waiting.
-  for (int p = 0; p < size; ++p) {
-    if (peers[p].fullMeshRanks != self.fullMeshRanks) {
-      throw InvalidArgumentError(
-          "hvd init: HVD_FULL_MESH_RANKS is " + std::to_string(self.fullMeshRanks) + " on rank " +
-          std::to_string(rank) + " but " + std::to_string(peers[p].fullMeshRanks) + " on rank " +
-          std::to_string(p) + "; set it alike on every rank");
-    }
-  }
-  if (hostKeys != nullptr) {
-    hostKeys->clear();
-    for (const PeerInfo& p : peers) hostKeys->push_back(p.hostKey);
-  }
-  mesh->setPeers(std::move(peers));
+  auto mesh = std::make_unique<MeshLinks>(linksConfig, config.bindAddress, config.hostKey,
+                                          config.hostName, store);
 
-  // A full mesh opens every pair now; beyond it, only the ring neighbours (the others open on
-  // first use, link_source.h).
-  const bool full = size <= config.options.fullMeshRanks;
+  // Arrival is counted, not scanned, and nothing here reads every rank's record: each rank
+  // publishes its record, counts itself on its host's counter, claims its HVD_FULL_MESH_RANKS
+  // (the first claim stands; a rank that differs says so) and adds one to the arrival counter.
+  // The rank that brings that to `size` raises "mesh/all" with the disagreement, if any, so
+  // that every rank fails alike. Seven requests per rank, whatever the size.
+  const std::string hostCounter = hostCounterKey(config.hostKey);
+  store.set(peerKey(rank), encodePeer(mesh->self()));
+  store.add(hostCounter, 1);
+  const Claim first =
+      decodeClaim(store.compareSet(kFullMesh, "", encodeClaim(fullMeshRanks, rank)));
+  if (first.value != fullMeshRanks) {
+    store.compareSet(kDisagreement, "", encodeClaim(fullMeshRanks, rank));
+  }
+  if (store.add(kArrived, 1) == size) {
+    const std::string other = store.compareSet(kDisagreement, "", "");
+    store.set(kAll, other.empty() ? "ok" : other);
+  }
+  std::string verdict;
+  try {
+    verdict = store.get(kAll, remaining());
+  } catch (const TimeoutError&) {
+    std::vector<std::string> keys;
+    for (int p = 0; p < size; ++p) keys.push_back(peerKey(p));
+    if (size > kMaxNamedMissing) {
+      throw TimeoutError("hvd init: not every rank reached the rendezvous within " +
+                         std::to_string(config.setupTimeout.count()) + " ms: " +
+                         std::to_string(store.add(kArrived, 0)) + " of " + std::to_string(size) +
+                         " ranks arrived");
+    }
+    // Only on failure: which records are missing, for the message, in one request.
+    std::string missing;
+    try {
+      store.wait(keys, std::chrono::milliseconds(0));
+    } catch (const TimeoutError& e) {
+      missing = e.what();
+    }
+    const auto at = missing.find("waiting for keys: ");
+    throw TimeoutError(
+        "hvd init: not every rank reached the rendezvous: timed out after " +
+        std::to_string(config.setupTimeout.count()) + " ms waiting for keys: " +
+        (at == std::string::npos ? missing : missing.substr(at + 18)));
+  }
+  if (verdict != "ok") {
+    const Claim other = decodeClaim(verdict);
+    throw InvalidArgumentError(first.value != fullMeshRanks
+                                   ? disagreement(fullMeshRanks, rank, first)
+                                   : disagreement(fullMeshRanks, rank, other));
+  }
+  mesh->setLocalRanks(static_cast<int>(store.add(hostCounter, 0)));
+
+  // A full mesh reads every record (a bounded number: fullMeshRanks) and opens every pair now;
+  // beyond it, only the ring neighbours' (the others open on first use, link_source.h). The
+  // cross ranks from host keys (mpirun) need every record, whatever the size.
+  const bool full = size <= fullMeshRanks;
   std::vector<int> initial;
   if (full) {
     for (int p = 0; p < size; ++p) {
@@ -162,6 +189,17 @@ std::unique_ptr<Context> connectMesh(store::Store& store, const MeshConfig& conf
   } else {
     initial.push_back((rank + 1) % size);
     if ((rank + size - 1) % size != initial[0]) initial.push_back((rank + size - 1) % size);
+  }
+  if (hostKeys != nullptr) {
+    std::vector<std::string> keys;
+    for (int p = 0; p < size; ++p) keys.push_back(peerKey(p));
+    const std::vector<std::string> records = store.getMany(keys, remaining());
+    hostKeys->clear();
+    for (int p = 0; p < size; ++p) {
+      PeerInfo info = p == rank ? mesh->self() : decodePeer(records[p], p);
+      hostKeys->push_back(info.hostKey);
+      if (p != rank) mesh->learn(p, std::move(info));
+    }
   }
   mesh->open(initial, links, remaining(), "hvd init");
   std::unique_ptr<Context> context;

@@ -1,7 +1,8 @@
 // Builds a Context for one rank of a job: every rank publishes its data-plane address through
-// the job's store (four store requests per rank), then pairs of ranks open their links
-// (mesh_links.h): every pair at init up to ContextOptions::fullMeshRanks ranks; beyond it only
-// the ring neighbours, and the others on first use. Pairs on the same host (same host key) use
+// the job's store and waits for every rank to arrive (seven store requests per rank, none that
+// reads every rank's record), then pairs of ranks open their links (mesh_links.h): every pair
+// at init up to ContextOptions::fullMeshRanks ranks; beyond it only the ring neighbours, and
+// the others on first use, each reading its peer's record from the store as it opens. Pairs on the same host (same host key) use
 // a shared-memory ring pair and keep the socket only for wake-ups and liveness; other pairs use
 // the socket as a TcpLink.
 #pragma once
@@ -34,7 +35,8 @@ struct MeshConfig {
 };
 
 // `hostKeys`, when given, receives every rank's host key as it published it (the runtime derives
-// the cross ranks from them when the launcher named no node: mpirun).
+// the cross ranks from them when the launcher named no node: mpirun); only then does every
+// rank read every record.
 std::unique_ptr<Context> connectMesh(store::Store& store, const MeshConfig& config,
                                      std::vector<std::string>* hostKeys = nullptr);
 

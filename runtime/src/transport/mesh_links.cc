@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <random>
+#include <sstream>
 
 #include "common/logging.h"
 #include "hvd/error.hpp"
@@ -55,6 +56,39 @@ struct Incoming {
 
 }  // namespace
 
+std::string peerKey(int rank) { return "mesh/" + std::to_string(rank); }
+
+std::string encodePeer(const PeerInfo& p) {
+  std::ostringstream out;
+  out << "v3\n"
+      << p.address << "\n"
+      << p.port << "\n"
+      << p.hostKey << "\n"
+      << p.hostName << "\n"
+      << p.nonce << "\n";
+  return out.str();
+}
+
+PeerInfo decodePeer(const std::string& text, int rank) {
+  std::istringstream in(text);
+  std::string version, port, nonce;
+  PeerInfo p;
+  if (!std::getline(in, version) || version != "v3" || !std::getline(in, p.address) ||
+      !std::getline(in, port) || !std::getline(in, p.hostKey) || !std::getline(in, p.hostName) ||
+      !std::getline(in, nonce)) {
+    throw InvalidArgumentError("hvd init: rank " + std::to_string(rank) +
+                               " published a malformed mesh record (mixed hvd versions?)");
+  }
+  try {
+    p.port = static_cast<uint16_t>(std::stoul(port));
+    p.nonce = std::stoull(nonce);
+  } catch (const std::exception&) {
+    throw InvalidArgumentError("hvd init: rank " + std::to_string(rank) +
+                               " published a malformed mesh record");
+  }
+  return p;
+}
+
 // One pair's handshake. The higher rank connects (socket, hello out), the lower accepts
 // (socket, hello in); `connected` once the hello has gone out or come in and passed its checks.
 struct MeshLinks::Pair {
@@ -72,8 +106,9 @@ struct MeshLinks::Pair {
 };
 
 MeshLinks::MeshLinks(const MeshLinksConfig& config, const std::string& bindAddress,
-                     const std::string& hostKey, const std::string& hostName)
-    : acceptor_(io_), config_(config) {
+                     const std::string& hostKey, const std::string& hostName,
+                     store::Store& store)
+    : acceptor_(io_), config_(config), store_(store), peers_(config.size), linked_(config.size) {
   boost::system::error_code ec;
   const auto address = asio::ip::make_address(bindAddress, ec);
   if (ec) {
@@ -91,7 +126,6 @@ MeshLinks::MeshLinks(const MeshLinksConfig& config, const std::string& bindAddre
   self_.port = acceptor_.local_endpoint().port();
   self_.hostKey = hostKey;
   self_.hostName = hostName;
-  self_.fullMeshRanks = config.fullMeshRanks;
   self_.nonce = std::random_device{}() * 0x100000001ull ^ std::random_device{}();
 }
 
@@ -101,18 +135,36 @@ MeshLinks::~MeshLinks() {
   for (const std::string& name : created_) unlinkShm(name);
 }
 
-void MeshLinks::setPeers(std::vector<PeerInfo> peers) {
-  peers_ = std::move(peers);
-  linked_.assign(config_.size, 0);
-  localPeers_ = 0;
-  for (int p = 0; p < config_.size; ++p) localPeers_ += local(p) ? 1 : 0;
+void MeshLinks::setLocalRanks(int count) { localPeers_ = std::max(0, count - 1); }
+
+void MeshLinks::learn(int rank, PeerInfo info) { peers_.at(rank) = std::move(info); }
+
+void MeshLinks::fetchRecords(const std::vector<int>& peers, std::chrono::milliseconds timeout) {
+  std::vector<int> unknown;
+  std::vector<std::string> keys;
+  for (int p : peers) {
+    if (!peers_[p]) {
+      unknown.push_back(p);
+      keys.push_back(peerKey(p));
+    }
+  }
+  if (keys.empty()) return;
+  const std::vector<std::string> records = store_.getMany(keys, timeout);
+  for (size_t i = 0; i < unknown.size(); ++i) {
+    peers_[unknown[i]] = decodePeer(records[i], unknown[i]);
+  }
 }
 
 bool MeshLinks::local(int peer) const {
-  return config_.allowShm && peer != config_.rank && peers_[peer].hostKey == self_.hostKey;
+  return config_.allowShm && peer != config_.rank && peers_[peer]->hostKey == self_.hostKey;
 }
 
-const char* MeshLinks::kindOf(int peer) const { return local(peer) ? "shm" : "tcp"; }
+LinkKinds MeshLinks::kinds() const {
+  LinkKinds kinds;
+  kinds.shm = config_.allowShm && localPeers_ > 0;
+  kinds.tcp = config_.size - 1 > (config_.allowShm ? localPeers_ : 0);
+  return kinds;
+}
 
 MeshLinks::Pair& MeshLinks::pairFor(int peer) {
   auto& pair = pairs_[peer];
@@ -134,6 +186,14 @@ void MeshLinks::open(const std::vector<int>& peers, std::vector<std::unique_ptr<
       throw InternalError(std::string(what) + ": asked to open a link to rank " +
                           std::to_string(p));
     }
+  }
+  try {
+    fetchRecords(peers, timeout);
+  } catch (const TimeoutError& e) {
+    throw TimeoutError(std::string(what) + ": could not read the records of rank(s) " +
+                       rankList(peers) + " from the job's store: " + e.what());
+  }
+  for (int p : peers) {
     Pair& pair = pairFor(p);
     pair.wanted = true;
     ++outstanding_;
@@ -178,10 +238,11 @@ void MeshLinks::connectTo(int p) {
   Pair& pair = pairFor(p);
   pair.socket.emplace(io_);
   boost::system::error_code ec;
-  const tcp::endpoint endpoint(asio::ip::make_address(peers_[p].address, ec), peers_[p].port);
+  const PeerInfo& info = *peers_[p];
+  const tcp::endpoint endpoint(asio::ip::make_address(info.address, ec), info.port);
   if (ec) {
     throw InvalidArgumentError("hvd init: rank " + std::to_string(p) +
-                               " advertised a bad address '" + peers_[p].address + "'");
+                               " advertised a bad address '" + info.address + "'");
   }
   pair.socket->async_connect(endpoint, [this, p](const boost::system::error_code& error) {
     Pair& pair = pairFor(p);
@@ -193,7 +254,7 @@ void MeshLinks::connectTo(int p) {
       });
       return;
     }
-    pair.hello = Hello{kHelloMagic, static_cast<uint32_t>(config_.rank), peers_[p].nonce};
+    pair.hello = Hello{kHelloMagic, static_cast<uint32_t>(config_.rank), peers_[p]->nonce};
     asio::async_write(*pair.socket, asio::buffer(&pair.hello, sizeof(Hello)),
                       [this, p](const boost::system::error_code& werr, size_t) {
                         if (werr) {
@@ -317,9 +378,9 @@ std::unique_ptr<Link> MeshLinks::makeLink(int p, Pair& pair) {
   if (pair.ring) {
     configureDataSocket(fd);
     return std::make_unique<ShmLink>(p, config_.rank < p ? 0 : 1, pair.ring, fd,
-                                     peerName(p, peers_[p], "shm"));
+                                     peerName(p, *peers_[p], "shm"));
   }
-  return std::make_unique<TcpLink>(p, fd, peerName(p, peers_[p], "tcp"));
+  return std::make_unique<TcpLink>(p, fd, peerName(p, *peers_[p], "tcp"));
 }
 
 }  // namespace hvd::transport

@@ -10,6 +10,9 @@
 // batch are accepted, checked and kept for a later batch (link_source.h says why that cannot
 // deadlock). connectMesh (mesh.h) opens every pair at init, or only the ring neighbours beyond
 // ContextOptions::fullMeshRanks and leaves this object to the context as its LinkSource.
+//
+// A peer's record is read from the job's store when its link is first opened (the records of
+// a batch in one request), so a rank reads only the records of the peers it talks to.
 #pragma once
 
 #include <boost/asio.hpp>
@@ -21,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "store/store.h"
 #include "transport/link_source.h"
 #include "transport/shm_link.h"
 
@@ -33,10 +37,13 @@ struct PeerInfo {
   std::string hostKey;
   std::string hostName;
   uint64_t nonce = 0;  // proves a connecting peer read this rank's record from the job's store
-  // This rank's ContextOptions::fullMeshRanks: the collectives pick their schedule by it, so
-  // ranks that disagree would wait on each other in different schedules; init refuses instead.
-  int fullMeshRanks = 0;
 };
+
+// The store key of `rank`'s record, and the record's text (versioned: ranks of mixed hvd
+// versions fail at init, naming the rank).
+std::string peerKey(int rank);
+std::string encodePeer(const PeerInfo& info);
+PeerInfo decodePeer(const std::string& text, int rank);
 
 struct MeshLinksConfig {
   int rank = 0;
@@ -44,21 +51,24 @@ struct MeshLinksConfig {
   bool allowShm = true;
   size_t shmRingBytes = 1 << 20;
   size_t shmPeerBudgetBytes = 16 << 20;
-  int fullMeshRanks = 64;  // published in self() (PeerInfo::fullMeshRanks)
 };
 
 class MeshLinks final : public LinkSource {
  public:
   // Listens on `bindAddress` (any port) at once; self() is this rank's record to publish.
+  // Records not given to learn() are read from `store` (not owned; it outlives this object).
   MeshLinks(const MeshLinksConfig& config, const std::string& bindAddress,
-            const std::string& hostKey, const std::string& hostName);
+            const std::string& hostKey, const std::string& hostName, store::Store& store);
   ~MeshLinks() override;
 
   const PeerInfo& self() const { return self_; }
-  // Every rank's record (index = rank), from the store; before the first open().
-  void setPeers(std::vector<PeerInfo> peers);
+  // How many ranks of the job share this rank's host (itself included); before the first
+  // open().
+  void setLocalRanks(int count);
+  // A record already read from the store (index = rank), so that open() need not read it.
+  void learn(int rank, PeerInfo info);
 
-  const char* kindOf(int peer) const override;
+  LinkKinds kinds() const override;
   void open(const std::vector<int>& peers, std::vector<std::unique_ptr<Link>>& links,
             std::chrono::milliseconds timeout, const char* what) override;
   // Stops accepting (a full mesh, once every link is open).
@@ -66,6 +76,7 @@ class MeshLinks final : public LinkSource {
 
  private:
   struct Pair;
+  void fetchRecords(const std::vector<int>& peers, std::chrono::milliseconds timeout);
   bool local(int peer) const;
   Pair& pairFor(int peer);
   void connectTo(int peer);
@@ -78,8 +89,9 @@ class MeshLinks final : public LinkSource {
   boost::asio::io_context io_;  // first: destroyed last, after every socket and timer
   boost::asio::ip::tcp::acceptor acceptor_;
   MeshLinksConfig config_;
+  store::Store& store_;
   PeerInfo self_;
-  std::vector<PeerInfo> peers_;
+  std::vector<std::optional<PeerInfo>> peers_;  // per rank: its record, once read
   int localPeers_ = 0;
   std::vector<char> linked_;                    // per peer: its link has been handed out
   std::map<int, std::unique_ptr<Pair>> pairs_;  // handshakes begun, by peer
