@@ -181,6 +181,97 @@ TEST(Mesh, StoreWorkOfARendezvousGrowsLinearlyWithTheRanks) {
   EXPECT_GT(full.bytesRead / 64, 20 * (r128.bytesRead / 128));
 }
 
+class TwoChannels : public ::testing::TestWithParam<int> {};
+
+TEST_P(TwoChannels, ShareOneRendezvousAndCarryCollectivesAtOnce) {
+  // The runtime's collectives and the engine's use channels 0 and 1 of one rendezvous, each
+  // from a thread of its own, at once: in a full mesh (fullMeshRanks 64) and beyond it (2).
+  const int n = 6;
+  const int fullMeshRanks = GetParam();
+  store::MemoryStore memory;
+  CountingStore counting(memory);
+  std::vector<std::unique_ptr<Mesh>> meshes(n);
+  std::vector<std::unique_ptr<Context>> first(n), second(n);
+  std::vector<std::string> errors(n);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < n; ++r) {
+    ranks.emplace_back([&, r] {
+      try {
+        MeshConfig config;
+        config.rank = r;
+        config.size = n;
+        config.hostKey = r < 3 ? "host-a" : "host-b";  // shared memory within, TCP across
+        config.hostName = r < 3 ? "a" : "b";
+        config.shmRingBytes = 64 << 10;
+        config.options.fullMeshRanks = fullMeshRanks;
+        config.options.timeout = std::chrono::seconds(20);
+        config.setupTimeout = std::chrono::seconds(20);
+        meshes[r] = Mesh::join(counting, config);
+        first[r] = meshes[r]->connect(0, config.options, config.setupTimeout);
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  }
+  for (auto& t : ranks) t.join();
+  for (int r = 0; r < n; ++r) ASSERT_EQ(errors[r], "") << "rank " << r;
+  // Channel 1 reads no record the rendezvous or channel 0 has not read already.
+  const int afterInit = counting.requests();
+  EXPECT_EQ(afterInit, 7 * n + 2);
+
+  ranks.clear();
+  std::vector<std::string> channelErrors(2 * n);
+  for (int r = 0; r < n; ++r) {
+    for (int c = 0; c < 2; ++c) {
+      ranks.emplace_back([&, r, c] {
+        try {
+          std::unique_ptr<Context>& context = c == 0 ? first[r] : second[r];
+          if (c == 1) {
+            ContextOptions options;
+            options.fullMeshRanks = fullMeshRanks;
+            options.timeout = std::chrono::seconds(20);
+            context = meshes[r]->connect(1, options, std::chrono::seconds(20));
+          }
+          for (int round = 0; round < 20; ++round) {
+            const size_t count = round % 2 ? 70000 : 3;
+            std::vector<int64_t> data(count, (c + 1) * 1000 + r + round);
+            coll::allreduce(*context, data.data(), data.data(), count, DataType::kInt64);
+            const int64_t expected = n * ((c + 1) * 1000 + round) + n * (n - 1) / 2;
+            for (size_t i = 0; i < count; i += 4999) {
+              if (data[i] != expected) {
+                throw std::runtime_error("channel " + std::to_string(c) + " round " +
+                                         std::to_string(round) + ": " + std::to_string(data[i]) +
+                                         " != " + std::to_string(expected));
+              }
+            }
+          }
+        } catch (const std::exception& e) {
+          channelErrors[2 * r + c] = e.what();
+        }
+      });
+    }
+  }
+  for (auto& t : ranks) t.join();
+  for (int i = 0; i < 2 * n; ++i)
+    EXPECT_EQ(channelErrors[i], "") << "rank " << i / 2 << " channel " << i % 2;
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(first[r]->describeTransports(), "tcp+shm");
+    EXPECT_EQ(second[r]->describeTransports(), "tcp+shm");
+  }
+  if (fullMeshRanks < n) {
+    // Beyond the full mesh the links opened later read their peers' records, each once per
+    // rank whichever channel opens it first: far fewer requests than a second rendezvous.
+    EXPECT_LT(counting.requests() - afterInit, 4 * n);
+  } else {
+    EXPECT_EQ(counting.requests(), afterInit);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Meshes, TwoChannels, ::testing::Values(64, 2),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return info.param == 64 ? std::string("full") : std::string("lazy");
+                         });
+
 TEST(ShmRingSize, NeighboursKeepTheRingAndTheRestShareTheBudget) {
   const size_t mib = 1 << 20;
   // Within the budget (16 MiB for 15 peers of 1 MiB) every pair keeps 1 MiB, populated: the

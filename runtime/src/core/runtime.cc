@@ -295,8 +295,12 @@ Runtime::Runtime(const Config& config, int generation) : config_(config) {
   mesh.setupTimeout = config_.startTimeout;
   mesh.options = options;
   std::vector<std::string> hostKeys;
-  context_ =
-      transport::connectMesh(scoped, mesh, config_.crossFromRendezvous ? &hostKeys : nullptr);
+  const auto rendezvousStart = std::chrono::steady_clock::now();
+  network_ = transport::Mesh::join(scoped, mesh, config_.crossFromRendezvous ? &hostKeys : nullptr);
+  const auto spent = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::steady_clock::now() - rendezvousStart);
+  context_ = network_->connect(0, options,
+                               std::max(std::chrono::milliseconds(0), mesh.setupTimeout - spent));
   if (config_.crossFromRendezvous) {
     std::tie(config_.crossRank, config_.crossSize) =
         crossFromHostKeys(hostKeys, config_.rank, config_.localRank, config_.localSize);
@@ -333,11 +337,12 @@ engine::Engine& Runtime::engine() {
     engineContext_ = std::make_unique<transport::Context>(
         0, 1, std::vector<std::unique_ptr<transport::Link>>(1), mesh_.options);
   } else {
-    // The engine's own connections. No failure board: its background cycles would often be the
-    // first to notice a dead peer, and the root cause the job reports should come from the
+    // The engine's own links, on its own channel of init's rendezvous (every rank's engine
+    // connects them when it starts). No failure board: its background cycles would often be
+    // the first to notice a dead peer, and the root cause the job reports should come from the
     // user's collectives; the engine fails its own handles with its own error.
     engineScoped_ = std::make_unique<PrefixedStore>(*scoped_, "engine/");
-    engineContext_ = transport::connectMesh(*engineScoped_, mesh_);
+    engineContext_ = network_->connect(1, mesh_.options, mesh_.setupTimeout);
   }
   engineDevices_ = std::make_unique<gpu::DeviceBackend>(deviceOptions(config_, false),
                                                         *engineContext_, engineScoped_.get());
@@ -426,6 +431,7 @@ Runtime::~Runtime() {
   collectives_.reset();
   engineScoped_.reset();
   context_.reset();
+  network_.reset();
   failureBoard_.reset();
   scoped_.reset();
   store_.reset();

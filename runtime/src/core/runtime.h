@@ -76,9 +76,12 @@ class Runtime {
   std::unique_ptr<transport::Context> context_;
   std::unique_ptr<gpu::DeviceBackend> devices_;         // over context_ and scoped_
   std::unique_ptr<coll::HostCollectives> collectives_;  // over context_, or MPI
-  transport::MeshConfig mesh_;  // how init connected; the engine's mesh connects alike
+  transport::MeshConfig mesh_;  // how init connected; the engine's channel connects alike
+  // The rendezvous' outcome: this rank's listener and records, by channel (0 for context_,
+  // 1 for engineContext_); after the contexts in destruction, before the store.
+  std::unique_ptr<transport::Mesh> network_;
   std::mutex engineMutex_;      // guards the engine's start
-  std::unique_ptr<store::Store> engineScoped_;  // "engine/" under scoped_
+  std::unique_ptr<store::Store> engineScoped_;  // "engine/" under scoped_ (NCCL ids)
   std::unique_ptr<transport::Context> engineContext_;
   // The engine's device buffers: NCCL communicators of its own, as its CPU mesh is its own.
   std::unique_ptr<gpu::DeviceBackend> engineDevices_;

@@ -103,9 +103,13 @@ std::string disagreement(int value, int rank, const Claim& other) {
 
 }  // namespace
 
-std::unique_ptr<Context> connectMesh(store::Store& store, const MeshConfig& config,
-                                     std::vector<std::string>* hostKeys) {
-  auto log = logging::get("transport");
+Mesh::Mesh(const MeshConfig& config, std::shared_ptr<MeshLinks> links)
+    : config_(config), links_(std::move(links)) {}
+
+Mesh::~Mesh() = default;
+
+std::unique_ptr<Mesh> Mesh::join(store::Store& store, const MeshConfig& config,
+                                 std::vector<std::string>* hostKeys) {
   const int rank = config.rank;
   const int size = config.size;
   const int fullMeshRanks = config.options.fullMeshRanks;
@@ -114,9 +118,10 @@ std::unique_ptr<Context> connectMesh(store::Store& store, const MeshConfig& conf
     return std::chrono::duration_cast<std::chrono::milliseconds>(
         std::max(Clock::duration::zero(), deadline - Clock::now()));
   };
-
-  std::vector<std::unique_ptr<Link>> links(size);
-  if (size == 1) return std::make_unique<Context>(rank, size, std::move(links), config.options);
+  if (size == 1) {
+    if (hostKeys != nullptr) *hostKeys = {config.hostKey};
+    return std::unique_ptr<Mesh>(new Mesh(config, nullptr));
+  }
 
   MeshLinksConfig linksConfig;
   linksConfig.rank = rank;
@@ -124,16 +129,16 @@ std::unique_ptr<Context> connectMesh(store::Store& store, const MeshConfig& conf
   linksConfig.allowShm = config.allowShm;
   linksConfig.shmRingBytes = config.shmRingBytes;
   linksConfig.shmPeerBudgetBytes = config.shmPeerBudgetBytes;
-  auto mesh = std::make_unique<MeshLinks>(linksConfig, config.bindAddress, config.hostKey,
-                                          config.hostName, store);
+  auto links =
+      MeshLinks::create(linksConfig, config.bindAddress, config.hostKey, config.hostName, store);
 
   // Arrival is counted, not scanned, and nothing here reads every rank's record: each rank
   // publishes its record, counts itself on its host's counter, claims its HVD_FULL_MESH_RANKS
   // (the first claim stands; a rank that differs says so) and adds one to the arrival counter.
   // The rank that brings that to `size` raises "mesh/all" with the disagreement, if any, so
-  // that every rank fails alike. Seven requests per rank, whatever the size.
+  // that every rank fails alike. Six requests per rank, whatever the size.
   const std::string hostCounter = hostCounterKey(config.hostKey);
-  store.set(peerKey(rank), encodePeer(mesh->self()));
+  store.set(peerKey(rank), encodePeer(links->self()));
   store.add(hostCounter, 1);
   const Claim first =
       decodeClaim(store.compareSet(kFullMesh, "", encodeClaim(fullMeshRanks, rank)));
@@ -152,9 +157,9 @@ std::unique_ptr<Context> connectMesh(store::Store& store, const MeshConfig& conf
     for (int p = 0; p < size; ++p) keys.push_back(peerKey(p));
     if (size > kMaxNamedMissing) {
       throw TimeoutError("hvd init: not every rank reached the rendezvous within " +
-                         std::to_string(config.setupTimeout.count()) + " ms: " +
-                         std::to_string(store.add(kArrived, 0)) + " of " + std::to_string(size) +
-                         " ranks arrived");
+                         std::to_string(config.setupTimeout.count()) +
+                         " ms: " + std::to_string(store.add(kArrived, 0)) + " of " +
+                         std::to_string(size) + " ranks arrived");
     }
     // Only on failure: which records are missing, for the message, in one request.
     std::string missing;
@@ -163,11 +168,11 @@ std::unique_ptr<Context> connectMesh(store::Store& store, const MeshConfig& conf
     } catch (const TimeoutError& e) {
       missing = e.what();
     }
-    const auto at = missing.find("waiting for keys: ");
-    throw TimeoutError(
-        "hvd init: not every rank reached the rendezvous: timed out after " +
-        std::to_string(config.setupTimeout.count()) + " ms waiting for keys: " +
-        (at == std::string::npos ? missing : missing.substr(at + 18)));
+    const std::string marker = "waiting for keys: ";
+    const auto at = missing.find(marker);
+    throw TimeoutError("hvd init: not every rank reached the rendezvous: timed out after " +
+                       std::to_string(config.setupTimeout.count()) + " ms waiting for keys: " +
+                       (at == std::string::npos ? missing : missing.substr(at + marker.size())));
   }
   if (verdict != "ok") {
     const Claim other = decodeClaim(verdict);
@@ -175,12 +180,33 @@ std::unique_ptr<Context> connectMesh(store::Store& store, const MeshConfig& conf
                                    ? disagreement(fullMeshRanks, rank, first)
                                    : disagreement(fullMeshRanks, rank, other));
   }
-  mesh->setLocalRanks(static_cast<int>(store.add(hostCounter, 0)));
+  links->setLocalRanks(static_cast<int>(store.add(hostCounter, 0)));
+  // The cross ranks from host keys (mpirun) need every record, whatever the size.
+  if (hostKeys != nullptr) {
+    std::vector<std::string> keys;
+    for (int p = 0; p < size; ++p) keys.push_back(peerKey(p));
+    const std::vector<std::string> records = store.getMany(keys, remaining());
+    hostKeys->clear();
+    for (int p = 0; p < size; ++p) {
+      PeerInfo info = p == rank ? links->self() : decodePeer(records[p], p);
+      hostKeys->push_back(info.hostKey);
+      if (p != rank) links->learn(p, std::move(info));
+    }
+  }
+  links->accept();
+  return std::unique_ptr<Mesh>(new Mesh(config, std::move(links)));
+}
+
+std::unique_ptr<Context> Mesh::connect(int channel, const ContextOptions& options,
+                                       std::chrono::milliseconds timeout) {
+  const int rank = config_.rank;
+  const int size = config_.size;
+  std::vector<std::unique_ptr<Link>> links(size);
+  if (size == 1) return std::make_unique<Context>(rank, size, std::move(links), options);
 
   // A full mesh reads every record (a bounded number: fullMeshRanks) and opens every pair now;
-  // beyond it, only the ring neighbours' (the others open on first use, link_source.h). The
-  // cross ranks from host keys (mpirun) need every record, whatever the size.
-  const bool full = size <= fullMeshRanks;
+  // beyond it, only the ring neighbours' (the others open on first use, link_source.h).
+  const bool full = size <= options.fullMeshRanks;
   std::vector<int> initial;
   if (full) {
     for (int p = 0; p < size; ++p) {
@@ -190,29 +216,27 @@ std::unique_ptr<Context> connectMesh(store::Store& store, const MeshConfig& conf
     initial.push_back((rank + 1) % size);
     if ((rank + size - 1) % size != initial[0]) initial.push_back((rank + size - 1) % size);
   }
-  if (hostKeys != nullptr) {
-    std::vector<std::string> keys;
-    for (int p = 0; p < size; ++p) keys.push_back(peerKey(p));
-    const std::vector<std::string> records = store.getMany(keys, remaining());
-    hostKeys->clear();
-    for (int p = 0; p < size; ++p) {
-      PeerInfo info = p == rank ? mesh->self() : decodePeer(records[p], p);
-      hostKeys->push_back(info.hostKey);
-      if (p != rank) mesh->learn(p, std::move(info));
-    }
-  }
-  mesh->open(initial, links, remaining(), "hvd init");
+  std::unique_ptr<MeshChannel> source = links_->channel(channel);
+  source->open(initial, links, timeout, "hvd init");
   std::unique_ptr<Context> context;
   if (full) {
-    mesh->closeListener();
-    context = std::make_unique<Context>(rank, size, std::move(links), config.options);
+    context = std::make_unique<Context>(rank, size, std::move(links), options);
   } else {
-    context =
-        std::make_unique<Context>(rank, size, std::move(links), config.options, std::move(mesh));
+    context = std::make_unique<Context>(rank, size, std::move(links), options, std::move(source));
   }
-  log->debug("connected to {} of {} peers over {}", context->openLinkCount(), size - 1,
-             context->describeTransports());
+  logging::get("transport")
+      ->debug("channel {}: connected to {} of {} peers over {}", channel, context->openLinkCount(),
+              size - 1, context->describeTransports());
   return context;
+}
+
+std::unique_ptr<Context> connectMesh(store::Store& store, const MeshConfig& config,
+                                     std::vector<std::string>* hostKeys) {
+  const auto started = Clock::now();
+  auto mesh = Mesh::join(store, config, hostKeys);
+  const auto spent = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started);
+  return mesh->connect(0, config.options,
+                       std::max(std::chrono::milliseconds(0), config.setupTimeout - spent));
 }
 
 }  // namespace hvd::transport

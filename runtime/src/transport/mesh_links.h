@@ -1,32 +1,34 @@
 // The links of one rank's mesh, opened pair by pair: the higher rank of a pair connects to the
-// lower one's listener and sends a hello (its rank and the nonce of the lower rank's record,
-// which proves it read the job's store); a pair on the same host then sets up a shared-memory
-// ring pair over that socket (the lower rank creates the segment and sends its name, the
-// higher maps it and acknowledges, the lower unlinks it) and keeps the socket for wake-ups and
-// liveness; any other pair uses the socket as a TcpLink.
+// lower one's listener and sends a hello (its rank, the channel, and the nonce of the lower
+// rank's record, which proves it read the job's store); a pair on the same host then sets up a
+// shared-memory ring pair over that socket (the lower rank creates the segment and sends its
+// name, the higher maps it and acknowledges, the lower unlinks it) and keeps the socket for
+// wake-ups and liveness; any other pair uses the socket as a TcpLink.
+//
+// One rank has one listener and one record, and its links come in channels: channel 0 for the
+// runtime's collectives, channel 1 for the engine's. Each channel's links are its own sockets
+// (the two are used by different threads at once, so one stream cannot serve both without
+// serialising them), opened on that channel's thread; the listener runs on a thread of its
+// own, reads each connection's hello and hands the connection to its channel, so a peer never
+// waits on a rank that is busy elsewhere.
 //
 // Each pair's handshake runs on its own, asynchronously, so a batch of links completes as soon
 // as each of its peers takes part, whatever the others do; connections from peers outside the
-// batch are accepted, checked and kept for a later batch (link_source.h says why that cannot
-// deadlock). connectMesh (mesh.h) opens every pair at init, or only the ring neighbours beyond
-// ContextOptions::fullMeshRanks and leaves this object to the context as its LinkSource.
-//
-// A peer's record is read from the job's store when its link is first opened (the records of
-// a batch in one request), so a rank reads only the records of the peers it talks to.
+// batch are kept for a later batch (link_source.h says why that cannot deadlock). A peer's
+// record is read from the job's store when a link to it is first opened (the records of a
+// batch in one request), so a rank reads only the records of the peers it talks to.
 #pragma once
 
-#include <boost/asio.hpp>
 #include <cstdint>
-#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
-#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "store/store.h"
 #include "transport/link_source.h"
-#include "transport/shm_link.h"
 
 namespace hvd::transport {
 
@@ -48,56 +50,93 @@ PeerInfo decodePeer(const std::string& text, int rank);
 struct MeshLinksConfig {
   int rank = 0;
   int size = 1;
+  int channels = 2;
   bool allowShm = true;
   size_t shmRingBytes = 1 << 20;
   size_t shmPeerBudgetBytes = 16 << 20;
 };
 
-class MeshLinks final : public LinkSource {
+class MeshChannel;
+
+class MeshLinks : public std::enable_shared_from_this<MeshLinks> {
  public:
   // Listens on `bindAddress` (any port) at once; self() is this rank's record to publish.
-  // Records not given to learn() are read from `store` (not owned; it outlives this object).
-  MeshLinks(const MeshLinksConfig& config, const std::string& bindAddress,
-            const std::string& hostKey, const std::string& hostName, store::Store& store);
-  ~MeshLinks() override;
+  // Records not given to learn() are read from `store` (not owned; it outlives this object and
+  // every channel).
+  static std::shared_ptr<MeshLinks> create(const MeshLinksConfig& config,
+                                           const std::string& bindAddress,
+                                           const std::string& hostKey, const std::string& hostName,
+                                           store::Store& store);
+  ~MeshLinks();
 
   const PeerInfo& self() const { return self_; }
-  // How many ranks of the job share this rank's host (itself included); before the first
-  // open().
+  const MeshLinksConfig& config() const { return config_; }
+  // How many ranks of the job share this rank's host (itself included); before accept().
   void setLocalRanks(int count);
-  // A record already read from the store (index = rank), so that open() need not read it.
+  int localPeers() const { return localPeers_; }
+  // A record already read from the store, so that no channel need read it.
   void learn(int rank, PeerInfo info);
+  // Starts handing accepted connections to their channels (after setLocalRanks).
+  void accept();
 
-  LinkKinds kinds() const override;
-  void open(const std::vector<int>& peers, std::vector<std::unique_ptr<Link>>& links,
-            std::chrono::milliseconds timeout, const char* what) override;
-  // Stops accepting (a full mesh, once every link is open).
-  void closeListener();
+  // Channel `id` (< config().channels), at most once per id; it keeps this object alive.
+  std::unique_ptr<MeshChannel> channel(int id);
 
  private:
-  struct Pair;
-  void fetchRecords(const std::vector<int>& peers, std::chrono::milliseconds timeout);
-  bool local(int peer) const;
-  Pair& pairFor(int peer);
-  void connectTo(int peer);
-  void acceptNext();
-  void receiveShmName(int peer);
-  void offerShm(int peer);
-  void finish(int peer);
-  std::unique_ptr<Link> makeLink(int peer, Pair& pair);
+  friend class MeshChannel;
+  struct Acceptor;
+  MeshLinks(const MeshLinksConfig& config, store::Store& store);
 
-  boost::asio::io_context io_;  // first: destroyed last, after every socket and timer
-  boost::asio::ip::tcp::acceptor acceptor_;
+  // The records of `peers` (read from the store where not known yet).
+  std::vector<PeerInfo> records(const std::vector<int>& peers, std::chrono::milliseconds timeout);
+  // A channel says it exists (so its connections reach it) and goes; its pending connections
+  // are handed over on attach.
+  void attach(int id, MeshChannel* channel);
+  void detach(int id);
+  // Channel `id` has linked every peer: once every channel has, the listener closes.
+  void channelComplete(int id);
+  // From the listener's thread: a connection whose hello passed the checks.
+  void deliver(int channel, int fd, int from);
+
   MeshLinksConfig config_;
   store::Store& store_;
   PeerInfo self_;
-  std::vector<std::optional<PeerInfo>> peers_;  // per rank: its record, once read
   int localPeers_ = 0;
-  std::vector<char> linked_;                    // per peer: its link has been handed out
-  std::map<int, std::unique_ptr<Pair>> pairs_;  // handshakes begun, by peer
-  std::set<std::string> created_;               // segments not unlinked yet
-  int outstanding_ = 0;                         // pairs of the current batch not done
-  bool accepting_ = false;
+  std::unique_ptr<Acceptor> acceptor_;
+
+  std::mutex recordsMutex_;
+  std::vector<std::optional<PeerInfo>> peers_;  // per rank: its record, once read
+
+  std::mutex channelsMutex_;
+  struct Waiting {
+    int fd;
+    int from;
+  };
+  std::vector<MeshChannel*> channels_;         // per id: attached, or null
+  std::vector<std::vector<Waiting>> waiting_;  // per id: connections before it attached
+  std::vector<char> created_;                  // per id: channel() was called
+  std::vector<char> complete_;                 // per id: every peer linked once
+};
+
+// The links of one channel, for one context: a LinkSource used from one thread at a time.
+class MeshChannel final : public LinkSource {
+ public:
+  ~MeshChannel() override;
+  LinkKinds kinds() const override;
+  void open(const std::vector<int>& peers, std::vector<std::unique_ptr<Link>>& links,
+            std::chrono::milliseconds timeout, const char* what) override;
+
+ private:
+  friend class MeshLinks;
+  struct Pair;
+  struct State;
+  MeshChannel(std::shared_ptr<MeshLinks> mesh, int id);
+  // From the listener's thread (under MeshLinks::channelsMutex_).
+  void incoming(int fd, int from);
+
+  std::shared_ptr<MeshLinks> mesh_;
+  int id_;
+  std::unique_ptr<State> state_;
 };
 
 }  // namespace hvd::transport
