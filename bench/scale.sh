@@ -12,7 +12,7 @@
 #           --key-file K -- hvd-init-barrier (the ranks run inside the namespaces, hvdrun here).
 #           Needs root and `ip netns`; skipped with a message otherwise (--hosts "" skips it).
 # Columns "store req/rank" and "links/rank" are the design's figures at that size
-# (docs/scale.md): 4 store requests per rank at every size (Mesh.StoreRequestsOfARendezvous...
+# (docs/scale.md): 7 store requests per rank at every size (Mesh.StoreWorkOfARendezvous...
 # counts them); links a rank opens through init + barrier: every peer up to HVD_FULL_MESH_RANKS
 # (64) ranks, beyond it 2 at init and 2 ceil(log2 n) - (1 for a power of two) after the barrier.
 # Absolute figures drift on a shared machine; the ratios and the growth are what to read.
@@ -99,7 +99,7 @@ for n in $LOCAL_NPS; do
   else
     mm="-" ratio="-"
   fi
-  ROWS+=("$(printf '%6s %12s %12s %12s %7s %10s %10s' "$n" "$hm" "$hmin" "$mm" "$ratio" 4 "$(links_per_rank "$n")")")
+  ROWS+=("$(printf '%6s %12s %12s %12s %7s %10s %10s' "$n" "$hm" "$hmin" "$mm" "$ratio" 7 "$(links_per_rank "$n")")")
   echo "  one host np $n done" >&2
 done
 
@@ -133,7 +133,7 @@ if [[ -z "$WHY_NO_HOSTS" ]]; then
         [[ -z "$MS" ]] || times+=("$MS")
       done
       read -r tm tmin <<< "$(stats ${times[@]+"${times[@]}"})"
-      HOST_ROWS+=("$(printf '%6s %6s %6s %12s %12s %10s %10s' "$h" "$per" "$n" "$tm" "$tmin" 4 "$(links_per_rank "$n")")")
+      HOST_ROWS+=("$(printf '%6s %6s %6s %12s %12s %10s %10s' "$h" "$per" "$n" "$tm" "$tmin" 7 "$(links_per_rank "$n")")")
       echo "  $h hosts x $per done" >&2
     done
     "$NETNS" down --prefix "$CLUSTER" > /dev/null 2>&1 || true

@@ -16,9 +16,10 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${HVD_BUILD_DIR:-$ROOT/build}"
 ASAN_BUILD="${HVD_ASAN_BUILD_DIR:-$ROOT/build-asan}"
 TSAN_BUILD="${HVD_TSAN_BUILD_DIR:-$ROOT/build-tsan}"
-# The engine's unit tests: ranks as threads, each with an engine thread and submitters.
+# The engine's unit tests (ranks as threads, each with an engine thread and submitters) and
+# the mesh's (a listener thread per rank hands connections to the channels' threads).
 TSAN_TESTS=(engine_logic_test engine_test engine_negotiation_test timeline_test engine_device_test
-  device_backend_test c_engine_api_test)
+  device_backend_test c_engine_api_test mesh_test)
 JOBS="$(nproc)"
 
 "$ROOT/scripts/install-deps.sh"
