@@ -368,6 +368,23 @@ void checkMatrix(coll::HostCollectives& ctx, CheckReport& report) {
   ctx.barrier();
 }
 
+void checkAllreduceMatrix(coll::HostCollectives& ctx, CheckReport& report) {
+  ScopedOptions scoped(ctx, 4096, 256);
+  Buffers b;
+  const size_t counts[] = {1, static_cast<size_t>(ctx.size()) + 1, 4099};
+  const size_t types = std::size(kAllTypes);
+  const size_t ops = std::size(kAllOps);
+  for (size_t t = 0; t < types; ++t) {
+    for (size_t k = 0; k < 2; ++k) {
+      const size_t i = t + k;
+      runAllreduce(ctx, report, kAllTypes[t], kAllOps[i % ops], counts[i % 3], i % 2 == 0,
+                   k == 0 ? Algorithm::kRing : Algorithm::kDirect, static_cast<int>(2 * t + k),
+                   b);
+    }
+  }
+  ctx.barrier();
+}
+
 void checkIterations(coll::HostCollectives& ctx, CheckReport& report, int iterations) {
   ScopedOptions scoped(ctx, 4096, 256);
   Buffers b;

@@ -36,6 +36,11 @@ std::vector<size_t> matrixCounts(int size);
 void checkMatrix(coll::HostCollectives& collectives, CheckReport& report);
 void checkMatrix(transport::Context& ctx, CheckReport& report);  // over RingCollectives(ctx)
 
+// Allreduce alone, every data type with two ops (so every op over three or four types), ring
+// and direct, in and out of place, at counts 1, size + 1 and 4099: 18 allreduces, cheap enough
+// for hundreds of ranks on a few cores.
+void checkAllreduceMatrix(coll::HostCollectives& collectives, CheckReport& report);
+
 // `iterations` rounds of every collective with iteration-dependent inputs (stale buffers from
 // an earlier round show up as wrong values).
 void checkIterations(coll::HostCollectives& collectives, CheckReport& report, int iterations);

@@ -166,4 +166,41 @@ void E2e::TearDown() {
   }
 }
 
+void expectPlacement(const Cluster& cluster, const RunResult& r, const std::vector<int>& slots) {
+  const auto ranks = identities(r.output);
+  int np = 0;
+  for (int s : slots) np += s;
+  ASSERT_EQ(static_cast<int>(ranks.size()), np) << describe(r);
+  int rank = 0;
+  for (size_t host = 0; host < slots.size(); ++host) {
+    for (int local = 0; local < slots[host]; ++local, ++rank) {
+      SCOPED_TRACE("rank " + std::to_string(rank));
+      int crossRank = 0, crossSize = 0;
+      for (size_t h = 0; h < slots.size(); ++h) {
+        if (slots[h] <= local) continue;
+        if (h < host) ++crossRank;
+        ++crossSize;
+      }
+      ASSERT_EQ(ranks.count(rank), 1u) << describe(r);
+      ASSERT_EQ(ranks.at(rank).size(), 1u) << "rank printed more than once\n" << describe(r);
+      Fields f = ranks.at(rank)[0];
+      EXPECT_EQ(f["size"], std::to_string(np));
+      EXPECT_EQ(f["local_rank"], std::to_string(local));
+      EXPECT_EQ(f["local_size"], std::to_string(slots[host]));
+      EXPECT_EQ(f["cross_rank"], std::to_string(crossRank));
+      EXPECT_EQ(f["cross_size"], std::to_string(crossSize));
+      EXPECT_EQ(f["env_rank"], std::to_string(rank));
+      EXPECT_EQ(f["env_local_rank"], std::to_string(local));
+      EXPECT_EQ(f["env_cross_rank"], std::to_string(crossRank));
+      // The rank ran inside its host's namespace, not here.
+      EXPECT_EQ(f["netns"], std::to_string(cluster.netnsInode(static_cast<int>(host))));
+      EXPECT_EQ(countOf(r.output, "e2e rank=" + std::to_string(rank) +
+                                      " allreduce ok sum=" + std::to_string(np * (np + 1) / 2)),
+                1u)
+          << describe(r);
+    }
+  }
+}
+
+
 }  // namespace hvd::e2e

@@ -33,6 +33,12 @@ using Fields = std::map<std::string, std::string>;
 // The identity lines of hvdrun's (tagged) output, by rank.
 std::map<int, std::vector<Fields>> identities(const std::string& output);
 
+// Checks that an allreduce job of hvd-e2e-worker on hosts with `slots` (in host order) ran each
+// rank once, in its host's namespace, with the contract's local and cross ranks (cross rank:
+// the host's index among the hosts that have a rank with this local rank), and that every rank
+// got the right sums.
+void expectPlacement(const Cluster& cluster, const RunResult& r, const std::vector<int>& slots);
+
 // How often `needle` occurs in `text`.
 size_t countOf(const std::string& text, const std::string& needle);
 

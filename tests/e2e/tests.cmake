@@ -58,6 +58,16 @@ gtest_discover_tests(e2e_test DISCOVERY_TIMEOUT 60
   PROPERTIES LABELS e2e TIMEOUT 90 FIXTURES_REQUIRED e2e_cluster RESOURCE_LOCK e2e_cluster
              ENVIRONMENT "HVD_E2E_CLUSTER_ENV=${HVD_E2E_STATE_ROOT}/${HVD_E2E_PREFIX}/env")
 
+# 64 hosts x 8 ranks: a cluster of its own, minutes on two cores; serial with the other e2e
+# tests (the kernel's neighbour table is shared).
+add_executable(e2e_scale_test ${CMAKE_CURRENT_LIST_DIR}/e2e_scale_test.cc)
+target_link_libraries(e2e_scale_test PRIVATE hvd_e2e_support GTest::gtest_main hvd_warnings)
+target_compile_definitions(e2e_scale_test PRIVATE
+  HVD_TEST_WORKER_PATH="$<TARGET_FILE:hvd-test-worker>")
+add_dependencies(e2e_scale_test hvdrun hvdagent hvd-e2e-worker hvd-test-worker)
+gtest_discover_tests(e2e_scale_test DISCOVERY_TIMEOUT 60
+  PROPERTIES LABELS e2e TIMEOUT 600 RESOURCE_LOCK e2e_cluster)
+
 # A real Slurm (issue 7): scripts/slurm-cluster.sh's slurmctld, munged and one slurmd per
 # namespace, one cluster per test process; e2e_slurm_down removes it should a test be killed.
 set(HVD_SLURM_PREFIX "sl${_e2e_hash}")

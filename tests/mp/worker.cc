@@ -1,6 +1,7 @@
 // hvd-test-worker: a real libhvd worker process for the multi-process tests.
 //   worker matrix [iterations]   the full correctness matrix, then iteration-dependent rounds,
 //                                over the runtime's CPU collectives (HVD_CPU_BACKEND)
+//   worker allreduce-matrix      allreduce alone: every type, op and algorithm (large jobs)
 //   worker loop ITERS COUNT [FAULT_RANK FAULT_ITER kill|stop|exit0]
 //                                allreduce loop through the public API; the fault rank injures
 //                                itself at FAULT_ITER
@@ -38,6 +39,14 @@ int runMatrix(int iterations) {
   std::printf("rank %d: %s\n", runtime.config().rank, report.summary().c_str());
   std::printf("rank %d: cpu collectives over %s\n", runtime.config().rank,
               runtime.collectives().describe().c_str());
+  return report.ok() ? 0 : 1;
+}
+
+int runAllreduceMatrix() {
+  hvd::core::Runtime runtime(hvd::core::configFromEnvironment(), 0);
+  hvd::testing::CheckReport report;
+  hvd::testing::checkAllreduceMatrix(runtime.collectives(), report);
+  std::printf("rank %d: %s\n", runtime.config().rank, report.summary().c_str());
   return report.ok() ? 0 : 1;
 }
 
@@ -97,6 +106,7 @@ int main(int argc, char** argv) {
       return runLoop(std::atoi(argv[2]), std::strtoull(argv[3], nullptr, 10), faultRank, faultIter,
                      argc > 6 ? argv[6] : "");
     }
+    if (mode == "allreduce-matrix") return runAllreduceMatrix();
     if (mode == "reinit") return runReinit();
     if (mode == "store-probe" && argc >= 3) {
       const char* addr = std::getenv("HVD_STORE_ADDR");
@@ -118,7 +128,7 @@ int main(int argc, char** argv) {
       hvd::shutdown();
       return 0;
     }
-    std::fprintf(stderr, "usage: hvd-test-worker matrix|loop|reinit|init ...\n");
+    std::fprintf(stderr, "usage: hvd-test-worker matrix|allreduce-matrix|loop|reinit|init ...\n");
     return 2;
   } catch (const hvd::Error& e) {
     std::fprintf(stderr, "worker: %s: %s\n", hvd::errorKindName(e.kind()), e.what());

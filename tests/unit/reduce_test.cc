@@ -68,6 +68,29 @@ TEST(Reduce, IntegersWrapAndAverageTruncates) {
   EXPECT_EQ(a[1], -2);  // truncation toward zero
 }
 
+TEST(Reduce, AnAverageOverMoreRanksThanTheTypeHoldsDividesByTheRealCount) {
+  // 256 ranks are 0 as an int8 or a uint8 (a division by zero: SIGFPE) and 70000 are 4464 as
+  // an int16; the division is by the rank count itself.
+  std::vector<int8_t> a{-127, 127, 100, -1};
+  coll::finishAverage(DataType::kInt8, a.data(), 2, 128);
+  EXPECT_EQ(a[0], 0);
+  EXPECT_EQ(a[1], 0);
+  coll::finishAverage(DataType::kInt8, a.data() + 2, 2, 256);
+  EXPECT_EQ(a[2], 0);
+  EXPECT_EQ(a[3], 0);
+  std::vector<uint8_t> u{255, 200};
+  coll::finishAverage(DataType::kUInt8, u.data(), 2, 100);
+  EXPECT_EQ(u, (std::vector<uint8_t>{2, 2}));
+  coll::finishAverage(DataType::kUInt8, u.data(), 2, 256);
+  EXPECT_EQ(u, (std::vector<uint8_t>{0, 0}));
+  std::vector<int16_t> w{-32768, 30000};
+  coll::finishAverage(DataType::kInt16, w.data(), 2, 70000);
+  EXPECT_EQ(w, (std::vector<int16_t>{0, 0}));
+  std::vector<int16_t> v{-32768, 30000};
+  coll::finishAverage(DataType::kInt16, v.data(), 2, 300);
+  EXPECT_EQ(v, (std::vector<int16_t>{-109, 100}));
+}
+
 TEST(Reduce, EveryOpOnInt16WrapsLikeTheHardwareAndAverageTruncates) {
   std::vector<int16_t> a{32000, -32000, 300, -7, 181}, b{1000, -1000, -200, 3, 182}, out(5);
   coll::reduceTo(ReduceOp::kSum, DataType::kInt16, out.data(), a.data(), b.data(), 5);

@@ -146,10 +146,12 @@ void dispatch(ReduceOp op, DataType type, void* acc, const void* a, const void* 
   throw InvalidArgumentError("unknown reduce op " + std::to_string(static_cast<int>(op)));
 }
 
+// In a type that holds the divisor: as T, 128 ranks would divide an int8 by -128 and 256 by
+// zero.
 template <typename T>
 void divideInt(T* data, size_t n, int divisor) {
-  const T d = static_cast<T>(divisor);
-  for (size_t i = 0; i < n; ++i) data[i] = static_cast<T>(data[i] / d);
+  const int64_t d = divisor;
+  for (size_t i = 0; i < n; ++i) data[i] = static_cast<T>(static_cast<int64_t>(data[i]) / d);
 }
 
 template <typename T>
