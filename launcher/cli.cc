@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "agent/common/cli_checks.h"
+#include "agent/relay/tree_shape.h"
 #include "agent/rpc/defaults.h"
 #include "agent/rpc/net.h"
 #include "contract/names.h"
@@ -172,7 +173,8 @@ void splitArguments(int argc, char** argv, std::vector<std::string>* ours,
                                             "--time-limit",
                                             "--max-restarts",
                                             "--restart-min-uptime",
-                                            "--no-restart-on-exit"};
+                                            "--no-restart-on-exit",
+                                            "--tree-width"};
   ours->push_back(argc > 0 ? argv[0] : "hvdrun");
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -444,6 +446,11 @@ std::optional<int> parseRunCommandLine(int argc, char** argv, Options* options) 
   app.add_option("--no-restart-on-exit", noRestartCodes,
                  "a rank exiting with one of these codes (comma-separated, 0-255, e.g. 2,3) ends "
                  "the job at once, without restart");
+  app.add_option("--tree-width", options->treeWidth,
+                 "the leader agent calls at most this many hosts itself; beyond, agents relay "
+                 "the job's calls as a tree of this width (default " +
+                     std::to_string(agent::relay::kDefaultTreeWidth) + ")")
+      ->check(integerRange(1, 1000000));
   app.add_flag("--no-queue", options->noQueue,
                "fail at once (exit 75) instead of waiting in the agent's queue when the GPUs or "
                "slots are busy");

@@ -72,6 +72,7 @@ struct Options {
   double restartMinUptimeSeconds = 0;  // --restart-min-uptime; 0: none
   std::vector<int> noRestartOnExit;    // --no-restart-on-exit: codes that end the job at once
   bool noQueue = false;                // --no-queue: fail (75) rather than wait for resources
+  int treeWidth = 0;  // --tree-width: hosts the leader calls itself (0: the agents' default)
 
   // The job commands (ps, status, logs, attach, cancel).
   std::string jobId;

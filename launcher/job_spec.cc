@@ -73,6 +73,7 @@ v1::SubmitJobRequest buildSubmitRequest(const Options& options,
   // The job's name in `hvdrun ps`: the program, as the user knows it.
   request.set_job_name(std::filesystem::path(options.command.front()).filename().string());
   request.set_detach(options.action == Action::kSubmit);
+  request.set_tree_width(options.treeWidth);
   return request;
 }
 

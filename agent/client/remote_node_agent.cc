@@ -8,6 +8,8 @@
 #include <utility>
 
 #include "agent/common/thread_guard.h"
+#include "agent/relay/tree_hosts.h"
+#include "agent/relay/tree_shape.h"
 #include "agent/rpc/convert.h"
 #include "agent/rpc/methods.h"
 #include "common/logging.h"
@@ -67,24 +69,52 @@ std::string describeStatus(const grpc::Status& status, std::chrono::milliseconds
   }
 }
 
-// One job's Launch stream and the thread that reads it.
+// One job's Launch stream, for this agent and the hosts it relays to, and the thread that
+// reads it.
 struct RemoteNodeAgent::Stream {
+  struct Host {
+    std::string name;
+    std::string address;
+    bool hasAnswer = false;
+    coordinator::LaunchStatus answer;
+    bool lost = false;   // onAgentLost delivered
+  };
   std::string jobId;
   coordinator::JobEvents* events = nullptr;
   grpc::ClientContext context;
   std::unique_ptr<grpc::ClientReader<v1::RankEvent>> reader;
-  std::set<int> running;  // launched ranks whose exit has not arrived
   std::thread thread;
+  std::chrono::milliseconds timeout{0};
 
-  // The launch handshake between launch() and the reader thread.
+  // Shared between the awaiting caller and the reader thread.
   std::mutex mutex;
   std::condition_variable answered;
-  bool hasAnswer = false;
-  std::string error;                      // the launch error (empty: every rank started)
-  std::vector<std::pair<int, int>> pids;  // (rank, pid) from LaunchResult
-  bool abandoned = false;                 // launch() gave up waiting: deliver nothing
-  bool finished = false;                  // reader->Finish() was called (reader thread only)
+  std::vector<Host> hosts;          // [0] this agent, then the subtree in order
+  std::map<int, size_t> running;    // launched ranks whose exit has not arrived -> host index
+  bool abandoned = false;  // a launch was given up waiting for: the stream is cancelled
+  bool finished = false;            // reader->Finish() was called (reader thread only)
   std::chrono::steady_clock::time_point started;  // when the request went out
+
+  // Index of the host named `name` that has not answered yet (or any of that name), or npos.
+  size_t find(const std::string& name, bool unanswered) const {
+    for (size_t i = 0; i < hosts.size(); ++i) {
+      if (hosts[i].name == name && (!unanswered || !hosts[i].hasAnswer)) return i;
+    }
+    return unanswered ? find(name, false) : std::string::npos;
+  }
+  // Host i's ranks no longer count as running; true if any did.
+  bool dropRanks(size_t i) {
+    bool any = false;
+    for (auto it = running.begin(); it != running.end();) {
+      if (it->second == i) {
+        it = running.erase(it);
+        any = true;
+      } else {
+        ++it;
+      }
+    }
+    return any;
+  }
 };
 
 RemoteNodeAgent::RemoteNodeAgent(RemoteAgentOptions options, rpc::CallSigner* signer)
@@ -94,6 +124,11 @@ RemoteNodeAgent::RemoteNodeAgent(RemoteAgentOptions options, rpc::CallSigner* si
 }
 
 RemoteNodeAgent::~RemoteNodeAgent() { shutdown(); }
+
+void RemoteNodeAgent::cancelLaunches() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& [jobId, stream] : streams_) stream->context.TryCancel();
+}
 
 void RemoteNodeAgent::shutdown() {
   std::map<std::string, std::unique_ptr<Stream>> streams;
@@ -126,13 +161,14 @@ struct RemoteNodeAgent::Call : CallBase {
 };
 
 template <typename Request, typename Response, typename Send, typename Answer>
-void RemoteNodeAgent::send(std::string_view method, Request request, Send sendCall, Answer answer) {
+void RemoteNodeAgent::send(std::string_view method, Request request,
+                           std::chrono::milliseconds timeout, Send sendCall, Answer answer) {
   // The agent owns each call until it has been answered, and frees it on its own thread: the
   // callback lives in the call's memory, so it must not be what destroys the call.
   auto owned = std::make_unique<Call<Request, Response>>();
   Call<Request, Response>* call = owned.get();
   call->request = std::move(request);
-  call->context.set_deadline(std::chrono::system_clock::now() + options_.callTimeout);
+  call->context.set_deadline(std::chrono::system_clock::now() + timeout);
   signer_->sign(&call->context, method, call->request);
   {
     // Checked under the lock that registers the call, so shutdown() never misses one.
@@ -155,13 +191,32 @@ void RemoteNodeAgent::send(std::string_view method, Request request, Send sendCa
            });
 }
 
-coordinator::AgentError RemoteNodeAgent::errorOf(const grpc::Status& status) const {
+std::chrono::milliseconds RemoteNodeAgent::timeoutFor(size_t subtree, int width) const {
+  return options_.callTimeout * (1 + relay::treeDepth(subtree, width));
+}
+
+coordinator::AgentError RemoteNodeAgent::errorOf(const grpc::Status& status,
+                                                 std::chrono::milliseconds timeout) const {
   coordinator::AgentError error;
   error.host = options_.host;
   error.address = options_.address;
-  error.reason = describeStatus(status, options_.callTimeout);
+  error.reason = describeStatus(status, timeout);
   error.authenticationFailed = status.error_code() == grpc::StatusCode::UNAUTHENTICATED;
   return error;
+}
+
+std::vector<coordinator::AgentError> RemoteNodeAgent::errorsOf(
+    const grpc::Status& status, std::chrono::milliseconds timeout,
+    const std::vector<relay::Target>& subtree) const {
+  std::vector<coordinator::AgentError> errors{errorOf(status, timeout)};
+  for (const relay::Target& t : subtree) {
+    coordinator::AgentError e;
+    e.host = t.host;
+    e.address = t.address;
+    e.reason = relay::reachedThrough(options_.host, options_.address, errors[0].reason);
+    errors.push_back(std::move(e));
+  }
+  return errors;
 }
 
 std::function<void(const grpc::Status&)> RemoteNodeAgent::warnOnFailure(std::string what) const {
@@ -180,41 +235,90 @@ void RemoteNodeAgent::reapAnswered() {
                calls_.end());
 }
 
-void RemoteNodeAgent::describeAsync(std::function<void(coordinator::DescribeResult)> done) {
+void RemoteNodeAgent::describeTree(
+    const std::vector<relay::Target>& subtree, int width,
+    std::function<void(std::vector<coordinator::DescribeResult>)> done) {
+  const std::chrono::milliseconds timeout = timeoutFor(subtree.size(), width);
+  v1::DescribeRequest request;
+  if (!subtree.empty()) *request.mutable_relay() = rpc::toProto(subtree, width, options_.callTimeout);
   send<v1::DescribeRequest, v1::DescribeResponse>(
-      rpc::kDescribeMethod, v1::DescribeRequest{},
-      [this](auto* context, auto* request, auto* response, auto callback) {
-        stub_->async()->Describe(context, request, response, std::move(callback));
+      rpc::kDescribeMethod, std::move(request), timeout,
+      [this](auto* context, auto* message, auto* response, auto callback) {
+        stub_->async()->Describe(context, message, response, std::move(callback));
       },
-      [this, done = std::move(done)](const grpc::Status& status,
-                                     const v1::DescribeResponse& response) {
-        coordinator::DescribeResult result;
+      [this, subtree, timeout, done = std::move(done)](const grpc::Status& status,
+                                                       const v1::DescribeResponse& response) {
+        std::vector<coordinator::DescribeResult> results(1 + subtree.size());
         if (!status.ok()) {
-          result.error = errorOf(status);
+          std::vector<coordinator::AgentError> errors = errorsOf(status, timeout, subtree);
+          for (size_t i = 0; i < results.size(); ++i) results[i].error = std::move(errors[i]);
         } else {
-          result.description = rpc::fromProto(response);
+          results[0].description = rpc::fromProto(response);
+          for (size_t i = 0; i < subtree.size(); ++i) {
+            coordinator::DescribeResult& r = results[i + 1];
+            if (static_cast<int>(i) >= response.relayed_size()) {
+              r.error = {subtree[i].host, subtree[i].address,
+                         "the agent on " + options_.host + " relayed no answer for it"};
+            } else if (response.relayed(static_cast<int>(i)).has_failure()) {
+              r.error = rpc::fromProto(response.relayed(static_cast<int>(i)).failure());
+            } else {
+              r.description = rpc::fromProto(response.relayed(static_cast<int>(i)).description());
+            }
+          }
         }
-        done(std::move(result));
+        done(std::move(results));
       });
+}
+
+void RemoteNodeAgent::reserveTree(
+    const std::vector<ledger::Request>& requests, const std::vector<relay::Target>& subtree,
+    int width, std::function<void(std::vector<coordinator::ReserveResult>)> done) {
+  const std::chrono::milliseconds timeout = timeoutFor(subtree.size(), width);
+  v1::ReserveRequest request = rpc::toProto(requests.at(0));
+  if (!subtree.empty()) {
+    *request.mutable_relay() = rpc::toProto(subtree, width, options_.callTimeout);
+    for (size_t i = 1; i < requests.size(); ++i) *request.add_relayed() = rpc::toProto(requests[i]);
+  }
+  send<v1::ReserveRequest, v1::ReserveResponse>(
+      rpc::kReserveMethod, std::move(request), timeout,
+      [this](auto* context, auto* message, auto* response, auto callback) {
+        stub_->async()->Reserve(context, message, response, std::move(callback));
+      },
+      [this, subtree, timeout, done = std::move(done)](const grpc::Status& status,
+                                                       const v1::ReserveResponse& response) {
+        std::vector<coordinator::ReserveResult> results(1 + subtree.size());
+        if (!status.ok()) {
+          std::vector<coordinator::AgentError> errors = errorsOf(status, timeout, subtree);
+          for (size_t i = 0; i < results.size(); ++i) results[i].error = std::move(errors[i]);
+        } else {
+          results[0].grant = rpc::fromProto(response);
+          for (size_t i = 0; i < subtree.size(); ++i) {
+            coordinator::ReserveResult& r = results[i + 1];
+            if (static_cast<int>(i) >= response.relayed_size()) {
+              r.error = {subtree[i].host, subtree[i].address,
+                         "the agent on " + options_.host + " relayed no answer for it"};
+            } else if (response.relayed(static_cast<int>(i)).has_failure()) {
+              r.error = rpc::fromProto(response.relayed(static_cast<int>(i)).failure());
+            } else {
+              r.grant = rpc::fromProto(response.relayed(static_cast<int>(i)).response());
+            }
+          }
+        }
+        done(std::move(results));
+      });
+}
+
+void RemoteNodeAgent::describeAsync(std::function<void(coordinator::DescribeResult)> done) {
+  describeTree({}, 0, [done = std::move(done)](std::vector<coordinator::DescribeResult> r) {
+    done(std::move(r[0]));
+  });
 }
 
 void RemoteNodeAgent::reserveAsync(const ledger::Request& request,
                                    std::function<void(coordinator::ReserveResult)> done) {
-  send<v1::ReserveRequest, v1::ReserveResponse>(
-      rpc::kReserveMethod, rpc::toProto(request),
-      [this](auto* context, auto* message, auto* response, auto callback) {
-        stub_->async()->Reserve(context, message, response, std::move(callback));
-      },
-      [this, done = std::move(done)](const grpc::Status& status,
-                                     const v1::ReserveResponse& response) {
-        coordinator::ReserveResult result;
-        if (!status.ok()) {
-          result.error = errorOf(status);
-        } else {
-          result.grant = rpc::fromProto(response);
-        }
-        done(std::move(result));
-      });
+  reserveTree({request}, {}, 0, [done = std::move(done)](std::vector<coordinator::ReserveResult> r) {
+    done(std::move(r[0]));
+  });
 }
 
 coordinator::DescribeResult RemoteNodeAgent::describe() {
@@ -230,11 +334,13 @@ coordinator::ReserveResult RemoteNodeAgent::reserve(const ledger::Request& reque
   return answer.get_future().get();
 }
 
-void RemoteNodeAgent::unreserve(const std::string& key) {
+void RemoteNodeAgent::unreserveTree(const std::string& key,
+                                    const std::vector<relay::Target>& subtree, int width) {
   v1::UnreserveRequest request;
   request.set_job_id(key);
+  if (!subtree.empty()) *request.mutable_relay() = rpc::toProto(subtree, width, options_.callTimeout);
   send<v1::UnreserveRequest, v1::UnreserveResponse>(
-      rpc::kUnreserveMethod, std::move(request),
+      rpc::kUnreserveMethod, std::move(request), timeoutFor(subtree.size(), width),
       [this](auto* context, auto* message, auto* response, auto callback) {
         stub_->async()->Unreserve(context, message, response, std::move(callback));
       },
@@ -242,6 +348,8 @@ void RemoteNodeAgent::unreserve(const std::string& key) {
       [warn = warnOnFailure("giving back the reservation of job " + key)](
           const grpc::Status& status, const v1::UnreserveResponse&) { warn(status); });
 }
+
+void RemoteNodeAgent::unreserve(const std::string& key) { unreserveTree(key, {}, 0); }
 
 coordinator::LaunchStatus RemoteNodeAgent::launch(const coordinator::LaunchRequest& request,
                                                   coordinator::JobEvents* events) {
@@ -253,157 +361,231 @@ coordinator::LaunchStatus RemoteNodeAgent::launch(const coordinator::LaunchReque
 
 bool RemoteNodeAgent::beginLaunch(const coordinator::LaunchRequest& request,
                                   coordinator::JobEvents* events, std::string* error) {
-  auto stream = std::make_unique<Stream>();
-  Stream* s = stream.get();
-  s->jobId = request.jobId;
-  s->events = events;
-  s->started = std::chrono::steady_clock::now();
-  for (const coordinator::RankLaunch& rank : request.ranks) s->running.insert(rank.rank);
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (shutdown_) {
-    *error = "the agent connection to " + options_.host + " is shut down";
-    return true;
-  }
-  if (streams_.count(request.jobId) != 0) {
-    *error = "job " + request.jobId + " was already launched on " + options_.host;
-    return true;
-  }
-  const v1::LaunchRequest message = rpc::toProto(request);
-  signer_->sign(&s->context, rpc::kLaunchMethod, message);
-  s->reader = stub_->Launch(&s->context, message);
-  s->thread = std::thread([this, s] {
-    common::runGuarded(
-        "launch stream of job " + s->jobId + " on " + options_.host, [&] { readStream(s); },
-        [&](const std::string& what) { streamFailed(s, what); });
-  });
-  streams_.emplace(request.jobId, std::move(stream));
+  *error = beginLaunchTree({request}, {}, 0, events);
   return true;
 }
 
 coordinator::LaunchStatus RemoteNodeAgent::awaitLaunch(const coordinator::LaunchRequest& request,
                                                        coordinator::JobEvents* events) {
   (void)events;
+  return awaitLaunchTree(request.jobId, 0);
+}
+
+std::string RemoteNodeAgent::beginLaunchTree(const std::vector<coordinator::LaunchRequest>& requests,
+                                             const std::vector<relay::Target>& subtree, int width,
+                                             coordinator::JobEvents* events) {
+  const coordinator::LaunchRequest& own = requests.at(0);
+  auto stream = std::make_unique<Stream>();
+  Stream* s = stream.get();
+  s->jobId = own.jobId;
+  s->events = events;
+  s->started = std::chrono::steady_clock::now();
+  s->timeout = timeoutFor(subtree.size(), width);
+  s->hosts.push_back({options_.host, options_.address});
+  for (const relay::Target& t : subtree) s->hosts.push_back({t.host, t.address});
+  for (size_t i = 0; i < requests.size() && i < s->hosts.size(); ++i) {
+    for (const coordinator::RankLaunch& rank : requests[i].ranks) s->running[rank.rank] = i;
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (shutdown_) return "the agent connection to " + options_.host + " is shut down";
+  if (streams_.count(own.jobId) != 0) {
+    return "job " + own.jobId + " was already launched on " + options_.host;
+  }
+  v1::LaunchRequest message = rpc::toProto(own);
+  if (!subtree.empty()) {
+    *message.mutable_relay() = rpc::toProto(subtree, width, options_.callTimeout);
+    for (size_t i = 1; i < requests.size(); ++i) *message.add_relayed() = rpc::toProto(requests[i]);
+  }
+  signer_->sign(&s->context, rpc::kLaunchMethod, message);
+  s->thread = std::thread([this, s, message = std::move(message)] {
+    common::runGuarded(
+        "launch stream of job " + s->jobId + " on " + options_.host,
+        [&] {
+          // Opening the stream waits until the agent takes the call: on this thread, so that
+          // one slow agent holds up neither the other hosts' launches nor a relaying agent's
+          // watch over its own caller. A cancel before it is open still ends it at once.
+          s->reader = stub_->Launch(&s->context, message);
+          readStream(s);
+        },
+        [&](const std::string& what) { streamFailed(s, what); });
+  });
+  streams_.emplace(own.jobId, std::move(stream));
+  return "";
+}
+
+coordinator::LaunchStatus RemoteNodeAgent::awaitLaunchTree(const std::string& jobId,
+                                                           size_t index) {
   Stream* s = nullptr;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    auto found = streams_.find(request.jobId);
+    auto found = streams_.find(jobId);
     if (found == streams_.end()) {
-      return {"job " + request.jobId + " was not launched on " + options_.host};
+      return {"job " + jobId + " was not launched on " + options_.host};
     }
     s = found->second.get();
   }
   std::unique_lock<std::mutex> lock(s->mutex);
-  // The call timeout counts from the request, as a single launch's did.
-  if (!s->answered.wait_until(lock, s->started + options_.callTimeout,
-                              [s] { return s->hasAnswer; })) {
+  if (index >= s->hosts.size()) return {"no such host in the launch"};
+  Stream::Host& host = s->hosts[index];
+  // The timeout counts from the request, as a single launch's did.
+  if (!s->answered.wait_until(lock, s->started + s->timeout, [&] { return host.hasAnswer; })) {
+    // Given up: the whole stream goes (if the ranks start after all, the agent stops them), and
+    // every host that has not answered fails with it.
     s->abandoned = true;
+    for (size_t i = 0; i < s->hosts.size(); ++i) {
+      Stream::Host& h = s->hosts[i];
+      if (h.hasAnswer) continue;
+      h.hasAnswer = true;
+      h.answer = coordinator::LaunchStatus{
+          "the agent on " + h.name + " (" + h.address + ") did not confirm the launch within " +
+          seconds(s->timeout) + (i == 0 ? "" : " (reached through the agent on " + options_.host + ")")};
+      s->dropRanks(i);
+    }
     lock.unlock();
-    s->context.TryCancel();  // if the ranks start after all, the agent stops them
-    return {"the agent on " + options_.host + " (" + options_.address +
-            ") did not confirm the launch within " + seconds(options_.callTimeout)};
+    s->context.TryCancel();
+    lock.lock();
   }
-  coordinator::LaunchStatus status;
-  status.error = s->error;
-  status.pids = s->pids;
-  return status;
+  return host.answer;
 }
 
 void RemoteNodeAgent::readStream(Stream* s) {
   v1::RankEvent event;
-  bool launched = false;
-  if (s->reader->Read(&event) && event.has_launched()) {
-    launched = event.launched().error().empty();
-    std::lock_guard<std::mutex> lock(s->mutex);
-    s->hasAnswer = true;
-    s->error = event.launched().error();
-    for (const v1::RankPid& p : event.launched().pids()) s->pids.emplace_back(p.rank(), p.pid());
-    launched = launched && !s->abandoned;
-    s->answered.notify_all();
-  }
-  if (launched) {
-    while (s->reader->Read(&event)) {
-      if (event.has_output()) {
-        const v1::RankOutput& out = event.output();
-        s->events->onOutput(out.rank(), rpc::fromProto(out.stream()), out.line());
-      } else if (event.has_exit()) {
-        const v1::RankExit& exit = event.exit();
+  while (s->reader->Read(&event)) {
+    if (event.has_launched() || event.has_host_launched()) {
+      std::lock_guard<std::mutex> lock(s->mutex);
+      const size_t i = event.has_launched() ? 0 : s->find(event.host_launched().host(), true);
+      if (i == std::string::npos || s->hosts[i].hasAnswer) continue;
+      const v1::LaunchResult& result =
+          event.has_launched() ? event.launched() : event.host_launched().result();
+      s->hosts[i].hasAnswer = true;
+      s->hosts[i].answer = rpc::fromProto(result);
+      if (!result.error().empty()) s->dropRanks(i);
+      s->answered.notify_all();
+    } else if (event.has_output()) {
+      const v1::RankOutput& out = event.output();
+      s->events->onOutput(out.rank(), rpc::fromProto(out.stream()), out.line());
+    } else if (event.has_exit()) {
+      const v1::RankExit& exit = event.exit();
+      {
+        std::lock_guard<std::mutex> lock(s->mutex);
         if (s->running.erase(exit.rank()) == 0) continue;  // not ours, or reported twice
-        process::ExitStatus status;
-        status.exitCode = exit.exit_code();
-        status.signal = exit.signal();
-        s->events->onExit(exit.rank(), status);
       }
+      process::ExitStatus status;
+      status.exitCode = exit.exit_code();
+      status.signal = exit.signal();
+      s->events->onExit(exit.rank(), status);
+    } else if (event.has_host_lost()) {
+      std::string name;
+      {
+        std::lock_guard<std::mutex> lock(s->mutex);
+        const size_t i = s->find(event.host_lost().host(), false);
+        if (i == std::string::npos || i == 0 || s->hosts[i].lost) continue;
+        s->hosts[i].lost = true;
+        if (!s->hosts[i].hasAnswer) {
+          s->hosts[i].hasAnswer = true;
+          s->hosts[i].answer = coordinator::LaunchStatus{
+              "the agent on " + s->hosts[i].name + " (" + s->hosts[i].address +
+              ") was lost: " + event.host_lost().reason()};
+          s->answered.notify_all();
+        }
+        if (!s->dropRanks(i)) continue;
+        name = s->hosts[i].name;
+      }
+      s->events->onAgentLost(name, event.host_lost().reason());
     }
   }
   const grpc::Status status = s->reader->Finish();
   s->finished = true;
-  {
-    std::lock_guard<std::mutex> lock(s->mutex);
-    if (!s->hasAnswer) {
-      // The stream ended before the agent said anything: the launch failed on the way there.
-      s->hasAnswer = true;
-      s->error = "agent on " + options_.host + " (" + options_.address +
-                 "): " + describeStatus(status, options_.callTimeout);
-      s->answered.notify_all();
-      return;
-    }
-  }
-  if (!launched || s->running.empty()) return;
-  bool stopping = false;
+  bool quiet = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    stopping = shutdown_;
+    quiet = shutdown_;  // we cancelled the stream ourselves: not a lost agent
   }
-  if (stopping) return;  // we cancelled the stream ourselves: not a lost agent
   const std::string reason = status.ok() ? "the agent ended the job's stream early"
-                                         : describeStatus(status, options_.callTimeout);
-  hvd::logging::program("client")->debug(
-      "remote agent {} ({}): job {} stream ended with {} rank(s) running: {}", options_.host,
-      options_.address, s->jobId, s->running.size(), reason);
-  s->events->onAgentLost(options_.host, reason);
+                                         : describeStatus(status, s->timeout);
+  endStream(s, reason, quiet);
+}
+
+void RemoteNodeAgent::endStream(Stream* s, const std::string& reason, bool quiet) {
+  // Who is lost with this agent, in host order: this agent first, so it is the root cause.
+  std::vector<std::pair<std::string, std::string>> lost;
+  {
+    std::lock_guard<std::mutex> lock(s->mutex);
+    const std::string own = "agent on " + options_.host + " (" + options_.address + "): " + reason;
+    for (size_t i = 0; i < s->hosts.size(); ++i) {
+      Stream::Host& h = s->hosts[i];
+      if (!h.hasAnswer) {
+        // The stream ended before the host's launch was confirmed: the launch failed.
+        h.hasAnswer = true;
+        h.answer = coordinator::LaunchStatus{
+            i == 0 ? own : "agent on " + h.name + " (" + h.address + "): " +
+                               relay::reachedThrough(options_.host, options_.address, reason)};
+        s->dropRanks(i);
+        continue;
+      }
+      if (h.lost || !h.answer.ok()) continue;
+      if (!s->dropRanks(i)) continue;
+      h.lost = true;
+      if (i == 0) {
+        std::string why = reason;
+        if (s->hosts.size() > 1) {
+          why += "; the hosts it relayed to are lost with it:";
+          for (size_t j = 1; j < s->hosts.size(); ++j) why += " " + s->hosts[j].name;
+        }
+        lost.emplace_back(h.name, why);
+      } else {
+        lost.emplace_back(h.name, relay::reachedThrough(options_.host, options_.address, reason));
+      }
+    }
+    s->answered.notify_all();
+  }
+  if (quiet) return;
+  if (!lost.empty()) {
+    hvd::logging::program("client")->debug("remote agent {} ({}): job {} stream ended: {}",
+                                           options_.host, options_.address, s->jobId, reason);
+  }
+  for (const auto& [host, why] : lost) s->events->onAgentLost(host, why);
 }
 
 void RemoteNodeAgent::streamFailed(Stream* s, const std::string& what) {
   // Once finished, the exception came from reporting the stream's end: it was handled.
   if (s->finished) return;
   s->context.TryCancel();  // the agent stops the job's ranks when its caller goes
-  v1::RankEvent ignored;
-  while (s->reader->Read(&ignored)) {
-  }
-  s->reader->Finish();
-  s->finished = true;
-  const std::string reason = "internal error reading its stream: " + what;
-  bool running = false;
-  {
-    std::lock_guard<std::mutex> lock(s->mutex);
-    if (!s->hasAnswer) {
-      s->hasAnswer = true;
-      s->error = "agent on " + options_.host + " (" + options_.address + "): " + reason;
-      s->answered.notify_all();
-      return;
+  if (s->reader) {
+    v1::RankEvent ignored;
+    while (s->reader->Read(&ignored)) {
     }
-    running = s->error.empty() && !s->abandoned && !s->running.empty();
+    s->reader->Finish();
   }
+  s->finished = true;
+  bool quiet = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (shutdown_) return;
+    quiet = shutdown_;
   }
-  if (running) s->events->onAgentLost(options_.host, reason);
+  endStream(s, "internal error reading its stream: " + what, quiet);
 }
 
-void RemoteNodeAgent::stop(const std::string& jobId, int signal, std::chrono::milliseconds grace) {
+void RemoteNodeAgent::stopTree(const std::string& jobId, int signal,
+                               std::chrono::milliseconds grace,
+                               const std::vector<relay::Target>& subtree, int width) {
   v1::StopRequest request;
   request.set_job_id(jobId);
   request.set_signal(signal);
   request.set_grace_ms(grace.count());
+  if (!subtree.empty()) *request.mutable_relay() = rpc::toProto(subtree, width, options_.callTimeout);
   // A failed Stop is only logged, as a refused one is: the job's end (its stream) still comes.
   send<v1::StopRequest, v1::StopResponse>(
-      rpc::kStopMethod, std::move(request),
+      rpc::kStopMethod, std::move(request), timeoutFor(subtree.size(), width),
       [this](auto* context, auto* message, auto* response, auto callback) {
         stub_->async()->Stop(context, message, response, std::move(callback));
       },
       [warn = warnOnFailure("stop of job " + jobId)](const grpc::Status& status,
                                                      const v1::StopResponse&) { warn(status); });
+}
+
+void RemoteNodeAgent::stop(const std::string& jobId, int signal, std::chrono::milliseconds grace) {
+  stopTree(jobId, signal, grace, {}, 0);
 }
 
 }  // namespace hvd::agent::client

@@ -8,6 +8,12 @@
 // reported its exit (agent killed, host gone: keepalive pings notice within seconds), the job
 // gets onAgentLost with the reason, and nothing more from this agent.
 //
+// As a relay::SubtreeLink it also carries calls for the hosts of the agent's subtree, which that
+// agent relays (proto Relay): answers for every host come back in one answer or on the one
+// Launch stream, and a call's deadline is the call timeout times (1 + the subtree's depth), so
+// the deepest hop times out first and its parent can still answer for it. When the stream
+// breaks, the agent and every host reached through it are lost, the agent first.
+//
 // Every call is signed (rpc::CallSigner) and has a deadline; failures are values whose reason
 // says what happened ("connection refused", "no answer within 5 s", "authentication failed: bad
 // signature"), never exceptions.
@@ -25,6 +31,7 @@
 #include <vector>
 
 #include "agent/coordinator/node_agent.h"
+#include "agent/relay/subtree_link.h"
 #include "agent/rpc/call_auth.h"
 #include "agent/rpc/credentials.h"
 #include "hvd/v1/agent.grpc.pb.h"
@@ -45,7 +52,7 @@ struct RemoteAgentOptions {
 // DEADLINE_EXCEEDED, else the status message (or code name when the message is empty).
 std::string describeStatus(const grpc::Status& status, std::chrono::milliseconds timeout);
 
-class RemoteNodeAgent : public coordinator::NodeAgent {
+class RemoteNodeAgent : public coordinator::NodeAgent, public relay::SubtreeLink {
  public:
   // `signer` must outlive the agent.
   RemoteNodeAgent(RemoteAgentOptions options, rpc::CallSigner* signer);
@@ -78,6 +85,22 @@ class RemoteNodeAgent : public coordinator::NodeAgent {
   // Sends Stop asynchronously (a dead agent must not block the coordinator) and returns at once.
   void stop(const std::string& jobId, int signal, std::chrono::milliseconds grace) override;
 
+  // relay::SubtreeLink: the NodeAgent calls above are these with an empty subtree.
+  void describeTree(const std::vector<relay::Target>& subtree, int width,
+                    std::function<void(std::vector<coordinator::DescribeResult>)> done) override;
+  void reserveTree(const std::vector<ledger::Request>& requests,
+                   const std::vector<relay::Target>& subtree, int width,
+                   std::function<void(std::vector<coordinator::ReserveResult>)> done) override;
+  void unreserveTree(const std::string& key, const std::vector<relay::Target>& subtree,
+                     int width) override;
+  void stopTree(const std::string& jobId, int signal, std::chrono::milliseconds grace,
+                const std::vector<relay::Target>& subtree, int width) override;
+  std::string beginLaunchTree(const std::vector<coordinator::LaunchRequest>& requests,
+                              const std::vector<relay::Target>& subtree, int width,
+                              coordinator::JobEvents* events) override;
+  coordinator::LaunchStatus awaitLaunchTree(const std::string& jobId, size_t index) override;
+  void cancelLaunches() override;
+
  private:
   struct Stream;
   struct CallBase {
@@ -91,14 +114,26 @@ class RemoteNodeAgent : public coordinator::NodeAgent {
   // and hands its status and response to answer on gRPC's thread; kept in calls_ until then.
   // After shutdown() nothing is sent: answer gets CANCELLED at once, on the calling thread.
   template <typename Request, typename Response, typename Send, typename Answer>
-  void send(std::string_view method, Request request, Send sendCall, Answer answer);
+  void send(std::string_view method, Request request, std::chrono::milliseconds timeout,
+            Send sendCall, Answer answer);
+  // The deadline of a call for this agent and `subtree`.
+  std::chrono::milliseconds timeoutFor(size_t subtree, int width) const;
   // A failed call's AgentError: this host, its address, describeStatus, authentication.
-  coordinator::AgentError errorOf(const grpc::Status& status) const;
+  coordinator::AgentError errorOf(const grpc::Status& status,
+                                  std::chrono::milliseconds timeout) const;
+  // The errors of a failed call for this agent and `subtree`: this agent's, and for each subtree
+  // host one that names this agent as the one it was reached through.
+  std::vector<coordinator::AgentError> errorsOf(const grpc::Status& status,
+                                                std::chrono::milliseconds timeout,
+                                                const std::vector<relay::Target>& subtree) const;
   // The answer of a call whose failure is only logged ("<what> on <host> (<address>) failed").
   std::function<void(const grpc::Status&)> warnOnFailure(std::string what) const;
   // Frees the answered calls (mutex_ held).
   void reapAnswered();
   void readStream(Stream* stream);
+  // The stream ended (status, or an internal error): unanswered hosts get `reason` as their
+  // launch error, hosts with running ranks are lost (this agent first). Never under a lock.
+  void endStream(Stream* stream, const std::string& reason, bool quiet);
   // readStream's way out after an exception: the stream counts as lost.
   void streamFailed(Stream* stream, const std::string& what);
 

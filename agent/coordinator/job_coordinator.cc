@@ -24,12 +24,13 @@ std::string describeRankFailure(int rank, const std::string& host,
 }
 
 JobCoordinator::JobCoordinator(JobSpec spec, std::vector<NodeAgent*> agents, StoreEndpoint store,
-                               ClientEvents* client, Clock* clock)
+                               ClientEvents* client, Clock* clock, CallBatch* batch)
     : spec_(std::move(spec)),
       agents_(std::move(agents)),
       store_(std::move(store)),
       client_(client),
-      clock_(clock) {
+      clock_(clock),
+      batch_(batch) {
   for (NodeAgent* agent : agents_) agentHosts_.push_back(agent ? agent->host() : std::string());
 }
 
@@ -75,7 +76,8 @@ JobCoordinator::Start JobCoordinator::tryStart(bool queue) {
   std::vector<DescribeResult> answers = fanOut<DescribeResult>(
       agents_.size(), [&](size_t h, std::function<void(DescribeResult)> done) {
         agents_[h]->describeAsync(std::move(done));
-      });
+      },
+      batch_);
   std::vector<NodeDescription> nodes;
   for (size_t h = 0; h < agents_.size(); ++h) {
     DescribeResult& described = answers[h];
@@ -209,7 +211,8 @@ ledger::Grant JobCoordinator::reserveAll(const std::vector<NodeDescription>& nod
   std::vector<ReserveResult> answers =
       fanOut<ReserveResult>(asked.size(), [&](size_t i, std::function<void(ReserveResult)> done) {
         agents_[asked[i]]->reserveAsync(requests[i], std::move(done));
-      });
+      },
+      batch_);
   bool decided = false;
   for (size_t i = 0; i < asked.size(); ++i) {
     const size_t h = asked[i];
@@ -262,6 +265,7 @@ ledger::Grant JobCoordinator::reserveAll(const std::vector<NodeDescription>& nod
 }
 
 void JobCoordinator::unreserveAll(const std::vector<bool>& held) {
+  HeldRound round(batch_);
   for (size_t h = 0; h < held.size() && h < agents_.size(); ++h) {
     if (held[h]) agents_[h]->unreserve(spec_.launchId());
   }
@@ -354,6 +358,7 @@ void JobCoordinator::launchAll(const std::vector<LaunchRequest>& requests) {
   std::vector<size_t> begun;
   std::vector<std::string> beginErrors;
   std::vector<bool> sent;
+  HeldRound round(batch_);
   for (size_t h = 0; h < requests.size(); ++h) {
     const LaunchRequest& request = requests[h];
     if (request.ranks.empty()) continue;
@@ -370,6 +375,7 @@ void JobCoordinator::launchAll(const std::vector<LaunchRequest>& requests) {
     sent.push_back(agents_[h]->beginLaunch(request, this, &error));
     beginErrors.push_back(std::move(error));
   }
+  round.flush();
   for (size_t i = 0; i < begun.size(); ++i) {
     const size_t h = begun[i];
     const LaunchRequest& request = requests[h];
@@ -656,8 +662,11 @@ JobResult JobCoordinator::endResultLocked() const {
 }
 
 void JobCoordinator::perform(Actions actions) {
-  for (const StopCall& call : actions.stops) {
-    agents_[call.host]->stop(spec_.launchId(), call.signal, call.grace);
+  {
+    HeldRound round(batch_);
+    for (const StopCall& call : actions.stops) {
+      agents_[call.host]->stop(spec_.launchId(), call.signal, call.grace);
+    }
   }
   if (actions.ended && client_) client_->onJobEnd(*actions.ended);
 }

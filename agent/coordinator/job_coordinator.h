@@ -23,6 +23,7 @@
 #include <string_view>
 #include <vector>
 
+#include "agent/coordinator/call_batch.h"
 #include "agent/coordinator/node_agent.h"
 #include "agent/coordinator/restart_policy.h"
 #include "agent/node/worker_env.h"
@@ -174,8 +175,10 @@ class JobCoordinator : public JobEvents {
   static constexpr std::chrono::milliseconds kStopReportSlack{10000};
 
   // `agents[i]` serves `spec.hosts[i]`; agents, client and clock must outlive the coordinator.
+  // `batch` (may be null) groups the calls of each round to every host (describe, reserve,
+  // launch, stop, unreserve: call_batch.h), for agents reached through a relay tree.
   JobCoordinator(JobSpec spec, std::vector<NodeAgent*> agents, StoreEndpoint store,
-                 ClientEvents* client, Clock* clock);
+                 ClientEvents* client, Clock* clock, CallBatch* batch = nullptr);
 
   enum class Start {
     kRunning,  // launched (a rank may already have failed: the job ends through events)
@@ -264,6 +267,7 @@ class JobCoordinator : public JobEvents {
   const StoreEndpoint store_;
   ClientEvents* const client_;
   Clock* const clock_;
+  CallBatch* const batch_;
 
   mutable std::mutex mutex_;
   contract::Placement placement_;

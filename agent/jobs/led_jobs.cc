@@ -11,6 +11,8 @@
 #include "agent/auth/cluster_key.h"
 #include "agent/common/thread_guard.h"
 #include "agent/coordinator/restart_policy.h"
+#include "agent/relay/tree_hosts.h"
+#include "agent/relay/tree_shape.h"
 #include "agent/rpc/convert.h"
 #include "agent/rpc/net.h"
 #include "common/logging.h"
@@ -143,7 +145,7 @@ struct LedJobs::Job {
   std::shared_ptr<ChangeSignal> changed = std::make_shared<ChangeSignal>();
   // The attempt in progress; replaced between attempts under LedJobs::mutex_.
   std::unique_ptr<LocalHost::View> local;
-  std::vector<std::unique_ptr<coord::NodeAgent>> remotes;
+  std::unique_ptr<relay::TreeHosts> remotes;  // the other hosts, through the relay tree
   std::unique_ptr<JobSink> sink;
   std::unique_ptr<coord::JobCoordinator> coordinator;
   // Set under LedJobs::mutex_.
@@ -187,6 +189,10 @@ void LedJobs::validate(const coord::JobSpec& spec, const v1::SubmitJobRequest& r
     }
     if (!options_.remoteAgents) {
       throw InvalidArgumentError("this agent cannot reach other agents (no remote agent support)");
+    }
+    if (request.tree_width() < 0) {
+      throw InvalidArgumentError("the tree width must be at least 1 (0: the default, " +
+                                 std::to_string(relay::kDefaultTreeWidth) + ")");
     }
     for (int i = 1; i < request.hosts_size(); ++i) {
       if (request.hosts(i).agent_address().empty()) {
@@ -400,19 +406,25 @@ coord::JobResult LedJobs::runAttempt(Job* job, int attempt, const coord::JobSpec
     auto local =
         std::make_unique<LocalHost::View>(local_, spec.hosts[0].host, options_.describeLocal);
     std::vector<coord::NodeAgent*> agents = {local.get()};
-    std::vector<std::unique_ptr<coord::NodeAgent>> remotes;
     const std::chrono::milliseconds timeout =
         job->request.connect_timeout_ms() > 0
             ? std::chrono::milliseconds(job->request.connect_timeout_ms())
             : options_.defaultConnectTimeout;
+    std::vector<relay::Target> others;
     for (size_t h = 1; h < spec.hosts.size(); ++h) {
       std::string address;
       for (const v1::HostEntry& entry : job->request.hosts()) {
         if (entry.host() == spec.hosts[h].host) address = entry.agent_address();
       }
-      remotes.push_back(options_.remoteAgents({spec.hosts[h].host, address, timeout}));
-      agents.push_back(remotes.back().get());
+      others.push_back({spec.hosts[h].host, address});
     }
+    const int width =
+        job->request.tree_width() > 0 ? job->request.tree_width() : relay::kDefaultTreeWidth;
+    auto remotes = std::make_unique<relay::TreeHosts>(
+        std::move(others), width, [factory = options_.remoteAgents, timeout](const relay::Target& t) {
+          return factory(RemoteHost{t.host, t.address, timeout});
+        });
+    for (coord::NodeAgent* agent : remotes->agents()) agents.push_back(agent);
     // The ranks reach this agent's store (and rank 0's MASTER_PORT) at the address the agent
     // listens on when that is one specific address: it is reachable by construction and needs
     // no name resolution (the node names of a Slurm allocation, say). A wildcard bind leaves
@@ -422,8 +434,9 @@ coord::JobResult LedJobs::runAttempt(Job* job, int attempt, const coord::JobSpec
     const std::string storeHost = specific ? listen : spec.hosts[0].host;
     const std::string storeAddress = rpc::joinHostPort(storeHost, store_->port());
     auto sink = std::make_unique<JobSink>(job->log.get(), job->changed.get(), attempt);
-    auto coordinator = std::make_unique<coord::JobCoordinator>(
-        spec, agents, coord::StoreEndpoint{storeAddress, token}, sink.get(), &job->clock);
+    auto coordinator =
+        std::make_unique<coord::JobCoordinator>(spec, agents, coord::StoreEndpoint{storeAddress, token},
+                                                sink.get(), &job->clock, remotes.get());
     std::lock_guard<std::mutex> lock(mutex_);
     job->local = std::move(local);
     job->remotes = std::move(remotes);
@@ -491,12 +504,12 @@ coord::JobResult LedJobs::runAttempt(Job* job, int attempt, const coord::JobSpec
 }
 
 void LedJobs::tearDownAttempt(Job* job) {
-  std::vector<std::unique_ptr<coord::NodeAgent>> remotes;
+  std::unique_ptr<relay::TreeHosts> remotes;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     remotes.swap(job->remotes);
   }
-  remotes.clear();       // RemoteNodeAgent: cancels its streams, joins its threads
+  remotes.reset();       // cancels the children's streams, joins their threads
   job->local->finish();  // releases the local group: leftovers SIGKILLed, ranks reaped
   store_->removeJob(job->id);
 }
@@ -607,7 +620,7 @@ void LedJobs::abandon(Job* job, const std::string& what) {
   const std::string role = "job " + id + " (leader, ending it)";
   leaveQueue(id);
   common::runGuarded(role, [&] {
-    std::vector<std::unique_ptr<coord::NodeAgent>> remotes;
+    std::unique_ptr<relay::TreeHosts> remotes;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       remotes.swap(job->remotes);

@@ -6,7 +6,8 @@
 //     starts in submission order once they are free (each agent's ledger, agent/ledger); a
 //     submitted (detached) job that waits survives a restart of this agent;
 //   * attempts: a JobCoordinator per attempt over this node (LocalHost::View) and the other
-//     hosts' agents (RemoteAgentFactory), paced by tick() (stop deadlines, --time-limit); a
+//     hosts' agents (RemoteAgentFactory), reached through a relay tree beyond the request's
+//     tree width (relay/tree_hosts.h), paced by tick() (stop deadlines, --time-limit); a
 //     failed attempt starts again while the job's restart policy allows (restart_policy.h),
 //     each attempt with its own store namespace and token, so nothing of an earlier attempt
 //     reaches a later one;
@@ -37,6 +38,7 @@
 #include "agent/jobs/local_host.h"
 #include "agent/ledger/resource_ledger.h"
 #include "agent/records/job_history.h"
+#include "agent/relay/subtree_link.h"
 #include "agent/records/job_log.h"
 #include "hvd/v1/agent.pb.h"
 
@@ -53,10 +55,11 @@ struct RemoteHost {
   std::chrono::milliseconds callTimeout{5000};
 };
 
-// Builds the NodeAgent of another host (hvdagent: client::RemoteNodeAgent with this agent's TLS
-// options and key). Its destructor must cancel its streams and deliver no event afterwards.
+// Builds the link to another host's agent, for that host and the hosts it relays to
+// (hvdagent: client::RemoteNodeAgent with this agent's TLS options and key). Its destructor must
+// cancel its streams and deliver no event afterwards.
 using RemoteAgentFactory =
-    std::function<std::unique_ptr<coordinator::NodeAgent>(const RemoteHost& host)>;
+    std::function<std::unique_ptr<relay::SubtreeLink>(const RemoteHost& host)>;
 
 struct LedJobsOptions {
   std::string listenHost = "127.0.0.1";  // where MASTER_PORT is picked

@@ -8,5 +8,5 @@ add_library(hvd_agent_jobs STATIC
   ${CMAKE_CURRENT_LIST_DIR}/local_host.cc)
 target_include_directories(hvd_agent_jobs PUBLIC ${PROJECT_SOURCE_DIR})
 target_link_libraries(hvd_agent_jobs
-                      PUBLIC hvd_agent_records hvd_agent_coordinator hvd_agent_ledger hvd_agent_rpc hvd
+                      PUBLIC hvd_agent_records hvd_agent_coordinator hvd_agent_relay hvd_agent_ledger hvd_agent_rpc hvd
                       PRIVATE hvd_agent_common hvd_auth hvd_internal spdlog::spdlog hvd_warnings)

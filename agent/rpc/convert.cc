@@ -82,6 +82,70 @@ coordinator::LaunchRequest fromProto(const v1::LaunchRequest& r) {
   return request;
 }
 
+v1::Relay toProto(const std::vector<relay::Target>& hosts, int width,
+                  std::chrono::milliseconds callTimeout) {
+  v1::Relay r;
+  for (const relay::Target& t : hosts) {
+    v1::HostEntry* entry = r.add_hosts();
+    entry->set_host(t.host);
+    entry->set_agent_address(t.address);
+  }
+  r.set_width(width);
+  r.set_call_timeout_ms(callTimeout.count());
+  return r;
+}
+
+std::vector<relay::Target> fromProto(const v1::Relay& relay) {
+  std::vector<relay::Target> hosts;
+  for (const v1::HostEntry& entry : relay.hosts()) {
+    if (entry.host().empty() || entry.agent_address().empty()) {
+      throw InvalidArgumentError("a relayed host needs a name and its agent's address");
+    }
+    hosts.push_back({entry.host(), entry.agent_address()});
+  }
+  if (!hosts.empty() && relay.width() < 1) {
+    throw InvalidArgumentError("a relayed call needs a tree width of at least 1");
+  }
+  if (relay.call_timeout_ms() < 0) throw InvalidArgumentError("negative relay call timeout");
+  return hosts;
+}
+
+v1::AgentFailure toProto(const coordinator::AgentError& error) {
+  v1::AgentFailure f;
+  f.set_host(error.host);
+  f.set_address(error.address);
+  f.set_reason(error.reason);
+  f.set_authentication_failed(error.authenticationFailed);
+  return f;
+}
+
+coordinator::AgentError fromProto(const v1::AgentFailure& f) {
+  coordinator::AgentError error;
+  error.host = f.host();
+  error.address = f.address();
+  error.reason = f.reason();
+  error.authenticationFailed = f.authentication_failed();
+  return error;
+}
+
+v1::LaunchResult toProto(const coordinator::LaunchStatus& status) {
+  v1::LaunchResult r;
+  r.set_error(status.error);
+  for (const auto& [rank, pid] : status.pids) {
+    v1::RankPid* p = r.add_pids();
+    p->set_rank(rank);
+    p->set_pid(pid);
+  }
+  return r;
+}
+
+coordinator::LaunchStatus fromProto(const v1::LaunchResult& r) {
+  coordinator::LaunchStatus status;
+  status.error = r.error();
+  for (const v1::RankPid& p : r.pids()) status.pids.emplace_back(p.rank(), p.pid());
+  return status;
+}
+
 namespace {
 
 v1::JobOutcome toProto(coordinator::JobOutcome o) {

@@ -8,6 +8,7 @@
 
 #include "agent/coordinator/job_coordinator.h"
 #include "agent/coordinator/node_agent.h"
+#include "agent/relay/subtree_link.h"
 #include "hvd/v1/agent.pb.h"
 
 namespace hvd::agent::rpc {
@@ -42,6 +43,16 @@ v1::ReserveRequest toProto(const ledger::Request& request);
 ledger::Request fromProto(const v1::ReserveRequest& request);
 v1::ReserveResponse toProto(const ledger::Grant& grant);
 ledger::Grant fromProto(const v1::ReserveResponse& response);
+
+// The relay part of a call (agent/relay): the other hosts it is for, the tree's width and the
+// per-hop call timeout; and back.
+v1::Relay toProto(const std::vector<relay::Target>& hosts, int width,
+                  std::chrono::milliseconds callTimeout);
+std::vector<relay::Target> fromProto(const v1::Relay& relay);
+v1::AgentFailure toProto(const coordinator::AgentError& error);
+coordinator::AgentError fromProto(const v1::AgentFailure& failure);
+v1::LaunchResult toProto(const coordinator::LaunchStatus& status);
+coordinator::LaunchStatus fromProto(const v1::LaunchResult& result);
 
 // Where a job is: COMPLETED, FAILED, CANCELLED, TIMEOUT and LOST are final.
 bool isFinalState(v1::JobState state);

@@ -7,5 +7,5 @@ add_library(hvd_agent_rpc STATIC
   ${CMAKE_CURRENT_LIST_DIR}/convert.cc
   ${CMAKE_CURRENT_LIST_DIR}/net.cc)
 target_include_directories(hvd_agent_rpc PUBLIC ${PROJECT_SOURCE_DIR})
-target_link_libraries(hvd_agent_rpc PUBLIC hvd_proto hvd_auth hvd_agent_coordinator hvd PRIVATE hvd_internal spdlog::spdlog
+target_link_libraries(hvd_agent_rpc PUBLIC hvd_proto hvd_auth hvd_agent_coordinator hvd_agent_relay hvd PRIVATE hvd_internal spdlog::spdlog
                       hvd_warnings)

@@ -3,11 +3,14 @@
 
 #include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <csignal>
 #include <exception>
+#include <thread>
 #include <optional>
 #include <set>
 
+#include "agent/common/thread_guard.h"
 #include "agent/rpc/convert.h"
 #include "agent/rpc/methods.h"
 #include "agent/service/event_queue.h"
@@ -39,7 +42,13 @@ class RankEventQueue final : public coordinator::JobEvents {
     exit->set_signal(status.signal);
     queue_->push(std::move(event));
   }
-  void onAgentLost(const std::string&, const std::string&) override {}  // local: never
+  // A relayed host's agent (never a local one).
+  void onAgentLost(const std::string& host, const std::string& reason) override {
+    v1::RankEvent event;
+    event.mutable_host_lost()->set_host(host);
+    event.mutable_host_lost()->set_reason(reason);
+    queue_->push(std::move(event));
+  }
 
  private:
   void pushOutput(int rank, process::Stream stream, std::string_view line) {
@@ -126,6 +135,7 @@ grpc::Status AgentService::Describe(grpc::ServerContext* context,
   if (grpc::Status s = guard_->check(*context, rpc::kDescribeMethod, *request); !s.ok()) return s;
   return guarded([&] {
     *response = toProto(describeNode());
+    relayDescribe(*request, response);
     return grpc::Status::OK;
   });
 }
@@ -143,60 +153,140 @@ grpc::Status AgentService::runLaunch(grpc::ServerContext* context, const v1::Lau
   if (shuttingDown()) return {grpc::StatusCode::UNAVAILABLE, "the agent is shutting down"};
   const coordinator::LaunchRequest request = rpc::fromProto(proto);
   const std::string& jobId = request.jobId;
-  const size_t rankCount = request.ranks.size();
+  // The relayed hosts' launches (the subtree of a relay tree), checked before anything starts.
+  const std::vector<relay::Target> targets = rpc::fromProto(proto.relay());
+  if (proto.relayed_size() != static_cast<int>(targets.size())) {
+    throw InvalidArgumentError("the launch request relays " +
+                               std::to_string(proto.relayed_size()) + " launches for " +
+                               std::to_string(targets.size()) + " hosts");
+  }
+  std::vector<coordinator::LaunchRequest> relayed;
+  // Every rank whose exit this stream still owes its caller, and the host it runs on.
+  std::map<int, std::string> pending;
+  for (const coordinator::RankLaunch& r : request.ranks) pending[r.rank] = "";
+  for (size_t i = 0; i < targets.size(); ++i) {
+    relayed.push_back(rpc::fromProto(proto.relayed(static_cast<int>(i))));
+    if (relayed.back().jobId != jobId || relayed.back().ranks.empty()) {
+      throw InvalidArgumentError("the relayed launch for " + targets[i].host +
+                                 " is not one of job " + jobId + " or has no ranks");
+    }
+    for (const coordinator::RankLaunch& r : relayed.back().ranks) pending[r.rank] = targets[i].host;
+  }
+  const auto dropHost = [&pending](const std::string& host) {
+    for (auto it = pending.begin(); it != pending.end();) {
+      it = it->second == host ? pending.erase(it) : std::next(it);
+    }
+  };
 
   EventQueue<v1::RankEvent> queue;
   RankEventQueue events(&queue);
   hvd::logging::program("service")->info(
-      "hvdagent: job {}: starting {} rank(s) of '{}' for {}", jobId, rankCount,
+      "hvdagent: job {}: starting {} rank(s) of '{}' for {}{}", jobId, request.ranks.size(),
       request.ranks.front().spec.argv.empty() ? "" : request.ranks.front().spec.argv[0],
-      context->peer());
+      context->peer(),
+      targets.empty() ? "" : ", relaying to " + std::to_string(targets.size()) + " host(s)");
   const coordinator::LaunchStatus status = local_->start(request, &events);
-  {
-    v1::RankEvent launched;
-    launched.mutable_launched()->set_error(status.error);
-    for (const auto& [rank, pid] : status.pids) {
-      v1::RankPid* p = launched.mutable_launched()->add_pids();
-      p->set_rank(rank);
-      p->set_pid(pid);
+  v1::RankEvent launched;
+  *launched.mutable_launched() = rpc::toProto(status);
+  if (!status.ok()) {
+    hvd::logging::program("service")->warn("hvdagent: job {}: launch failed: {}", jobId,
+                                           status.error);
+    writer->Write(launched);
+    // Nothing was relayed: the caller learns why for each host.
+    for (const relay::Target& t : targets) {
+      v1::RankEvent event;
+      event.mutable_host_launched()->set_host(t.host);
+      event.mutable_host_launched()->mutable_result()->set_error(
+          "not launched: the launch on the relaying agent failed first (" + status.error + ")");
+      writer->Write(event);
     }
-    if (!status.ok()) {
-      hvd::logging::program("service")->warn("hvdagent: job {}: launch failed: {}", jobId,
-                                             status.error);
-      writer->Write(launched);
-      return grpc::Status::OK;
-    }
-    bool callerGone = !writer->Write(launched);
-    // From here on the job runs: whatever happens, it is stopped and released before returning.
-    struct Release {
-      jobs::LocalHost* local;
-      const std::string& id;
-      ~Release() { local->release(id); }
-    } release{local_, jobId};
-
-    size_t exits = 0;
-    bool stopped = false;
-    while (exits < rankCount) {
-      for (v1::RankEvent& event : queue.popAll(kPollInterval)) {
-        if (event.has_exit()) ++exits;
-        if (!callerGone && !writer->Write(event)) callerGone = true;
-      }
-      // The caller may close the stream as soon as it has the last exit: that is no loss.
-      if (exits >= rankCount) break;
-      if (!callerGone && context->IsCancelled()) callerGone = true;
-      if (callerGone && !stopped) {
-        // The leader went away (hvdrun killed, leader agent lost): no worker outlives it.
-        hvd::logging::program("service")->warn(
-            "hvdagent: job {}: caller {} went away; stopping its ranks (signal {}, "
-            "grace {} ms)",
-            jobId, context->peer(), request.stopSignal, request.grace.count());
-        local_->stop(jobId, request.stopSignal, request.grace);
-        stopped = true;
-      }
-    }
-    hvd::logging::program("service")->info("hvdagent: job {}: every rank has exited", jobId);
-    if (callerGone) return {grpc::StatusCode::CANCELLED, "the caller went away"};
+    return grpc::Status::OK;
   }
+  bool callerGone = !writer->Write(launched);
+  // From here on the job runs: whatever happens, it is stopped and released before returning.
+  struct Release {
+    jobs::LocalHost* local;
+    const std::string& id;
+    ~Release() { local->release(id); }
+  } release{local_, jobId};
+
+  // The subtree: launched as one round, answered one host at a time on a thread of its own
+  // while this one writes events. The tree outlives that thread (declared first, destroyed last).
+  std::unique_ptr<relay::TreeHosts> tree = subtreeOf(proto.relay());
+  std::atomic<bool> awaited{!tree};
+  std::thread awaiter;
+  struct Join {
+    std::thread& t;
+    ~Join() {
+      if (t.joinable()) t.join();
+    }
+  } join{awaiter};
+  if (tree) {
+    {
+      coordinator::HeldRound round(tree.get());
+      for (size_t i = 0; i < relayed.size(); ++i) {
+        std::string ignored;  // a launch that cannot go out answers in awaitLaunch
+        tree->agent(i)->beginLaunch(relayed[i], &events, &ignored);
+      }
+    }
+    awaiter = std::thread([&] {
+      common::runGuarded(
+          "relayed launch of job " + jobId,
+          [&] {
+            for (size_t i = 0; i < relayed.size(); ++i) {
+              v1::RankEvent event;
+              event.mutable_host_launched()->set_host(targets[i].host);
+              *event.mutable_host_launched()->mutable_result() =
+                  rpc::toProto(tree->agent(i)->awaitLaunch(relayed[i], &events));
+              queue.push(std::move(event));
+            }
+          },
+          [&](const std::string& what) {
+            // Whatever is still unanswered fails: the caller must not wait on it.
+            for (const relay::Target& t : targets) {
+              v1::RankEvent event;
+              event.mutable_host_launched()->set_host(t.host);
+              event.mutable_host_launched()->mutable_result()->set_error(
+                  "internal error relaying the launch: " + what);
+              queue.push(std::move(event));
+            }
+          });
+      awaited = true;
+    });
+  }
+
+  bool stopped = false;
+  const auto writeAll = [&](std::vector<v1::RankEvent> batch) {
+    for (v1::RankEvent& event : batch) {
+      if (event.has_exit()) pending.erase(event.exit().rank());
+      if (event.has_host_launched() && !event.host_launched().result().error().empty()) {
+        dropHost(event.host_launched().host());
+      }
+      if (event.has_host_lost()) dropHost(event.host_lost().host());
+      if (!callerGone && !writer->Write(event)) callerGone = true;
+    }
+  };
+  while (!pending.empty() || !awaited) {
+    writeAll(queue.popAll(kPollInterval));
+    // The caller may close the stream as soon as it has the last exit: that is no loss.
+    if (pending.empty() && awaited) break;
+    if (!callerGone && context->IsCancelled()) callerGone = true;
+    if (callerGone && !stopped) {
+      // The leader went away (hvdrun killed, leader agent lost): no worker outlives it, here
+      // or on the hosts relayed to (their agents stop theirs when this stream goes).
+      hvd::logging::program("service")->warn(
+          "hvdagent: job {}: caller {} went away; stopping its ranks (signal {}, "
+          "grace {} ms)",
+          jobId, context->peer(), request.stopSignal, request.grace.count());
+      local_->stop(jobId, request.stopSignal, request.grace);
+      if (tree) tree->cancelLaunches();
+      stopped = true;
+    }
+  }
+  if (awaiter.joinable()) awaiter.join();
+  writeAll(queue.popAll(std::chrono::milliseconds(0)));
+  hvd::logging::program("service")->info("hvdagent: job {}: every rank has exited", jobId);
+  if (callerGone) return {grpc::StatusCode::CANCELLED, "the caller went away"};
   return grpc::Status::OK;
 }
 
@@ -213,6 +303,8 @@ grpc::Status AgentService::Reserve(grpc::ServerContext* context, const v1::Reser
       // An agent always keeps a ledger; a grant without one would let jobs share GPUs unseen.
       return grpc::Status{grpc::StatusCode::INTERNAL, "this agent keeps no ledger"};
     }
+    // The leader gives back what any host granted when another one cannot hold its share.
+    relayReserve(*request, response);
     hvd::logging::program("service")->debug(
         "hvdagent: job {}: reserve {} rank(s): {}", wanted.key, wanted.ranks,
         result.grant.verdict == ledger::Verdict::kGranted ? "granted" : result.grant.reason);
@@ -228,6 +320,7 @@ grpc::Status AgentService::Unreserve(grpc::ServerContext* context,
   return guarded([&] {
     if (request->job_id().empty()) throw InvalidArgumentError("the request names no job");
     local_->unreserve(request->job_id());
+    relayUnreserve(*request);
     return grpc::Status::OK;
   });
 }
@@ -248,6 +341,7 @@ grpc::Status AgentService::Stop(grpc::ServerContext* context, const v1::StopRequ
         request->grace_ms(), context->peer());
     // Unknown jobs are not an error: a stop may cross the job's natural end.
     local_->stop(request->job_id(), signal, std::chrono::milliseconds(request->grace_ms()));
+    relayStop(*request, signal);
     return grpc::Status::OK;
   });
 }

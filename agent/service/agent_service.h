@@ -9,6 +9,11 @@
 //              away gets its ranks stopped (its stop signal, grace, SIGKILL): no worker outlives
 //              the job's leader.
 //   Stop       LocalHost::stop.
+//   Relay      a Describe, Reserve, Unreserve, Stop or Launch may also be for other hosts
+//              (proto Relay: the subtree of a relay tree beyond the leader's width): this agent
+//              calls them through relay::TreeHosts and answers for each (relay_calls.cc); a
+//              relayed Launch carries their events on its stream, and their lost agents as
+//              HostLost.
 //   Reserve, Unreserve  this node's ledger (agent/ledger): a leader holds its job's share here
 //              before any rank starts anywhere; Launch binds it, the job's release returns it.
 //   SubmitJob  LedJobs (led_jobs.h): the job runs on the leader whoever is connected. JobAccepted,
@@ -39,7 +44,9 @@
 #include "agent/jobs/local_host.h"
 #include "agent/node/gpu_discovery.h"
 #include "agent/records/job_history.h"
+#include "agent/relay/tree_hosts.h"
 #include "agent/rpc/call_auth.h"
+#include "agent/service/detached_trees.h"
 #include "agent/service/node_facts.h"
 #include "hvd/v1/agent.grpc.pb.h"
 
@@ -114,6 +121,13 @@ class AgentService final : public v1::Agent::Service {
   grpc::Status notFound(const std::string& jobId) const;
   NodeFacts describeNode();
   bool shuttingDown() const;
+  // The hosts a relayed call names (relay_calls.cc), as a relay tree of this agent's links; null
+  // when it names none. Throws InvalidArgumentError for a malformed relay.
+  std::unique_ptr<relay::TreeHosts> subtreeOf(const v1::Relay& relay);
+  void relayDescribe(const v1::DescribeRequest& request, v1::DescribeResponse* response);
+  void relayReserve(const v1::ReserveRequest& request, v1::ReserveResponse* response);
+  void relayUnreserve(const v1::UnreserveRequest& request);
+  void relayStop(const v1::StopRequest& request, int signal);
 
   const AgentServiceOptions options_;
   rpc::CallGuard* const guard_;
@@ -124,6 +138,7 @@ class AgentService final : public v1::Agent::Service {
   std::mutex describeMutex_;  // GpuDiscovery is not thread-safe
   mutable std::mutex mutex_;
   bool shuttingDown_ = false;
+  DetachedTrees detached_;              // relayed Stops and Unreserves still in flight
   std::unique_ptr<jobs::LedJobs> led_;  // last: its jobs use everything above
 };
 

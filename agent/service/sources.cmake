@@ -5,10 +5,11 @@
 add_library(hvd_agent_service STATIC
   ${CMAKE_CURRENT_LIST_DIR}/agent_service.cc
   ${CMAKE_CURRENT_LIST_DIR}/node_facts.cc
+  ${CMAKE_CURRENT_LIST_DIR}/relay_calls.cc
   ${CMAKE_CURRENT_LIST_DIR}/submit_job.cc)
 target_include_directories(hvd_agent_service PUBLIC ${PROJECT_SOURCE_DIR})
 target_link_libraries(hvd_agent_service
-                      PUBLIC hvd_agent_jobs hvd_agent_records hvd_agent_rpc hvd_agent_coordinator hvd_auth
+                      PUBLIC hvd_agent_jobs hvd_agent_relay hvd_agent_records hvd_agent_rpc hvd_agent_coordinator hvd_auth
                              hvd_proto hvd_internal
                       PRIVATE hvd_agent_common spdlog::spdlog hvd_warnings)
 target_compile_definitions(hvd_agent_service PRIVATE HVD_AGENT_VERSION="${PROJECT_VERSION}")

@@ -37,7 +37,8 @@ add_executable(e2e_test ${CMAKE_CURRENT_LIST_DIR}/e2e_jobs_test.cc
                         ${CMAKE_CURRENT_LIST_DIR}/e2e_submit_test.cc
                         ${CMAKE_CURRENT_LIST_DIR}/e2e_torch_test.cc
                         ${CMAKE_CURRENT_LIST_DIR}/e2e_security_test.cc
-                        ${CMAKE_CURRENT_LIST_DIR}/e2e_orchestration_test.cc)
+                        ${CMAKE_CURRENT_LIST_DIR}/e2e_orchestration_test.cc
+                        ${CMAKE_CURRENT_LIST_DIR}/e2e_tree_test.cc)
 target_link_libraries(e2e_test PRIVATE hvd_e2e_support hvd_agent_rpc hvd_auth hvd_proto
                                        GTest::gtest_main hvd_warnings)
 target_compile_definitions(e2e_test PRIVATE

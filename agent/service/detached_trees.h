@@ -1,0 +1,63 @@
+// Relayed calls whose answers nobody waits for (Stop and Unreserve of a subtree): the handler
+// sends them and answers its own caller at once, and their relay trees are kept here until each
+// has its answers (every call ends by its deadline), then destroyed on a thread of its own. A
+// frozen host deep in a subtree then delays no one above it: not the relaying agent's handler,
+// not the leader's teardown of the job.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "agent/relay/tree_hosts.h"
+
+namespace hvd::agent::service {
+
+class DetachedTrees {
+ public:
+  DetachedTrees() : reaper_([this] { reap(); }) {}
+  // Waits for every kept tree's calls.
+  ~DetachedTrees() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      closing_ = true;
+    }
+    changed_.notify_all();
+    reaper_.join();
+  }
+  DetachedTrees(const DetachedTrees&) = delete;
+  DetachedTrees& operator=(const DetachedTrees&) = delete;
+
+  void keep(std::unique_ptr<relay::TreeHosts> tree) {
+    if (!tree) return;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      trees_.push_back(std::move(tree));
+    }
+    changed_.notify_all();
+  }
+
+ private:
+  void reap() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (;;) {
+      changed_.wait(lock, [this] { return closing_ || !trees_.empty(); });
+      if (trees_.empty()) return;  // closing, nothing left
+      std::unique_ptr<relay::TreeHosts> tree = std::move(trees_.front());
+      trees_.pop_front();
+      lock.unlock();
+      tree.reset();  // waits for its calls in flight
+      lock.lock();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<std::unique_ptr<relay::TreeHosts>> trees_;
+  bool closing_ = false;
+  std::thread reaper_;  // last: starts once the rest exists
+};
+
+}  // namespace hvd::agent::service
