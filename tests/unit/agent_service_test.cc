@@ -643,11 +643,12 @@ class TwoAgentsTest : public AgentServiceTest {
     explicit Other(const auth::ClusterKey& key, const fs::path& dir)
         : verifier(key, clock),
           guard(&verifier),
+          signer(key, clock),
           records((dir / "other-state").string()),
           ledger("other", {}, 0, [] { return std::chrono::steady_clock::now(); }),
           host(localOptions(&spawner, &gpus, &ledger, &records)),
           history((dir / "other-state").string()),
-          service(options(&ledger), &guard, &host, &gpus, &store, &history) {}
+          service(options(&ledger, &signer), &guard, &host, &gpus, &store, &history) {}
     static LocalHostOptions localOptions(process::Spawner* spawner, node::GpuDiscovery* gpus,
                                          ledger::ResourceLedger* ledger, JobRecords* records) {
       LocalHostOptions o;
@@ -659,9 +660,17 @@ class TwoAgentsTest : public AgentServiceTest {
       o.baseEnv = baseEnvironment(environ);
       return o;
     }
-    static AgentServiceOptions options(ledger::ResourceLedger* ledger) {
+    // It relays (proto Relay) with its own signer, as hvdagent's main() wires it.
+    static AgentServiceOptions options(ledger::ResourceLedger* ledger, rpc::CallSigner* signer) {
       AgentServiceOptions o;
       o.ledger = ledger;
+      o.remoteAgents = [signer](const RemoteHost& host) {
+        client::RemoteAgentOptions remote;
+        remote.host = host.host;
+        remote.address = host.address;
+        remote.callTimeout = host.callTimeout;
+        return std::make_unique<client::RemoteNodeAgent>(remote, signer);
+      };
       return o;
     }
     ~Other() {
@@ -674,6 +683,7 @@ class TwoAgentsTest : public AgentServiceTest {
     auth::SystemClock clock;
     auth::RequestVerifier verifier;
     rpc::CallGuard guard;
+    rpc::CallSigner signer;
     process::PosixSpawner spawner;
     node::FakeGpuDiscovery gpus{{}};
     JobRecords records;
@@ -812,6 +822,82 @@ TEST_F(TwoAgentsTest, AnUnreachableAgentFailsTheJobNamingTheHost) {
   EXPECT_EQ(end->outcome(), v1::AGENT_UNREACHABLE) << end->summary();
   EXPECT_EQ(end->exit_code(), 69);
   EXPECT_NE(end->summary().find("other"), std::string::npos) << end->summary();
+}
+
+void addRelayHost(v1::Relay* relay, const std::string& host, const std::string& address) {
+  v1::HostEntry* entry = relay->add_hosts();
+  entry->set_host(host);
+  entry->set_agent_address(address);
+}
+
+// this agent -> other (the cluster key) -> third (a key of its own) -> ghost (nobody there), a
+// chain of width 1: each hop signs its own call, and each receiver checks it.
+TEST_F(TwoAgentsTest, ARelayedDescribeIsSignedAgainAtEveryHopAndAnswersForEachHost) {
+  fs::create_directories(dir_.path() / "third");
+  Other third(*wrongKey_, dir_.path() / "third");
+  third.store.start();
+  third.server = test::startLoopbackServer(&third.service, &third.port);
+  v1::DescribeRequest request;
+  v1::Relay* relay = request.mutable_relay();
+  addRelayHost(relay, "other", test::loopbackAddress(other_->port));
+  addRelayHost(relay, "third", test::loopbackAddress(third.port));
+  addRelayHost(relay, "ghost", "127.0.0.1:" + std::to_string(pickFreePort("127.0.0.1")));
+  relay->set_width(1);
+  relay->set_call_timeout_ms(3000);
+  v1::DescribeResponse response;
+  auto context = signedContext("/hvd.v1.Agent/Describe", request);
+  ASSERT_TRUE(stub_->Describe(context.get(), request, &response).ok());
+  EXPECT_FALSE(response.hostname().empty());
+  ASSERT_EQ(response.relayed_size(), 3);
+  EXPECT_TRUE(response.relayed(0).has_description()) << response.relayed(0).failure().reason();
+  // other signed with the cluster key; third holds another key and refused it.
+  ASSERT_TRUE(response.relayed(1).has_failure());
+  EXPECT_EQ(response.relayed(1).failure().host(), "third");
+  EXPECT_TRUE(response.relayed(1).failure().authentication_failed())
+      << response.relayed(1).failure().reason();
+  // ghost was to be reached through third: its failure says so.
+  ASSERT_TRUE(response.relayed(2).has_failure());
+  EXPECT_EQ(response.relayed(2).failure().host(), "ghost");
+  EXPECT_NE(response.relayed(2).failure().reason().find("reached through the agent on third"),
+            std::string::npos)
+      << response.relayed(2).failure().reason();
+}
+
+// One Launch stream for this agent's ranks and the other's: both hosts' launch results, output
+// and exits come back on it, the other's through this agent.
+TEST_F(TwoAgentsTest, ARelayedLaunchCarriesTheSubtreesResultsOutputAndExits) {
+  v1::LaunchRequest request;
+  request.set_job_id("relayed-job");
+  addRank(&request, 0, "echo here $HVD_TEST_RANK");
+  v1::Relay* relay = request.mutable_relay();
+  addRelayHost(relay, "other", test::loopbackAddress(other_->port));
+  relay->set_width(2);
+  relay->set_call_timeout_ms(5000);
+  v1::LaunchRequest* relayed = request.add_relayed();
+  relayed->set_job_id("relayed-job");
+  addRank(relayed, 1, "echo there $HVD_TEST_RANK; exit 4");
+  auto context = signedContext("/hvd.v1.Agent/Launch", request);
+  auto reader = stub_->Launch(context.get(), request);
+  v1::RankEvent event;
+  std::vector<std::string> seen;
+  std::map<int, int> exits;
+  while (reader->Read(&event)) {
+    if (event.has_launched()) seen.push_back("launched " + event.launched().error());
+    if (event.has_host_launched()) {
+      seen.push_back("host_launched " + event.host_launched().host() + " " +
+                     event.host_launched().result().error());
+      EXPECT_EQ(event.host_launched().result().pids_size(), 1);
+    }
+    if (event.has_output()) seen.push_back("output " + event.output().line());
+    if (event.has_exit()) exits[event.exit().rank()] = event.exit().exit_code();
+  }
+  EXPECT_TRUE(reader->Finish().ok());
+  ASSERT_FALSE(seen.empty());
+  EXPECT_EQ(seen[0], "launched ");  // this agent's own result first
+  std::sort(seen.begin(), seen.end());
+  EXPECT_EQ(seen, (std::vector<std::string>{"host_launched other ", "launched ", "output here 0",
+                                            "output there 1"}));
+  EXPECT_EQ(exits, (std::map<int, int>{{0, 0}, {1, 4}}));
 }
 
 TEST(AgentEnvironmentTest, BaseDropsLauncherVariablesAndSecrets) {
