@@ -3,7 +3,7 @@
 # (hvdrun embedded beside mpirun) and over network-namespace hosts (hvdrun through one hvdagent
 # per host), with the store requests and links per rank that the design gives at that size.
 #
-# usage: bench/scale.sh [BUILD_DIR] [--repeats R (default 3)] [--local "64 128 256 512"] [--hosts "16 32 64"] [--per-host "1 4 8"] [--mpi-max N (default 128)]
+# usage: bench/scale.sh [BUILD_DIR] [--repeats R (default 3)] [--local "64 128 256 512"] [--hosts "16 32 64"] [--per-host "1 4 8"] [--widths "64 8"] [--mpi-max N (default 128)]
 #
 #   local   BUILD/bin/hvdrun -np N -- hvd-init-barrier, and mpirun --oversubscribe -np N
 #           --mca btl self,vader mpi-init-barrier for N <= --mpi-max (beyond, Open MPI takes
@@ -11,6 +11,9 @@
 #   hosts   scripts/netns-cluster.sh up H, then for each R: hvdrun -np H*R -H a0:R,a1:R,...
 #           --key-file K -- hvd-init-barrier (the ranks run inside the namespaces, hvdrun here).
 #           Needs root and `ip netns`; skipped with a message otherwise (--hosts "" skips it).
+#           Once per --tree-width W of --widths: W >= hosts - 1 is the star (the leader calls
+#           every host), a smaller W relays through a tree of agents (agent/relay); the column
+#           "true ms" times the same job of /bin/true, the control plane alone.
 # Columns "store req/rank" and "links/rank" are the design's figures at that size
 # (docs/scale.md): 7 store requests per rank at every size (Mesh.StoreWorkOfARendezvous...
 # counts them); links a rank opens through init + barrier: every peer up to HVD_FULL_MESH_RANKS
@@ -27,6 +30,7 @@ REPEATS=3
 LOCAL_NPS="64 128 256 512"
 HOSTS="16 32 64"
 PER_HOST="1 4 8"
+WIDTHS="64 8"
 MPI_MAX=128
 BUILD=build
 while [[ $# -gt 0 ]]; do
@@ -35,6 +39,7 @@ while [[ $# -gt 0 ]]; do
     --local) [[ $# -ge 2 ]] || { echo "scale.sh: --local needs a list" >&2; exit 2; }; LOCAL_NPS="$2"; shift ;;
     --hosts) [[ $# -ge 2 ]] || { echo "scale.sh: --hosts needs a list" >&2; exit 2; }; HOSTS="$2"; shift ;;
     --per-host) PER_HOST="${2:?--per-host needs a list}"; shift ;;
+    --widths) WIDTHS="${2:?--widths needs a list}"; shift ;;
     --mpi-max) MPI_MAX="${2:?--mpi-max needs a number}"; shift ;;
     -h | --help) usage; exit 0 ;;
     -*) echo "scale.sh: unknown option $1" >&2; usage >&2; exit 2 ;;
@@ -42,7 +47,7 @@ while [[ $# -gt 0 ]]; do
   esac
   shift
 done
-for v in $REPEATS $LOCAL_NPS $HOSTS $PER_HOST $MPI_MAX; do
+for v in $REPEATS $LOCAL_NPS $HOSTS $PER_HOST $WIDTHS $MPI_MAX; do
   [[ "$v" =~ ^[0-9]+$ && "$v" -gt 0 ]] || { echo "scale.sh: expected positive integers, got '$v'" >&2; exit 2; }
 done
 [[ -n "${EPOCHREALTIME:-}" ]] || { echo "scale.sh: needs bash 5 (EPOCHREALTIME)" >&2; exit 2; }
@@ -126,15 +131,23 @@ if [[ -z "$WHY_NO_HOSTS" ]]; then
     for per in $PER_HOST; do
       n=$((h * per))
       list="$(tr ',' '\n' <<< "$addrs" | sed "s/\$/:$per/" | paste -sd,)"
-      times=()
-      for ((r = 0; r < REPEATS; r++)); do
-        time_ms "$h hosts x $per" "$BIN/hvdrun" -np "$n" -H "$list" --key-file "$key" \
-          --agent-port "$port" -- "$BIN/hvd-init-barrier"
-        [[ -z "$MS" ]] || times+=("$MS")
+      for w in $WIDTHS; do
+        common=("$BIN/hvdrun" -np "$n" -H "$list" --key-file "$key" --agent-port "$port"
+          --tree-width "$w")
+        times=() trues=()
+        for ((r = 0; r < REPEATS; r++)); do
+          time_ms "$h hosts x $per width $w" "${common[@]}" -- "$BIN/hvd-init-barrier"
+          [[ -z "$MS" ]] || times+=("$MS")
+          time_ms "$h hosts x $per width $w true" "${common[@]}" -- /bin/true
+          [[ -z "$MS" ]] || trues+=("$MS")
+        done
+        read -r tm tmin <<< "$(stats ${times[@]+"${times[@]}"})"
+        read -r truem _ <<< "$(stats ${trues[@]+"${trues[@]}"})"
+        shape="star"
+        ((w >= h - 1)) || shape="tree"
+        HOST_ROWS+=("$(printf '%6s %6s %6s %6s %5s %12s %12s %10s %10s %10s' "$h" "$per" "$n" "$w" "$shape" "$tm" "$tmin" "$truem" 7 "$(links_per_rank "$n")")")
+        echo "  $h hosts x $per width $w done" >&2
       done
-      read -r tm tmin <<< "$(stats ${times[@]+"${times[@]}"})"
-      HOST_ROWS+=("$(printf '%6s %6s %6s %12s %12s %10s %10s' "$h" "$per" "$n" "$tm" "$tmin" 7 "$(links_per_rank "$n")")")
-      echo "  $h hosts x $per done" >&2
     done
     "$NETNS" down --prefix "$CLUSTER" > /dev/null 2>&1 || true
     CLUSTER=""
@@ -150,7 +163,7 @@ if [[ -n "$WHY_NO_HOSTS" ]]; then
   echo "netns hosts: skipped ($WHY_NO_HOSTS)"
 else
   echo "netns hosts through hvdagent: launch + init + barrier + exit (ms)"
-  printf '%6s %6s %6s %12s %12s %10s %10s\n' hosts "r/host" np "hvd med" "hvd min" "store/rank" "links/rank"
+  printf '%6s %6s %6s %6s %5s %12s %12s %10s %10s %10s\n' hosts "r/host" np width shape "hvd med" "hvd min" "true ms" "store/rank" "links/rank"
   printf '%s\n' "${HOST_ROWS[@]}"
 fi
 echo "(targets: 128 ranks on one host <= 0.5x mpirun; 512 ranks over 64 agents <= 5 s; 256 -> 512 no worse than 2.5x)"
