@@ -1,6 +1,7 @@
 #include "agent/rpc/convert.h"
 
 #include <csignal>
+#include <set>
 
 #include "hvd/error.hpp"
 
@@ -55,12 +56,39 @@ v1::LaunchRequest toProto(const coordinator::LaunchRequest& request) {
   r.set_stop_signal(request.stopSignal);
   r.set_grace_ms(request.grace.count());
   r.set_reserved(request.reserved);
+  // The template: the entries every rank has (by exact "K=V"), and the command when every rank
+  // runs the same one. Each rank keeps the rest of its entries, in its own order.
+  std::set<std::string> common;
+  bool sameCommand = !request.ranks.empty();
+  if (!request.ranks.empty()) {
+    const process::SpawnSpec& first = request.ranks.front().spec;
+    common.insert(first.env.begin(), first.env.end());
+    for (const coordinator::RankLaunch& rank : request.ranks) {
+      const std::set<std::string> mine(rank.spec.env.begin(), rank.spec.env.end());
+      for (auto it = common.begin(); it != common.end();) {
+        it = mine.count(*it) != 0 ? std::next(it) : common.erase(it);
+      }
+      sameCommand = sameCommand && rank.spec.argv == first.argv && rank.spec.cwd == first.cwd;
+    }
+    // Kept in the first rank's order, so a merge gives back each rank's entries as they were.
+    for (const std::string& e : first.env) {
+      if (common.count(e) != 0) r.add_common_env(e);
+    }
+    if (sameCommand) {
+      for (const std::string& a : first.argv) r.add_common_argv(a);
+      r.set_common_cwd(first.cwd);
+    }
+  }
   for (const coordinator::RankLaunch& rank : request.ranks) {
     v1::RankSpec* spec = r.add_ranks();
     spec->set_rank(rank.rank);
-    for (const std::string& a : rank.spec.argv) spec->add_argv(a);
-    for (const std::string& e : rank.spec.env) spec->add_env(e);
-    spec->set_cwd(rank.spec.cwd);
+    for (const std::string& e : rank.spec.env) {
+      if (common.count(e) == 0) spec->add_env(e);
+    }
+    if (!sameCommand) {
+      for (const std::string& a : rank.spec.argv) spec->add_argv(a);
+      spec->set_cwd(rank.spec.cwd);
+    }
   }
   return r;
 }
@@ -74,9 +102,14 @@ coordinator::LaunchRequest fromProto(const v1::LaunchRequest& r) {
   for (const v1::RankSpec& spec : r.ranks()) {
     coordinator::RankLaunch rank;
     rank.rank = spec.rank();
-    rank.spec.argv.assign(spec.argv().begin(), spec.argv().end());
-    rank.spec.env.assign(spec.env().begin(), spec.env().end());
-    rank.spec.cwd = spec.cwd();
+    if (spec.argv_size() > 0) {
+      rank.spec.argv.assign(spec.argv().begin(), spec.argv().end());
+    } else {
+      rank.spec.argv.assign(r.common_argv().begin(), r.common_argv().end());
+    }
+    rank.spec.env.assign(r.common_env().begin(), r.common_env().end());
+    rank.spec.env.insert(rank.spec.env.end(), spec.env().begin(), spec.env().end());
+    rank.spec.cwd = spec.argv_size() > 0 ? spec.cwd() : r.common_cwd();
     request.ranks.push_back(std::move(rank));
   }
   return request;

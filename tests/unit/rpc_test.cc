@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
@@ -298,6 +299,49 @@ TEST(RpcConvert, LaunchRequestCarriesStopPolicy) {
   EXPECT_EQ(back.ranks[0].spec.argv, (std::vector<std::string>{"prog", "x"}));
   EXPECT_EQ(back.ranks[0].spec.env, (std::vector<std::string>{"K=V"}));
   EXPECT_EQ(back.ranks[0].spec.cwd, "/tmp");
+}
+
+// A host's ranks share most of their environment and their command: sent once, as the host's
+// template, and given back to every rank whole.
+TEST(RpcConvert, ALaunchSendsWhatItsRanksShareOnceAndGivesEachRankItsWholeEnvironment) {
+  coordinator::LaunchRequest request;
+  request.jobId = "j";
+  const std::vector<std::string> shared = {"PATH=/usr/bin", "HVD_SIZE=8", "HVD_STORE_ADDR=h:1",
+                                           "BIG=" + std::string(1000, 'x')};
+  for (int r = 0; r < 8; ++r) {
+    std::vector<std::string> env = shared;
+    env.insert(env.begin() + 1, "HVD_RANK=" + std::to_string(r));
+    env.push_back("HVD_LOCAL_RANK=" + std::to_string(r));
+    request.ranks.push_back({r, {{"python3", "train.py"}, env, "/work"}});
+  }
+  const v1::LaunchRequest message = rpc::toProto(request);
+  EXPECT_EQ(std::vector<std::string>(message.common_env().begin(), message.common_env().end()),
+            shared);
+  EXPECT_EQ(message.common_argv_size(), 2);
+  EXPECT_EQ(message.common_cwd(), "/work");
+  EXPECT_EQ(message.ranks(3).env_size(), 2);
+  EXPECT_EQ(message.ranks(3).argv_size(), 0);
+  // The 1000-byte entry once, not eight times.
+  EXPECT_LT(message.ByteSizeLong(), 2000u);
+  const coordinator::LaunchRequest back = rpc::fromProto(message);
+  ASSERT_EQ(back.ranks.size(), 8u);
+  for (int r = 0; r < 8; ++r) {
+    std::vector<std::string> want = request.ranks[r].spec.env;
+    std::vector<std::string> got = back.ranks[r].spec.env;
+    std::sort(want.begin(), want.end());
+    std::sort(got.begin(), got.end());
+    EXPECT_EQ(got, want) << "rank " << r;
+    EXPECT_EQ(back.ranks[r].spec.argv, (std::vector<std::string>{"python3", "train.py"}));
+    EXPECT_EQ(back.ranks[r].spec.cwd, "/work");
+  }
+  // Ranks with commands of their own keep them.
+  request.ranks[5].spec.argv = {"other"};
+  request.ranks[6].spec.cwd = "/elsewhere";
+  const coordinator::LaunchRequest mixed = rpc::fromProto(rpc::toProto(request));
+  EXPECT_EQ(mixed.ranks[5].spec.argv, (std::vector<std::string>{"other"}));
+  EXPECT_EQ(mixed.ranks[6].spec.cwd, "/elsewhere");
+  EXPECT_EQ(mixed.ranks[4].spec.argv, (std::vector<std::string>{"python3", "train.py"}));
+  EXPECT_EQ(mixed.ranks[4].spec.cwd, "/work");
 }
 
 TEST_F(RpcTest, SignedDescribeSucceedsAndConverts) {
