@@ -181,9 +181,10 @@ grpc::Status AgentService::runLaunch(grpc::ServerContext* context, const v1::Lau
   EventQueue<v1::RankEvent> queue;
   RankEventQueue events(&queue);
   hvd::logging::program("service")->info(
-      "hvdagent: job {}: starting {} rank(s) of '{}' for {}{}", jobId, request.ranks.size(),
+      "hvdagent: job {}: starting {} rank(s) of '{}' for {} ({} bytes){}", jobId,
+      request.ranks.size(),
       request.ranks.front().spec.argv.empty() ? "" : request.ranks.front().spec.argv[0],
-      context->peer(),
+      context->peer(), proto.ByteSizeLong(),
       targets.empty() ? "" : ", relaying to " + std::to_string(targets.size()) + " host(s)");
   const coordinator::LaunchStatus status = local_->start(request, &events);
   v1::RankEvent launched;
