@@ -69,31 +69,53 @@ std::string describeStatus(const grpc::Status& status, std::chrono::milliseconds
   }
 }
 
-// One job's Launch stream, for this agent and the hosts it relays to, and the thread that
-// reads it.
-struct RemoteNodeAgent::Stream {
+// One job's Launch stream, for this agent and the hosts it relays to, read through gRPC's
+// callback API: its events are handled on gRPC's threads, one at a time, and no thread of ours
+// waits on it (the leader of a job over N hosts holds no thread per host).
+struct RemoteNodeAgent::Stream : grpc::ClientReadReactor<v1::RankEvent> {
   struct Host {
     std::string name;
     std::string address;
     bool hasAnswer = false;
     coordinator::LaunchStatus answer;
-    bool lost = false;   // onAgentLost delivered
+    bool lost = false;  // onAgentLost delivered
   };
+  RemoteNodeAgent* agent = nullptr;
   std::string jobId;
   coordinator::JobEvents* events = nullptr;
   grpc::ClientContext context;
-  std::unique_ptr<grpc::ClientReader<v1::RankEvent>> reader;
-  std::thread thread;
+  v1::LaunchRequest message;
+  v1::RankEvent event;  // the read in progress
   std::chrono::milliseconds timeout{0};
+  std::string failure;  // an event could not be handled: the stream was cancelled for this
 
-  // Shared between the awaiting caller and the reader thread.
+  // Shared between the awaiting caller, gRPC's threads and shutdown().
   std::mutex mutex;
   std::condition_variable answered;
   std::vector<Host> hosts;          // [0] this agent, then the subtree in order
   std::map<int, size_t> running;    // launched ranks whose exit has not arrived -> host index
   bool abandoned = false;  // a launch was given up waiting for: the stream is cancelled
-  bool finished = false;            // reader->Finish() was called (reader thread only)
+  bool done = false;       // OnDone has returned: nothing more comes from this stream
   std::chrono::steady_clock::time_point started;  // when the request went out
+
+  void OnReadDone(bool ok) override {
+    if (!ok) return;  // the stream ended: OnDone follows
+    common::runGuarded(
+        "launch stream of job " + jobId + " on " + agent->options_.host,
+        [&] { agent->handleEvent(this, event); },
+        [&](const std::string& what) {
+          failure = "internal error reading its stream: " + what;
+          context.TryCancel();
+        });
+    StartRead(&event);
+  }
+  void OnDone(const grpc::Status& status) override {
+    common::runGuarded("end of the launch stream of job " + jobId + " on " + agent->options_.host,
+                       [&] { agent->streamEnded(this, status); }, [](const std::string&) {});
+    std::lock_guard<std::mutex> lock(mutex);
+    done = true;
+    answered.notify_all();
+  }
 
   // Index of the host named `name` that has not answered yet (or any of that name), or npos.
   size_t find(const std::string& name, bool unanswered) const {
@@ -141,7 +163,8 @@ void RemoteNodeAgent::shutdown() {
     stream->context.TryCancel();  // the agent stops the job's ranks when its caller goes
   }
   for (auto& [jobId, stream] : streams) {
-    if (stream->thread.joinable()) stream->thread.join();
+    std::unique_lock<std::mutex> lock(stream->mutex);
+    stream->answered.wait(lock, [s = stream.get()] { return s->done; });
   }
   // Calls still in flight (a Stop, an Unreserve) end by their deadline.
   std::unique_lock<std::mutex> lock(mutex_);
@@ -219,6 +242,34 @@ std::vector<coordinator::AgentError> RemoteNodeAgent::errorsOf(
   return errors;
 }
 
+template <typename Result, typename Response, typename SetOwn, typename SetRelayed>
+std::vector<Result> RemoteNodeAgent::answersOf(const grpc::Status& status,
+                                               std::chrono::milliseconds timeout,
+                                               const std::vector<relay::Target>& subtree,
+                                               const Response& response, SetOwn setOwn,
+                                               SetRelayed setRelayed) const {
+  std::vector<Result> results(1 + subtree.size());
+  if (!status.ok()) {
+    std::vector<coordinator::AgentError> errors = errorsOf(status, timeout, subtree);
+    for (size_t i = 0; i < results.size(); ++i) results[i].error = std::move(errors[i]);
+    return results;
+  }
+  setOwn(response, &results[0]);
+  for (size_t i = 0; i < subtree.size(); ++i) {
+    Result& r = results[i + 1];
+    const int at = static_cast<int>(i);
+    if (at >= response.relayed_size()) {
+      r.error = {subtree[i].host, subtree[i].address,
+                 "the agent on " + options_.host + " relayed no answer for it"};
+    } else if (response.relayed(at).has_failure()) {
+      r.error = rpc::fromProto(response.relayed(at).failure());
+    } else {
+      setRelayed(response.relayed(at), &r);
+    }
+  }
+  return results;
+}
+
 std::function<void(const grpc::Status&)> RemoteNodeAgent::warnOnFailure(std::string what) const {
   return [this, what = std::move(what)](const grpc::Status& status) {
     // After shutdown() nothing is sent, and nobody waits for the answer: not worth a warning.
@@ -248,25 +299,14 @@ void RemoteNodeAgent::describeTree(
       },
       [this, subtree, timeout, done = std::move(done)](const grpc::Status& status,
                                                        const v1::DescribeResponse& response) {
-        std::vector<coordinator::DescribeResult> results(1 + subtree.size());
-        if (!status.ok()) {
-          std::vector<coordinator::AgentError> errors = errorsOf(status, timeout, subtree);
-          for (size_t i = 0; i < results.size(); ++i) results[i].error = std::move(errors[i]);
-        } else {
-          results[0].description = rpc::fromProto(response);
-          for (size_t i = 0; i < subtree.size(); ++i) {
-            coordinator::DescribeResult& r = results[i + 1];
-            if (static_cast<int>(i) >= response.relayed_size()) {
-              r.error = {subtree[i].host, subtree[i].address,
-                         "the agent on " + options_.host + " relayed no answer for it"};
-            } else if (response.relayed(static_cast<int>(i)).has_failure()) {
-              r.error = rpc::fromProto(response.relayed(static_cast<int>(i)).failure());
-            } else {
-              r.description = rpc::fromProto(response.relayed(static_cast<int>(i)).description());
-            }
-          }
-        }
-        done(std::move(results));
+        done(answersOf<coordinator::DescribeResult>(
+            status, timeout, subtree, response,
+            [](const v1::DescribeResponse& own, coordinator::DescribeResult* r) {
+              r->description = rpc::fromProto(own);
+            },
+            [](const v1::RelayedDescribe& relayed, coordinator::DescribeResult* r) {
+              r->description = rpc::fromProto(relayed.description());
+            }));
       });
 }
 
@@ -286,25 +326,14 @@ void RemoteNodeAgent::reserveTree(
       },
       [this, subtree, timeout, done = std::move(done)](const grpc::Status& status,
                                                        const v1::ReserveResponse& response) {
-        std::vector<coordinator::ReserveResult> results(1 + subtree.size());
-        if (!status.ok()) {
-          std::vector<coordinator::AgentError> errors = errorsOf(status, timeout, subtree);
-          for (size_t i = 0; i < results.size(); ++i) results[i].error = std::move(errors[i]);
-        } else {
-          results[0].grant = rpc::fromProto(response);
-          for (size_t i = 0; i < subtree.size(); ++i) {
-            coordinator::ReserveResult& r = results[i + 1];
-            if (static_cast<int>(i) >= response.relayed_size()) {
-              r.error = {subtree[i].host, subtree[i].address,
-                         "the agent on " + options_.host + " relayed no answer for it"};
-            } else if (response.relayed(static_cast<int>(i)).has_failure()) {
-              r.error = rpc::fromProto(response.relayed(static_cast<int>(i)).failure());
-            } else {
-              r.grant = rpc::fromProto(response.relayed(static_cast<int>(i)).response());
-            }
-          }
-        }
-        done(std::move(results));
+        done(answersOf<coordinator::ReserveResult>(
+            status, timeout, subtree, response,
+            [](const v1::ReserveResponse& own, coordinator::ReserveResult* r) {
+              r->grant = rpc::fromProto(own);
+            },
+            [](const v1::RelayedReserve& relayed, coordinator::ReserveResult* r) {
+              r->grant = rpc::fromProto(relayed.response());
+            }));
       });
 }
 
@@ -386,30 +415,30 @@ std::string RemoteNodeAgent::beginLaunchTree(const std::vector<coordinator::Laun
   for (size_t i = 0; i < requests.size() && i < s->hosts.size(); ++i) {
     for (const coordinator::RankLaunch& rank : requests[i].ranks) s->running[rank.rank] = i;
   }
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (shutdown_) return "the agent connection to " + options_.host + " is shut down";
-  if (streams_.count(own.jobId) != 0) {
-    return "job " + own.jobId + " was already launched on " + options_.host;
-  }
-  v1::LaunchRequest message = rpc::toProto(own);
+  s->message = rpc::toProto(own);
   if (!subtree.empty()) {
-    *message.mutable_relay() = rpc::toProto(subtree, width, options_.callTimeout);
-    for (size_t i = 1; i < requests.size(); ++i) *message.add_relayed() = rpc::toProto(requests[i]);
+    *s->message.mutable_relay() = rpc::toProto(subtree, width, options_.callTimeout);
+    for (size_t i = 1; i < requests.size(); ++i) {
+      *s->message.add_relayed() = rpc::toProto(requests[i]);
+    }
   }
-  signer_->sign(&s->context, rpc::kLaunchMethod, message);
-  s->thread = std::thread([this, s, message = std::move(message)] {
-    common::runGuarded(
-        "launch stream of job " + s->jobId + " on " + options_.host,
-        [&] {
-          // Opening the stream waits until the agent takes the call: on this thread, so that
-          // one slow agent holds up neither the other hosts' launches nor a relaying agent's
-          // watch over its own caller. A cancel before it is open still ends it at once.
-          s->reader = stub_->Launch(&s->context, message);
-          readStream(s);
-        },
-        [&](const std::string& what) { streamFailed(s, what); });
-  });
-  streams_.emplace(own.jobId, std::move(stream));
+  signer_->sign(&s->context, rpc::kLaunchMethod, s->message);
+  s->agent = this;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (shutdown_) return "the agent connection to " + options_.host + " is shut down";
+    if (streams_.count(own.jobId) != 0) {
+      return "job " + own.jobId + " was already launched on " + options_.host;
+    }
+    streams_.emplace(own.jobId, std::move(stream));
+  }
+  // Started outside the lock (its callbacks may run on this thread), and nothing here waits
+  // for the agent to take the call: one slow agent holds up neither the other hosts' launches
+  // nor a relaying agent's watch over its own caller. A shutdown() meanwhile cancels it, and
+  // waits for its end, which starting it brings.
+  stub_->async()->Launch(&s->context, &s->message, s);
+  s->StartRead(&s->event);
+  s->StartCall();
   return "";
 }
 
@@ -448,61 +477,60 @@ coordinator::LaunchStatus RemoteNodeAgent::awaitLaunchTree(const std::string& jo
   return host.answer;
 }
 
-void RemoteNodeAgent::readStream(Stream* s) {
-  v1::RankEvent event;
-  while (s->reader->Read(&event)) {
-    if (event.has_launched() || event.has_host_launched()) {
+void RemoteNodeAgent::handleEvent(Stream* s, const v1::RankEvent& event) {
+  if (event.has_launched() || event.has_host_launched()) {
+    std::lock_guard<std::mutex> lock(s->mutex);
+    const size_t i = event.has_launched() ? 0 : s->find(event.host_launched().host(), true);
+    if (i == std::string::npos || s->hosts[i].hasAnswer) return;
+    const v1::LaunchResult& result =
+        event.has_launched() ? event.launched() : event.host_launched().result();
+    s->hosts[i].hasAnswer = true;
+    s->hosts[i].answer = rpc::fromProto(result);
+    if (!result.error().empty()) s->dropRanks(i);
+    s->answered.notify_all();
+  } else if (event.has_output()) {
+    const v1::RankOutput& out = event.output();
+    s->events->onOutput(out.rank(), rpc::fromProto(out.stream()), out.line());
+  } else if (event.has_exit()) {
+    const v1::RankExit& exit = event.exit();
+    {
       std::lock_guard<std::mutex> lock(s->mutex);
-      const size_t i = event.has_launched() ? 0 : s->find(event.host_launched().host(), true);
-      if (i == std::string::npos || s->hosts[i].hasAnswer) continue;
-      const v1::LaunchResult& result =
-          event.has_launched() ? event.launched() : event.host_launched().result();
-      s->hosts[i].hasAnswer = true;
-      s->hosts[i].answer = rpc::fromProto(result);
-      if (!result.error().empty()) s->dropRanks(i);
-      s->answered.notify_all();
-    } else if (event.has_output()) {
-      const v1::RankOutput& out = event.output();
-      s->events->onOutput(out.rank(), rpc::fromProto(out.stream()), out.line());
-    } else if (event.has_exit()) {
-      const v1::RankExit& exit = event.exit();
-      {
-        std::lock_guard<std::mutex> lock(s->mutex);
-        if (s->running.erase(exit.rank()) == 0) continue;  // not ours, or reported twice
-      }
-      process::ExitStatus status;
-      status.exitCode = exit.exit_code();
-      status.signal = exit.signal();
-      s->events->onExit(exit.rank(), status);
-    } else if (event.has_host_lost()) {
-      std::string name;
-      {
-        std::lock_guard<std::mutex> lock(s->mutex);
-        const size_t i = s->find(event.host_lost().host(), false);
-        if (i == std::string::npos || i == 0 || s->hosts[i].lost) continue;
-        s->hosts[i].lost = true;
-        if (!s->hosts[i].hasAnswer) {
-          s->hosts[i].hasAnswer = true;
-          s->hosts[i].answer = coordinator::LaunchStatus{
-              "the agent on " + s->hosts[i].name + " (" + s->hosts[i].address +
-              ") was lost: " + event.host_lost().reason()};
-          s->answered.notify_all();
-        }
-        if (!s->dropRanks(i)) continue;
-        name = s->hosts[i].name;
-      }
-      s->events->onAgentLost(name, event.host_lost().reason());
+      if (s->running.erase(exit.rank()) == 0) return;  // not ours, or reported twice
     }
+    process::ExitStatus status;
+    status.exitCode = exit.exit_code();
+    status.signal = exit.signal();
+    s->events->onExit(exit.rank(), status);
+  } else if (event.has_host_lost()) {
+    std::string name;
+    {
+      std::lock_guard<std::mutex> lock(s->mutex);
+      const size_t i = s->find(event.host_lost().host(), false);
+      if (i == std::string::npos || i == 0 || s->hosts[i].lost) return;
+      s->hosts[i].lost = true;
+      if (!s->hosts[i].hasAnswer) {
+        s->hosts[i].hasAnswer = true;
+        s->hosts[i].answer = coordinator::LaunchStatus{"the agent on " + s->hosts[i].name + " (" +
+                                                       s->hosts[i].address +
+                                                       ") was lost: " + event.host_lost().reason()};
+        s->answered.notify_all();
+      }
+      if (!s->dropRanks(i)) return;
+      name = s->hosts[i].name;
+    }
+    s->events->onAgentLost(name, event.host_lost().reason());
   }
-  const grpc::Status status = s->reader->Finish();
-  s->finished = true;
+}
+
+void RemoteNodeAgent::streamEnded(Stream* s, const grpc::Status& status) {
   bool quiet = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     quiet = shutdown_;  // we cancelled the stream ourselves: not a lost agent
   }
-  const std::string reason = status.ok() ? "the agent ended the job's stream early"
-                                         : describeStatus(status, s->timeout);
+  std::string reason = status.ok() ? "the agent ended the job's stream early"
+                                   : describeStatus(status, s->timeout);
+  if (!s->failure.empty()) reason = s->failure;
   endStream(s, reason, quiet);
 }
 
@@ -545,25 +573,6 @@ void RemoteNodeAgent::endStream(Stream* s, const std::string& reason, bool quiet
                                            options_.host, options_.address, s->jobId, reason);
   }
   for (const auto& [host, why] : lost) s->events->onAgentLost(host, why);
-}
-
-void RemoteNodeAgent::streamFailed(Stream* s, const std::string& what) {
-  // Once finished, the exception came from reporting the stream's end: it was handled.
-  if (s->finished) return;
-  s->context.TryCancel();  // the agent stops the job's ranks when its caller goes
-  if (s->reader) {
-    v1::RankEvent ignored;
-    while (s->reader->Read(&ignored)) {
-    }
-    s->reader->Finish();
-  }
-  s->finished = true;
-  bool quiet = false;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    quiet = shutdown_;
-  }
-  endStream(s, "internal error reading its stream: " + what, quiet);
 }
 
 void RemoteNodeAgent::stopTree(const std::string& jobId, int signal,

@@ -3,8 +3,9 @@
 // it does through the in-process LocalHost (agent/jobs/local_host.h).
 //
 // launch() opens the Launch stream and waits (up to the call timeout) for the agent's first
-// event, which says whether every rank started. A reader thread then delivers the ranks' output
-// and exits to JobEvents, one at a time. When the stream ends before every launched rank has
+// event, which says whether every rank started. The stream is read through gRPC's callback API:
+// its events reach JobEvents on gRPC's threads, one at a time, and no thread of ours is held
+// per stream. When the stream ends before every launched rank has
 // reported its exit (agent killed, host gone: keepalive pings notice within seconds), the job
 // gets onAgentLost with the reason, and nothing more from this agent.
 //
@@ -61,8 +62,8 @@ class RemoteNodeAgent : public coordinator::NodeAgent, public relay::SubtreeLink
   RemoteNodeAgent(const RemoteNodeAgent&) = delete;
   RemoteNodeAgent& operator=(const RemoteNodeAgent&) = delete;
 
-  // Cancels every open Launch stream (the remote agent then stops those ranks), joins their
-  // reader threads and waits for the calls in flight (each ends by its deadline); no event or
+  // Cancels every open Launch stream (the remote agent then stops those ranks), waits for each
+  // to end and for the calls in flight (each ends by its deadline); no event or
   // answer is delivered after it returns.
   void shutdown();
 
@@ -126,16 +127,24 @@ class RemoteNodeAgent : public coordinator::NodeAgent, public relay::SubtreeLink
   std::vector<coordinator::AgentError> errorsOf(const grpc::Status& status,
                                                 std::chrono::milliseconds timeout,
                                                 const std::vector<relay::Target>& subtree) const;
+  // The answers of a relayed Describe or Reserve: this agent's from the response (setOwn), each
+  // subtree host's from its relayed entry (setRelayed, or the failure it carries), or every one
+  // failed with the call (errorsOf).
+  template <typename Result, typename Response, typename SetOwn, typename SetRelayed>
+  std::vector<Result> answersOf(const grpc::Status& status, std::chrono::milliseconds timeout,
+                                const std::vector<relay::Target>& subtree,
+                                const Response& response, SetOwn setOwn,
+                                SetRelayed setRelayed) const;
   // The answer of a call whose failure is only logged ("<what> on <host> (<address>) failed").
   std::function<void(const grpc::Status&)> warnOnFailure(std::string what) const;
   // Frees the answered calls (mutex_ held).
   void reapAnswered();
-  void readStream(Stream* stream);
+  // One event of a Launch stream (gRPC's thread, one at a time per stream).
+  void handleEvent(Stream* stream, const v1::RankEvent& event);
+  void streamEnded(Stream* stream, const grpc::Status& status);
   // The stream ended (status, or an internal error): unanswered hosts get `reason` as their
   // launch error, hosts with running ranks are lost (this agent first). Never under a lock.
   void endStream(Stream* stream, const std::string& reason, bool quiet);
-  // readStream's way out after an exception: the stream counts as lost.
-  void streamFailed(Stream* stream, const std::string& what);
 
   const RemoteAgentOptions options_;
   rpc::CallSigner* const signer_;
