@@ -153,6 +153,17 @@ void RemoteNodeAgent::cancelLaunches() {
 }
 
 void RemoteNodeAgent::shutdown() {
+  closeLaunches();
+  // Calls still in flight (a Stop, an Unreserve) end by their deadline.
+  std::unique_lock<std::mutex> lock(mutex_);
+  idle_.wait(lock, [this] {
+    return std::all_of(calls_.begin(), calls_.end(),
+                       [](const std::unique_ptr<CallBase>& c) { return c->answered; });
+  });
+  reapAnswered();
+}
+
+void RemoteNodeAgent::closeLaunches() {
   std::map<std::string, std::unique_ptr<Stream>> streams;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -166,13 +177,6 @@ void RemoteNodeAgent::shutdown() {
     std::unique_lock<std::mutex> lock(stream->mutex);
     stream->answered.wait(lock, [s = stream.get()] { return s->done; });
   }
-  // Calls still in flight (a Stop, an Unreserve) end by their deadline.
-  std::unique_lock<std::mutex> lock(mutex_);
-  idle_.wait(lock, [this] {
-    return std::all_of(calls_.begin(), calls_.end(),
-                       [](const std::unique_ptr<CallBase>& c) { return c->answered; });
-  });
-  reapAnswered();
 }
 
 // One unary call in flight: what gRPC's callback needs to outlive the caller's frame.

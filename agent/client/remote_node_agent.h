@@ -101,6 +101,8 @@ class RemoteNodeAgent : public coordinator::NodeAgent, public relay::SubtreeLink
                               coordinator::JobEvents* events) override;
   coordinator::LaunchStatus awaitLaunchTree(const std::string& jobId, size_t index) override;
   void cancelLaunches() override;
+  // The first half of shutdown(): the streams, not the calls in flight.
+  void closeLaunches() override;
 
  private:
   struct Stream;

@@ -509,7 +509,12 @@ void LedJobs::tearDownAttempt(Job* job) {
     std::lock_guard<std::mutex> lock(mutex_);
     remotes.swap(job->remotes);
   }
-  remotes.reset();       // cancels the children's streams, joins their threads
+  // No event of this attempt after this (its streams are closed); its last Stops and Unreserves
+  // finish in the background, so a host that does not answer them delays nobody.
+  if (remotes) {
+    remotes->closeLaunches();
+    detached_.keep(std::move(remotes));
+  }
   job->local->finish();  // releases the local group: leftovers SIGKILLed, ranks reaped
   store_->removeJob(job->id);
 }

@@ -38,6 +38,7 @@
 #include "agent/jobs/local_host.h"
 #include "agent/ledger/resource_ledger.h"
 #include "agent/records/job_history.h"
+#include "agent/relay/detached_trees.h"
 #include "agent/relay/subtree_link.h"
 #include "agent/records/job_log.h"
 #include "hvd/v1/agent.pb.h"
@@ -148,6 +149,7 @@ class LedJobs {
   LocalHost* const local_;
   store::TcpStoreServer* const store_;
   records::JobHistory* const history_;
+  relay::DetachedTrees detached_;  // finished attempts' hosts, until their last calls are answered
 
   mutable std::mutex mutex_;
   bool shuttingDown_ = false;

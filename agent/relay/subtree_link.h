@@ -53,6 +53,10 @@ class SubtreeLink {
   // not yet answered fail, and hosts with running ranks are reported lost, so nobody waits on
   // them. Calls may still be made.
   virtual void cancelLaunches() = 0;
+  // Cancels every launch stream and waits for each to end: nothing is delivered after it
+  // returns (no host is reported lost), and nothing more is sent. Calls in flight go on; the
+  // link's destructor waits for them.
+  virtual void closeLaunches() = 0;
 };
 
 }  // namespace hvd::agent::relay

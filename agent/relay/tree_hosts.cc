@@ -137,6 +137,17 @@ void TreeHosts::cancelLaunches() {
   for (auto& [host, link] : links_) link->cancelLaunches();
 }
 
+void TreeHosts::closeLaunches() {
+  std::vector<SubtreeLink*> links;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    shutdown_ = true;  // nothing more is sent
+    for (auto& [host, link] : links_) links.push_back(link.get());
+  }
+  launchSent_.notify_all();
+  for (SubtreeLink* link : links) link->closeLaunches();
+}
+
 void TreeHosts::shutdown() {
   std::map<size_t, std::unique_ptr<SubtreeLink>> links;
   std::vector<Call> dropped;

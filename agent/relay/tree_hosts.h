@@ -53,6 +53,10 @@ class TreeHosts final : public coordinator::CallBatch {
   // Cancels every launch stream (SubtreeLink::cancelLaunches): a launch being awaited answers,
   // and hosts with running ranks are reported lost. Safe while another thread awaits a launch.
   void cancelLaunches();
+  // SubtreeLink::closeLaunches on every link: after it, no event is delivered and nothing is
+  // sent; only the calls in flight remain, which the destructor waits for (a DetachedTrees may
+  // do that instead of the caller).
+  void closeLaunches();
   // Cancels every launch (the children stop their ranks and relay the cancel down) and waits for
   // the calls in flight; nothing is delivered after it returns, and nothing more is sent. No
   // thread may be inside awaitLaunch of one of these hosts.

@@ -44,9 +44,9 @@
 #include "agent/jobs/local_host.h"
 #include "agent/node/gpu_discovery.h"
 #include "agent/records/job_history.h"
+#include "agent/relay/detached_trees.h"
 #include "agent/relay/tree_hosts.h"
 #include "agent/rpc/call_auth.h"
-#include "agent/service/detached_trees.h"
 #include "agent/service/node_facts.h"
 #include "hvd/v1/agent.grpc.pb.h"
 
@@ -138,7 +138,7 @@ class AgentService final : public v1::Agent::Service {
   std::mutex describeMutex_;  // GpuDiscovery is not thread-safe
   mutable std::mutex mutex_;
   bool shuttingDown_ = false;
-  DetachedTrees detached_;              // relayed Stops and Unreserves still in flight
+  relay::DetachedTrees detached_;       // relayed Stops and Unreserves still in flight
   std::unique_ptr<jobs::LedJobs> led_;  // last: its jobs use everything above
 };
 

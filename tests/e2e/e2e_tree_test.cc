@@ -105,7 +105,8 @@ TEST_F(E2eTree, AnInteriorAgentKilledWhileTheJobRunsFailsItNamingTheAgentAndItsS
   std::printf("interior agent killed while running: hvdrun exited %d after %.2f s\n", r.status,
               seconds);
   EXPECT_EQ(r.status, kExitAgentLost) << describe(r);
-  EXPECT_LT(seconds, 15.0) << describe(r);
+  // A killed agent's connections reset at once: no keepalive to wait for.
+  EXPECT_LT(seconds, 5.0) << describe(r);
   expectInteriorNamed(r);
   std::string subtree = "the hosts it relayed to are lost with it:";
   for (int h : kSubtree) subtree += " " + c().address(h);
@@ -136,7 +137,9 @@ TEST_F(E2eTree, AnInteriorAgentKilledWhileTheJobLaunchesFailsItWithNoOrphans) {
   // job have been running, and then it fails as a lost agent (75). Either way at once, naming
   // the agent.
   EXPECT_TRUE(r.status == 71 || r.status == kExitAgentLost) << describe(r);
-  EXPECT_LT(seconds, 15.0) << describe(r);
+  // The frozen host holds up nobody: not h2's watch over its own caller, not the leader's end
+  // of the job (its last Unreserve to h3 finishes in the background).
+  EXPECT_LT(seconds, 5.0) << describe(r);
   expectInteriorNamed(r);
   EXPECT_LT(countOf(r.output, " ready"), static_cast<size_t>(kNp)) << describe(r);
   expectNothingLeft(kInterior);

@@ -169,6 +169,7 @@ class FakeLink : public SubtreeLink {
   }
 
   void cancelLaunches() override {}
+  void closeLaunches() override {}
 
  private:
   void record(const std::string& kind, const std::vector<Target>& subtree) {

@@ -1,8 +1,9 @@
-// Relayed calls whose answers nobody waits for (Stop and Unreserve of a subtree): the handler
-// sends them and answers its own caller at once, and their relay trees are kept here until each
-// has its answers (every call ends by its deadline), then destroyed on a thread of its own. A
-// frozen host deep in a subtree then delays no one above it: not the relaying agent's handler,
-// not the leader's teardown of the job.
+// Relay trees whose calls nobody waits for any more: a relaying agent's Stop and Unreserve of its
+// branch (it answers its own caller at once), and a finished attempt's hosts at the leader (its
+// launch streams already closed, its last Stops and Unreserves still in flight). They are kept
+// here until their calls are answered (each ends by its deadline), then destroyed on a thread of
+// their own, so a frozen host delays no one: not a relaying agent's handler, not the end of the
+// job that the leader reports.
 #pragma once
 
 #include <condition_variable>
@@ -13,7 +14,7 @@
 
 #include "agent/relay/tree_hosts.h"
 
-namespace hvd::agent::service {
+namespace hvd::agent::relay {
 
 class DetachedTrees {
  public:
@@ -30,7 +31,7 @@ class DetachedTrees {
   DetachedTrees(const DetachedTrees&) = delete;
   DetachedTrees& operator=(const DetachedTrees&) = delete;
 
-  void keep(std::unique_ptr<relay::TreeHosts> tree) {
+  void keep(std::unique_ptr<TreeHosts> tree) {
     if (!tree) return;
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -45,7 +46,7 @@ class DetachedTrees {
     for (;;) {
       changed_.wait(lock, [this] { return closing_ || !trees_.empty(); });
       if (trees_.empty()) return;  // closing, nothing left
-      std::unique_ptr<relay::TreeHosts> tree = std::move(trees_.front());
+      std::unique_ptr<TreeHosts> tree = std::move(trees_.front());
       trees_.pop_front();
       lock.unlock();
       tree.reset();  // waits for its calls in flight
@@ -55,9 +56,9 @@ class DetachedTrees {
 
   std::mutex mutex_;
   std::condition_variable changed_;
-  std::deque<std::unique_ptr<relay::TreeHosts>> trees_;
+  std::deque<std::unique_ptr<TreeHosts>> trees_;
   bool closing_ = false;
   std::thread reaper_;  // last: starts once the rest exists
 };
 
-}  // namespace hvd::agent::service
+}  // namespace hvd::agent::relay
