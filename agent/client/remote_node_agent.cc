@@ -92,10 +92,10 @@ struct RemoteNodeAgent::Stream : grpc::ClientReadReactor<v1::RankEvent> {
   // Shared between the awaiting caller, gRPC's threads and shutdown().
   std::mutex mutex;
   std::condition_variable answered;
-  std::vector<Host> hosts;          // [0] this agent, then the subtree in order
-  std::map<int, size_t> running;    // launched ranks whose exit has not arrived -> host index
-  bool abandoned = false;  // a launch was given up waiting for: the stream is cancelled
-  bool done = false;       // OnDone has returned: nothing more comes from this stream
+  std::vector<Host> hosts;        // [0] this agent, then the subtree in order
+  std::map<int, size_t> running;  // launched ranks whose exit has not arrived -> host index
+  bool abandoned = false;         // a launch was given up waiting for: the stream is cancelled
+  bool done = false;              // OnDone has returned: nothing more comes from this stream
   std::chrono::steady_clock::time_point started;  // when the request went out
 
   void OnReadDone(bool ok) override {
@@ -110,8 +110,9 @@ struct RemoteNodeAgent::Stream : grpc::ClientReadReactor<v1::RankEvent> {
     StartRead(&event);
   }
   void OnDone(const grpc::Status& status) override {
-    common::runGuarded("end of the launch stream of job " + jobId + " on " + agent->options_.host,
-                       [&] { agent->streamEnded(this, status); }, [](const std::string&) {});
+    common::runGuarded(
+        "end of the launch stream of job " + jobId + " on " + agent->options_.host,
+        [&] { agent->streamEnded(this, status); }, [](const std::string&) {});
     std::lock_guard<std::mutex> lock(mutex);
     done = true;
     answered.notify_all();
@@ -295,7 +296,8 @@ void RemoteNodeAgent::describeTree(
     std::function<void(std::vector<coordinator::DescribeResult>)> done) {
   const std::chrono::milliseconds timeout = timeoutFor(subtree.size(), width);
   v1::DescribeRequest request;
-  if (!subtree.empty()) *request.mutable_relay() = rpc::toProto(subtree, width, options_.callTimeout);
+  if (!subtree.empty())
+    *request.mutable_relay() = rpc::toProto(subtree, width, options_.callTimeout);
   send<v1::DescribeRequest, v1::DescribeResponse>(
       rpc::kDescribeMethod, std::move(request), timeout,
       [this](auto* context, auto* message, auto* response, auto callback) {
@@ -349,9 +351,10 @@ void RemoteNodeAgent::describeAsync(std::function<void(coordinator::DescribeResu
 
 void RemoteNodeAgent::reserveAsync(const ledger::Request& request,
                                    std::function<void(coordinator::ReserveResult)> done) {
-  reserveTree({request}, {}, 0, [done = std::move(done)](std::vector<coordinator::ReserveResult> r) {
-    done(std::move(r[0]));
-  });
+  reserveTree({request}, {}, 0,
+              [done = std::move(done)](std::vector<coordinator::ReserveResult> r) {
+                done(std::move(r[0]));
+              });
 }
 
 coordinator::DescribeResult RemoteNodeAgent::describe() {
@@ -371,7 +374,8 @@ void RemoteNodeAgent::unreserveTree(const std::string& key,
                                     const std::vector<relay::Target>& subtree, int width) {
   v1::UnreserveRequest request;
   request.set_job_id(key);
-  if (!subtree.empty()) *request.mutable_relay() = rpc::toProto(subtree, width, options_.callTimeout);
+  if (!subtree.empty())
+    *request.mutable_relay() = rpc::toProto(subtree, width, options_.callTimeout);
   send<v1::UnreserveRequest, v1::UnreserveResponse>(
       rpc::kUnreserveMethod, std::move(request), timeoutFor(subtree.size(), width),
       [this](auto* context, auto* message, auto* response, auto callback) {
@@ -404,9 +408,9 @@ coordinator::LaunchStatus RemoteNodeAgent::awaitLaunch(const coordinator::Launch
   return awaitLaunchTree(request.jobId, 0);
 }
 
-std::string RemoteNodeAgent::beginLaunchTree(const std::vector<coordinator::LaunchRequest>& requests,
-                                             const std::vector<relay::Target>& subtree, int width,
-                                             coordinator::JobEvents* events) {
+std::string RemoteNodeAgent::beginLaunchTree(
+    const std::vector<coordinator::LaunchRequest>& requests,
+    const std::vector<relay::Target>& subtree, int width, coordinator::JobEvents* events) {
   const coordinator::LaunchRequest& own = requests.at(0);
   auto stream = std::make_unique<Stream>();
   Stream* s = stream.get();
@@ -446,8 +450,7 @@ std::string RemoteNodeAgent::beginLaunchTree(const std::vector<coordinator::Laun
   return "";
 }
 
-coordinator::LaunchStatus RemoteNodeAgent::awaitLaunchTree(const std::string& jobId,
-                                                           size_t index) {
+coordinator::LaunchStatus RemoteNodeAgent::awaitLaunchTree(const std::string& jobId, size_t index) {
   Stream* s = nullptr;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -471,7 +474,8 @@ coordinator::LaunchStatus RemoteNodeAgent::awaitLaunchTree(const std::string& jo
       h.hasAnswer = true;
       h.answer = coordinator::LaunchStatus{
           "the agent on " + h.name + " (" + h.address + ") did not confirm the launch within " +
-          seconds(s->timeout) + (i == 0 ? "" : " (reached through the agent on " + options_.host + ")")};
+          seconds(s->timeout) +
+          (i == 0 ? "" : " (reached through the agent on " + options_.host + ")")};
       s->dropRanks(i);
     }
     lock.unlock();
@@ -532,8 +536,8 @@ void RemoteNodeAgent::streamEnded(Stream* s, const grpc::Status& status) {
     std::lock_guard<std::mutex> lock(mutex_);
     quiet = shutdown_;  // we cancelled the stream ourselves: not a lost agent
   }
-  std::string reason = status.ok() ? "the agent ended the job's stream early"
-                                   : describeStatus(status, s->timeout);
+  std::string reason =
+      status.ok() ? "the agent ended the job's stream early" : describeStatus(status, s->timeout);
   if (!s->failure.empty()) reason = s->failure;
   endStream(s, reason, quiet);
 }
@@ -550,8 +554,9 @@ void RemoteNodeAgent::endStream(Stream* s, const std::string& reason, bool quiet
         // The stream ended before the host's launch was confirmed: the launch failed.
         h.hasAnswer = true;
         h.answer = coordinator::LaunchStatus{
-            i == 0 ? own : "agent on " + h.name + " (" + h.address + "): " +
-                               relay::reachedThrough(options_.host, options_.address, reason)};
+            i == 0 ? own
+                   : "agent on " + h.name + " (" + h.address +
+                         "): " + relay::reachedThrough(options_.host, options_.address, reason)};
         s->dropRanks(i);
         continue;
       }
@@ -586,7 +591,8 @@ void RemoteNodeAgent::stopTree(const std::string& jobId, int signal,
   request.set_job_id(jobId);
   request.set_signal(signal);
   request.set_grace_ms(grace.count());
-  if (!subtree.empty()) *request.mutable_relay() = rpc::toProto(subtree, width, options_.callTimeout);
+  if (!subtree.empty())
+    *request.mutable_relay() = rpc::toProto(subtree, width, options_.callTimeout);
   // A failed Stop is only logged, as a refused one is: the job's end (its stream) still comes.
   send<v1::StopRequest, v1::StopResponse>(
       rpc::kStopMethod, std::move(request), timeoutFor(subtree.size(), width),

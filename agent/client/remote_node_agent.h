@@ -134,9 +134,8 @@ class RemoteNodeAgent : public coordinator::NodeAgent, public relay::SubtreeLink
   // failed with the call (errorsOf).
   template <typename Result, typename Response, typename SetOwn, typename SetRelayed>
   std::vector<Result> answersOf(const grpc::Status& status, std::chrono::milliseconds timeout,
-                                const std::vector<relay::Target>& subtree,
-                                const Response& response, SetOwn setOwn,
-                                SetRelayed setRelayed) const;
+                                const std::vector<relay::Target>& subtree, const Response& response,
+                                SetOwn setOwn, SetRelayed setRelayed) const;
   // The answer of a call whose failure is only logged ("<what> on <host> (<address>) failed").
   std::function<void(const grpc::Status&)> warnOnFailure(std::string what) const;
   // Frees the answered calls (mutex_ held).

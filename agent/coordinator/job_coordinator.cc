@@ -74,7 +74,8 @@ JobCoordinator::Start JobCoordinator::tryStart(bool queue) {
   // before a single worker runs, or the others would wait in rendezvous until their timeout.
   // Every host is asked at once; the first failing host in -H order is the one reported.
   std::vector<DescribeResult> answers = fanOut<DescribeResult>(
-      agents_.size(), [&](size_t h, std::function<void(DescribeResult)> done) {
+      agents_.size(),
+      [&](size_t h, std::function<void(DescribeResult)> done) {
         agents_[h]->describeAsync(std::move(done));
       },
       batch_);
@@ -208,8 +209,9 @@ ledger::Grant JobCoordinator::reserveAll(const std::vector<NodeDescription>& nod
     asked.push_back(h);
     requests.push_back(std::move(request));
   }
-  std::vector<ReserveResult> answers =
-      fanOut<ReserveResult>(asked.size(), [&](size_t i, std::function<void(ReserveResult)> done) {
+  std::vector<ReserveResult> answers = fanOut<ReserveResult>(
+      asked.size(),
+      [&](size_t i, std::function<void(ReserveResult)> done) {
         agents_[asked[i]]->reserveAsync(requests[i], std::move(done));
       },
       batch_);

@@ -421,7 +421,8 @@ coord::JobResult LedJobs::runAttempt(Job* job, int attempt, const coord::JobSpec
     const int width =
         job->request.tree_width() > 0 ? job->request.tree_width() : relay::kDefaultTreeWidth;
     auto remotes = std::make_unique<relay::TreeHosts>(
-        std::move(others), width, [factory = options_.remoteAgents, timeout](const relay::Target& t) {
+        std::move(others), width,
+        [factory = options_.remoteAgents, timeout](const relay::Target& t) {
           return factory(RemoteHost{t.host, t.address, timeout});
         });
     for (coord::NodeAgent* agent : remotes->agents()) agents.push_back(agent);
@@ -434,9 +435,9 @@ coord::JobResult LedJobs::runAttempt(Job* job, int attempt, const coord::JobSpec
     const std::string storeHost = specific ? listen : spec.hosts[0].host;
     const std::string storeAddress = rpc::joinHostPort(storeHost, store_->port());
     auto sink = std::make_unique<JobSink>(job->log.get(), job->changed.get(), attempt);
-    auto coordinator =
-        std::make_unique<coord::JobCoordinator>(spec, agents, coord::StoreEndpoint{storeAddress, token},
-                                                sink.get(), &job->clock, remotes.get());
+    auto coordinator = std::make_unique<coord::JobCoordinator>(
+        spec, agents, coord::StoreEndpoint{storeAddress, token}, sink.get(), &job->clock,
+        remotes.get());
     std::lock_guard<std::mutex> lock(mutex_);
     job->local = std::move(local);
     job->remotes = std::move(remotes);

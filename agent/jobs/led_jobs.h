@@ -38,9 +38,9 @@
 #include "agent/jobs/local_host.h"
 #include "agent/ledger/resource_ledger.h"
 #include "agent/records/job_history.h"
+#include "agent/records/job_log.h"
 #include "agent/relay/detached_trees.h"
 #include "agent/relay/subtree_link.h"
-#include "agent/records/job_log.h"
 #include "hvd/v1/agent.pb.h"
 
 namespace hvd::store {

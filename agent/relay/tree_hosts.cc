@@ -101,7 +101,8 @@ TreeHosts::TreeHosts(std::vector<Target> hosts, int width, LinkFactory links)
       width_(std::max(1, width)),
       factory_(std::move(links)),
       launches_(hosts_.size()) {
-  for (size_t i = 0; i < hosts_.size(); ++i) agents_.push_back(std::make_unique<HostAgent>(this, i));
+  for (size_t i = 0; i < hosts_.size(); ++i)
+    agents_.push_back(std::make_unique<HostAgent>(this, i));
 }
 
 TreeHosts::~TreeHosts() { shutdown(); }
@@ -261,13 +262,13 @@ void TreeHosts::sendRound(std::vector<Call> calls) {
       case Kind::kDescribe: {
         std::vector<std::function<void(coord::DescribeResult)>> dones;
         for (size_t i = 0; i < branch.count; ++i) dones.push_back(std::move(at(i).described));
-        link->describeTree(subtree, width_,
-                           [dones = std::move(dones)](std::vector<coord::DescribeResult> results) {
-                             for (size_t i = 0; i < dones.size(); ++i) {
-                               dones[i](i < results.size() ? std::move(results[i])
-                                                           : coord::DescribeResult{});
-                             }
-                           });
+        link->describeTree(
+            subtree, width_,
+            [dones = std::move(dones)](std::vector<coord::DescribeResult> results) {
+              for (size_t i = 0; i < dones.size(); ++i) {
+                dones[i](i < results.size() ? std::move(results[i]) : coord::DescribeResult{});
+              }
+            });
         break;
       }
       case Kind::kReserve: {

@@ -6,9 +6,9 @@
 #include <atomic>
 #include <csignal>
 #include <exception>
-#include <thread>
 #include <optional>
 #include <set>
+#include <thread>
 
 #include "agent/common/thread_guard.h"
 #include "agent/rpc/convert.h"
@@ -156,9 +156,8 @@ grpc::Status AgentService::runLaunch(grpc::ServerContext* context, const v1::Lau
   // The relayed hosts' launches (the subtree of a relay tree), checked before anything starts.
   const std::vector<relay::Target> targets = rpc::fromProto(proto.relay());
   if (proto.relayed_size() != static_cast<int>(targets.size())) {
-    throw InvalidArgumentError("the launch request relays " +
-                               std::to_string(proto.relayed_size()) + " launches for " +
-                               std::to_string(targets.size()) + " hosts");
+    throw InvalidArgumentError("the launch request relays " + std::to_string(proto.relayed_size()) +
+                               " launches for " + std::to_string(targets.size()) + " hosts");
   }
   std::vector<coordinator::LaunchRequest> relayed;
   // Every rank whose exit this stream still owes its caller, and the host it runs on.

@@ -18,9 +18,9 @@ std::unique_ptr<relay::TreeHosts> AgentService::subtreeOf(const v1::Relay& relay
   if (!options_.remoteAgents) {
     throw InvalidArgumentError("this agent cannot reach other agents, so it cannot relay");
   }
-  const std::chrono::milliseconds timeout =
-      relay.call_timeout_ms() > 0 ? std::chrono::milliseconds(relay.call_timeout_ms())
-                                  : options_.defaultConnectTimeout;
+  const std::chrono::milliseconds timeout = relay.call_timeout_ms() > 0
+                                                ? std::chrono::milliseconds(relay.call_timeout_ms())
+                                                : options_.defaultConnectTimeout;
   return std::make_unique<relay::TreeHosts>(
       std::move(hosts), relay.width(),
       [factory = options_.remoteAgents, timeout](const relay::Target& t) {

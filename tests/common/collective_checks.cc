@@ -325,8 +325,8 @@ int64_t inputValue(DataType type, ReduceOp op, int rank, size_t index, int salt)
   // in every type (and the same wrap in int8 for the runtime and the expected value). With a 2
   // on every rank that drew one, 512 ranks made 2^241, which no integer type holds.
   if (op == ReduceOp::kProduct) return rank < 7 ? 1 + base % 2 : 1;
-  if (type == DataType::kUInt8) return base;          // 0..16: sums of 7 ranks fit
-  return base - 8;                                    // -8..8
+  if (type == DataType::kUInt8) return base;  // 0..16: sums of 7 ranks fit
+  return base - 8;                            // -8..8
 }
 
 void storeValue(DataType type, void* base, size_t i, double v) { storeElement(type, base, i, v); }
@@ -381,8 +381,7 @@ void checkAllreduceMatrix(coll::HostCollectives& ctx, CheckReport& report) {
     for (size_t k = 0; k < 2; ++k) {
       const size_t i = t + k;
       runAllreduce(ctx, report, kAllTypes[t], kAllOps[i % ops], counts[i % 3], i % 2 == 0,
-                   k == 0 ? Algorithm::kRing : Algorithm::kDirect, static_cast<int>(2 * t + k),
-                   b);
+                   k == 0 ? Algorithm::kRing : Algorithm::kDirect, static_cast<int>(2 * t + k), b);
     }
   }
   ctx.barrier();

@@ -69,11 +69,12 @@ TEST(E2eScale, SixtyFourHostsTimesEightRanksPassInitBarrierAndAnAllreduceMatrix)
     ASSERT_EQ(matrix.status, 0) << describe(matrix);
     const std::regex line("rank (\\d+): (\\d+) checks, 0 failures");
     std::vector<int> seen(512, 0);
-    for (std::sregex_iterator it(matrix.output.begin(), matrix.output.end(), line), end;
-         it != end; ++it) {
+    for (std::sregex_iterator it(matrix.output.begin(), matrix.output.end(), line), end; it != end;
+         ++it) {
       const int rank = std::stoi((*it)[1]);
       ASSERT_LT(rank, 512);
-      EXPECT_EQ(std::stoi((*it)[2]), 36) << "rank " << rank;  // 18 results, each also alike on every rank
+      EXPECT_EQ(std::stoi((*it)[2]), 36)
+          << "rank " << rank;  // 18 results, each also alike on every rank
       ++seen[rank];
     }
     std::string wrong;

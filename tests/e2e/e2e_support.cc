@@ -202,5 +202,4 @@ void expectPlacement(const Cluster& cluster, const RunResult& r, const std::vect
   }
 }
 
-
 }  // namespace hvd::e2e

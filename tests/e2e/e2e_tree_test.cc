@@ -27,7 +27,7 @@ using Clock = std::chrono::steady_clock;
 constexpr int kHosts = 8;
 constexpr int kSlots = 2;
 constexpr int kNp = kHosts * kSlots;
-constexpr int kInterior = 1;                 // relays to 2, 3 (through 2) and 4
+constexpr int kInterior = 1;                  // relays to 2, 3 (through 2) and 4
 const std::vector<int> kSubtree = {2, 3, 4};  // lost with it
 
 class E2eTree : public ::testing::Test {
@@ -152,8 +152,11 @@ TEST_F(E2eTree, AnInteriorAgentKilledWhileTheJobIsStoppedEndsItWithNoOrphans) {
   // once told to, which stops the job.
   const std::string script =
       "trap '' TERM; echo \"rank $HVD_RANK up\"; "
-      "if [ \"$HVD_RANK\" = " + std::to_string(kNp - 1) + " ]; then "
-      "while [ ! -e " + fail + " ]; do sleep 0.05; done; exit 3; fi; exec sleep 600";
+      "if [ \"$HVD_RANK\" = " +
+      std::to_string(kNp - 1) +
+      " ]; then "
+      "while [ ! -e " +
+      fail + " ]; do sleep 0.05; done; exit 3; fi; exec sleep 600";
   Child hvdrun(args({"--grace", "4", "--", "/bin/sh", "-c", script}));
   ASSERT_TRUE(hvdrun.waitForOutput(
       [](const std::string& out) { return countOf(out, " up") >= static_cast<size_t>(kNp); }, 60s))

@@ -22,8 +22,8 @@
 
 #include "common/collective_checks.h"
 #include "core/runtime.h"
-#include "store/tcp_store_client.h"
 #include "hvd/hvd.hpp"
+#include "store/tcp_store_client.h"
 #include "worker_exit.h"
 
 namespace {

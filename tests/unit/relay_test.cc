@@ -64,8 +64,8 @@ struct World {
     size_t subtree = 0;
   };
   std::vector<Call> calls;
-  std::map<std::string, int> depthOf;  // host -> hops from the leader
-  std::map<std::string, int> stops;    // host -> stop calls that reached it
+  std::map<std::string, int> depthOf;                // host -> hops from the leader
+  std::map<std::string, int> stops;                  // host -> stop calls that reached it
   std::map<std::string, std::vector<int>> launched;  // host -> ranks started
   std::string dead;  // this host's agent answers nothing: every call fails
 };
@@ -105,7 +105,8 @@ class FakeLink : public SubtreeLink {
   }
 
   void reserveTree(const std::vector<ledger::Request>& requests, const std::vector<Target>& subtree,
-                   int width, std::function<void(std::vector<coord::ReserveResult>)> done) override {
+                   int width,
+                   std::function<void(std::vector<coord::ReserveResult>)> done) override {
     record("reserve", subtree);
     std::vector<coord::ReserveResult> results(1);
     results[0].accounted = false;  // the described GPUs (none)
@@ -319,7 +320,8 @@ class LeaderHost : public coord::NodeAgent {
     return r;
   }
   void unreserve(const std::string&) override {}
-  coord::LaunchStatus launch(const coord::LaunchRequest& request, coord::JobEvents* events) override {
+  coord::LaunchStatus launch(const coord::LaunchRequest& request,
+                             coord::JobEvents* events) override {
     for (const coord::RankLaunch& r : request.ranks) events->onExit(r.rank, process::ExitStatus{});
     return {};
   }
