@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <future>
-#include <set>
 #include <utility>
 
 #include "agent/common/thread_guard.h"

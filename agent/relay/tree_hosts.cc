@@ -160,16 +160,7 @@ void TreeHosts::shutdown() {
   }
   launchSent_.notify_all();
   // Queued answers are still owed: a caller may be waiting for them.
-  for (Call& call : dropped) {
-    coord::AgentError error{hosts_[call.host].host, hosts_[call.host].address,
-                            "the agent connection is shut down"};
-    if (call.described) call.described(coord::DescribeResult{std::nullopt, error});
-    if (call.reserved) {
-      coord::ReserveResult r;
-      r.error = error;
-      call.reserved(std::move(r));
-    }
-  }
+  for (Call& call : dropped) answerShutDown(call);
   links.clear();  // each link cancels its streams and waits for its calls in flight
 }
 
@@ -178,7 +169,8 @@ void TreeHosts::submit(Call call) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     queued_.push_back(std::move(call));
-    now = held_ == 0;
+    // After a shutdown nothing waits for a flush: the call is answered (as shut down) at once.
+    now = held_ == 0 || shutdown_;
   }
   if (now) sendQueued();
 }
@@ -213,6 +205,17 @@ void TreeHosts::sendQueued() {
   if (!round.empty()) sendRound(std::move(round));
 }
 
+void TreeHosts::answerShutDown(Call& call) const {
+  const coord::AgentError error{hosts_[call.host].host, hosts_[call.host].address,
+                                "the agent connection is shut down"};
+  if (call.described) call.described(coord::DescribeResult{std::nullopt, error});
+  if (call.reserved) {
+    coord::ReserveResult r;
+    r.error = error;
+    call.reserved(std::move(r));
+  }
+}
+
 SubtreeLink* TreeHosts::linkOf(size_t host) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (shutdown_) return nullptr;
@@ -237,16 +240,7 @@ void TreeHosts::sendRound(std::vector<Call> calls) {
     const Kind kind = calls[branch.first].kind;
     if (!link) {
       // Shut down: owed answers say so; nothing else is sent.
-      for (size_t i = 0; i < branch.count; ++i) {
-        coord::AgentError error{hosts_[at(i).host].host, hosts_[at(i).host].address,
-                                "the agent connection is shut down"};
-        if (at(i).described) at(i).described(coord::DescribeResult{std::nullopt, error});
-        if (at(i).reserved) {
-          coord::ReserveResult r;
-          r.error = error;
-          at(i).reserved(std::move(r));
-        }
-      }
+      for (size_t i = 0; i < branch.count; ++i) answerShutDown(at(i));
       if (kind == Kind::kLaunch) {
         std::lock_guard<std::mutex> lock(mutex_);
         for (size_t i = 0; i < branch.count; ++i) {

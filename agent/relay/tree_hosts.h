@@ -87,6 +87,8 @@ class TreeHosts final : public coordinator::CallBatch {
 
   void submit(Call call);
   void sendQueued();
+  // Answers a describe or reserve that will never be sent (the tree is shut down).
+  void answerShutDown(Call& call) const;
   // Sends calls of one kind (and the same job, signal, grace), `calls` in host order.
   void sendRound(std::vector<Call> calls);
   SubtreeLink* linkOf(size_t host);

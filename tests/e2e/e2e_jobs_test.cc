@@ -91,16 +91,7 @@ TEST_F(E2e, CtrlCStopsTheJobEverywhere) {
 
 class E2eAgentLoss : public ::testing::Test {
  protected:
-  void SetUp() override {
-    const std::string why = whyNoNetns();
-    if (!why.empty()) GTEST_SKIP() << why;
-    std::string error;
-    // A prefix of its own ("e2e" + pid + "k"), apart from the shared cluster's.
-    std::optional<Cluster> cluster =
-        Cluster::up(2, "e2e" + std::to_string(::getpid() % 100000) + "k", &error);
-    ASSERT_TRUE(cluster.has_value()) << error;
-    cluster_.emplace(std::move(*cluster));
-  }
+  void SetUp() override { upOwnCluster(2, "k", &cluster_); }
   void TearDown() override { cluster_.reset(); }
 
   // Starts a 2+2 sleeping job, loses host `victim` once every rank is ready (its agent is

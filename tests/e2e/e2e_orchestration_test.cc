@@ -28,16 +28,10 @@ using namespace std::chrono_literals;
 class E2eOrchestration : public ::testing::Test {
  protected:
   void SetUp() override {
-    const std::string why = whyNoNetns();
-    if (!why.empty()) GTEST_SKIP() << why;
-    std::string error;
     // The agents inherit the environment of the script that starts them.
     ::setenv("HVD_FAKE_GPUS", "4", 1);
-    std::optional<Cluster> cluster =
-        Cluster::up(3, "e2e" + std::to_string(::getpid() % 100000) + "o", &error);
+    upOwnCluster(3, "o", &cluster_);
     ::unsetenv("HVD_FAKE_GPUS");
-    ASSERT_TRUE(cluster.has_value()) << error;
-    cluster_.emplace(std::move(*cluster));
   }
   void TearDown() override { cluster_.reset(); }
 

@@ -1,6 +1,7 @@
 #include "e2e_support.h"
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -164,6 +165,16 @@ void E2e::TearDown() {
                                               << cluster().agentLog(i);
     EXPECT_EQ(leftoversIn(cluster(), i, 5s), "") << "processes left in " << cluster().ns(i);
   }
+}
+
+void upOwnCluster(int n, const std::string& tag, std::optional<Cluster>* cluster) {
+  const std::string why = whyNoNetns();
+  if (!why.empty()) GTEST_SKIP() << why;
+  std::string error;
+  std::optional<Cluster> up =
+      Cluster::up(n, "e2e" + std::to_string(::getpid() % 100000) + tag, &error);
+  ASSERT_TRUE(up.has_value()) << error;
+  cluster->emplace(std::move(*up));
 }
 
 void expectPlacement(const Cluster& cluster, const RunResult& r, const std::vector<int>& slots) {

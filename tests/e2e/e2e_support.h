@@ -39,6 +39,11 @@ std::map<int, std::vector<Fields>> identities(const std::string& output);
 // got the right sums.
 void expectPlacement(const Cluster& cluster, const RunResult& r, const std::vector<int>& slots);
 
+// Brings up a cluster of `n` hosts for one test, with a prefix of its own ("e2e" + pid + `tag`,
+// apart from the shared cluster's) into *cluster. Skips the test without root or `ip netns`;
+// fails it (fatally) when the cluster does not come up. Call from SetUp().
+void upOwnCluster(int n, const std::string& tag, std::optional<Cluster>* cluster);
+
 // How often `needle` occurs in `text`.
 size_t countOf(const std::string& text, const std::string& needle);
 

@@ -32,15 +32,7 @@ const std::vector<int> kSubtree = {2, 3, 4};  // lost with it
 
 class E2eTree : public ::testing::Test {
  protected:
-  void SetUp() override {
-    const std::string why = whyNoNetns();
-    if (!why.empty()) GTEST_SKIP() << why;
-    std::string error;
-    std::optional<Cluster> cluster =
-        Cluster::up(kHosts, "e2e" + std::to_string(::getpid() % 100000) + "t", &error);
-    ASSERT_TRUE(cluster.has_value()) << error;
-    cluster_.emplace(std::move(*cluster));
-  }
+  void SetUp() override { upOwnCluster(kHosts, "t", &cluster_); }
   void TearDown() override { cluster_.reset(); }
 
   const Cluster& c() const { return *cluster_; }

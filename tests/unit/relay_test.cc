@@ -300,6 +300,32 @@ TEST(TreeHosts, AFailedChildAnswersForItsSubtreeNamingItself) {
   for (size_t i = 4; i < 7; ++i) EXPECT_TRUE(results[i].ok()) << i;
 }
 
+TEST(TreeHosts, CallsHeldWhenTheTreeShutsDownAreAnsweredNotDropped) {
+  World world;
+  std::vector<coord::DescribeResult> described;
+  std::vector<coord::ReserveResult> reserved;
+  TreeHosts tree(hosts(3), 2, leaderLinks(&world));
+  tree.hold();
+  tree.agent(0)->describeAsync([&](coord::DescribeResult r) { described.push_back(r); });
+  tree.agent(2)->reserveAsync(ledger::Request{},
+                              [&](coord::ReserveResult r) { reserved.push_back(r); });
+  tree.shutdown();
+  // Nothing was sent, yet whoever waits on these answers gets one, naming its host.
+  EXPECT_TRUE(world.calls.empty());
+  ASSERT_EQ(described.size(), 1u);
+  EXPECT_FALSE(described[0].ok());
+  EXPECT_EQ(described[0].error.host, "h1");
+  EXPECT_EQ(described[0].error.reason, "the agent connection is shut down");
+  ASSERT_EQ(reserved.size(), 1u);
+  EXPECT_EQ(reserved[0].error.host, "h3");
+  EXPECT_EQ(reserved[0].error.reason, "the agent connection is shut down");
+  // And a call after the shutdown is answered the same way, at once.
+  tree.agent(1)->describeAsync([&](coord::DescribeResult r) { described.push_back(r); });
+  ASSERT_EQ(described.size(), 2u);
+  EXPECT_EQ(described[1].error.host, "h2");
+  EXPECT_TRUE(world.calls.empty());
+}
+
 struct Client : coord::ClientEvents {
   void onOutput(int, const std::string&, process::Stream, std::string_view) override {}
   void onJobEnd(const coord::JobResult& r) override { ends.push_back(r); }
