@@ -8,6 +8,7 @@ add_dependencies(mp_test hvd-test-worker)
 include(${CMAKE_CURRENT_LIST_DIR}/hvdrun.cmake OPTIONAL)
 include(${CMAKE_CURRENT_LIST_DIR}/hvdagent.cmake OPTIONAL)
 include(${CMAKE_CURRENT_LIST_DIR}/engine.cmake OPTIONAL)
+include(${CMAKE_CURRENT_LIST_DIR}/process_sets.cmake)
 include(${CMAKE_CURRENT_LIST_DIR}/trainer.cmake OPTIONAL)
 
 # Workers started by srun (simulated on one node) or the real mpirun (issue 7): with a store

@@ -61,7 +61,10 @@ struct OpOptions {
   // float32/float64 allreduce sent as float16 and cast back: half the bytes on the wire (sums
   // in float16; an average divides after the cast back). A no-op for float16/bfloat16.
   bool fp16Compression = false;
-  int root = 0;     // broadcast
+  int root = 0;  // broadcast: a job rank (hvd::rank()), also within a process set
+  // The process set the op runs on (hvd/process_sets.hpp): 0, the global set, is every rank.
+  // Only its members may submit to it; ranks in messages are job ranks.
+  int processSet = 0;
   int device = -1;  // -1: host memory; a GPU index for device buffers (refused until a GPU
                     // backend exists)
 };
@@ -109,12 +112,14 @@ Handle groupedAllreduceAsync(const std::vector<std::string>& names,
                              const std::vector<void*>& outputs, const std::vector<Shape>& shapes,
                              DataType type, const OpOptions& options = {});
 
-// Dimension 0 may differ across ranks; the other dimensions must agree.
-Handle allgatherAsync(const std::string& name, const void* input, const Shape& shape,
-                      DataType type);
+// Dimension 0 may differ across ranks; the other dimensions must agree. `processSet`, here and
+// below: as OpOptions::processSet.
+Handle allgatherAsync(const std::string& name, const void* input, const Shape& shape, DataType type,
+                      int processSet = 0);
 
+// `root` is a job rank, also within a process set (as in Horovod).
 Handle broadcastAsync(const std::string& name, void* buffer, const Shape& shape, DataType type,
-                      int root);
+                      int root, int processSet = 0);
 
 // Reduces, then leaves this rank its share of dimension 0's rows (the first rows % size ranks
 // get one extra row).
@@ -124,10 +129,10 @@ Handle reducescatterAsync(const std::string& name, const void* input, const Shap
 // Sends splits[p] rows of dimension 0 (consecutive, in rank order) to each rank p; empty
 // `splits`: an equal split, which must be exact.
 Handle alltoallAsync(const std::string& name, const void* input, const Shape& shape,
-                     const std::vector<int64_t>& splits, DataType type);
+                     const std::vector<int64_t>& splits, DataType type, int processSet = 0);
 
-// Completes when every rank has submitted its n-th barrierAsync().
-Handle barrierAsync();
+// Completes when every rank (of the process set) has submitted its n-th barrierAsync().
+Handle barrierAsync(int processSet = 0);
 
 // This rank has no more data: until every rank has joined, it takes part in the others'
 // allreduces with zeros (an average still divides by size()); allgather, broadcast,

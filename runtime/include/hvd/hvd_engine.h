@@ -60,6 +60,8 @@ typedef struct {
   int device;              /* -1: host buffers (default); else the CUDA device of the buffers */
   void* stream;            /* CUDA: the cudaStream_t whose queued work the op must follow (the
                               caller's current stream); NULL: the legacy default stream */
+  int process_set;         /* the process set the op runs on (hvd/hvd_process_sets.h); default
+                              0, every rank. root stays a job rank. */
 } hvd_op_options;
 
 /* Fills *options with the defaults and sets struct_size. */
@@ -97,6 +99,8 @@ hvd_status hvd_alltoall_async(const char* name, const void* input, const int64_t
 
 /* Completes when every rank has submitted its n-th barrier. */
 hvd_status hvd_barrier_async(hvd_handle* handle);
+/* The same among the members of a process set. */
+hvd_status hvd_process_set_barrier_async(int process_set, hvd_handle* handle);
 
 /* Blocks until every rank has joined (see hvd/engine.hpp); *last_rank: the rank that joined
  * last, the same on every rank. */

@@ -1,6 +1,7 @@
 // The C++ API (hvd.hpp and engine.hpp): free functions over the process's one Runtime instance.
 // Host buffers go to the runtime's CPU collectives (hvd's transports, or MPI with
 // HVD_CPU_BACKEND=mpi), device buffers to its GPU backend.
+#include <functional>
 #include <memory>
 #include <mutex>
 
@@ -8,6 +9,7 @@
 #include "core/runtime.h"
 #include "hvd/engine.hpp"
 #include "hvd/hvd.hpp"
+#include "hvd/process_sets.hpp"
 
 namespace hvd {
 namespace {
@@ -38,19 +40,38 @@ gpu::DeviceCollectives* device(std::initializer_list<const void*> ptrs) {
   return runtime().devices().route(ptrs);
 }
 
-// The engine is thread-safe; init/shutdown from another thread while ops are submitted is the
+// The engine of an op's process set (the job's for set 0), which must include this rank. The
+// engines are thread-safe; init/shutdown from another thread while ops are submitted is the
 // caller's race, as with every other call of this API.
-engine::Engine& theEngine() { return runtime().engine(); }
+std::shared_ptr<engine::Engine> engineOf(int processSet, const std::string& what) {
+  return runtime().processSets().engine(processSet, what);
+}
+
+std::string quoted(const char* op, const std::string& name) {
+  return std::string(op) + " '" + name + "'";
+}
+
+void initWith(const std::function<void(core::Config&)>& adjust) {
+  auto& self = instance();
+  std::lock_guard<std::mutex> lock(self.mutex);
+  if (self.runtime) return;  // idempotent, like horovod.init()
+  core::Config config = core::configFromEnvironment();
+  adjust(config);
+  self.runtime = std::make_unique<core::Runtime>(config, self.generation);
+  ++self.generation;
+}
 
 }  // namespace
 
 void init() {
-  auto& self = instance();
-  std::lock_guard<std::mutex> lock(self.mutex);
-  if (self.runtime) return;  // idempotent, like horovod.init()
-  const core::Config config = core::configFromEnvironment();
-  self.runtime = std::make_unique<core::Runtime>(config, self.generation);
-  ++self.generation;
+  initWith([](core::Config&) {});
+}
+
+void init(const std::vector<std::vector<int>>& processSets, bool dynamic) {
+  initWith([&](core::Config& config) {
+    config.processSets = processSets;
+    config.dynamicProcessSets = config.dynamicProcessSets || dynamic;
+  });
 }
 
 void shutdown() {
@@ -129,39 +150,48 @@ std::string deviceBackend() { return runtime().devices().describe(); }
 
 Handle allreduceAsync(const std::string& name, const void* input, void* output, const Shape& shape,
                       DataType type, const OpOptions& options) {
-  return theEngine().allreduce(name, input, output, shape, type, options);
+  return engineOf(options.processSet, quoted("allreduce", name))
+      ->allreduce(name, input, output, shape, type, options);
 }
 
 Handle groupedAllreduceAsync(const std::vector<std::string>& names,
                              const std::vector<const void*>& inputs,
                              const std::vector<void*>& outputs, const std::vector<Shape>& shapes,
                              DataType type, const OpOptions& options) {
-  return theEngine().groupedAllreduce(names, inputs, outputs, shapes, type, options);
+  return engineOf(options.processSet, "grouped allreduce")
+      ->groupedAllreduce(names, inputs, outputs, shapes, type, options);
 }
 
-Handle allgatherAsync(const std::string& name, const void* input, const Shape& shape,
-                      DataType type) {
-  return theEngine().allgather(name, input, shape, type);
+Handle allgatherAsync(const std::string& name, const void* input, const Shape& shape, DataType type,
+                      int processSet) {
+  return engineOf(processSet, quoted("allgather", name))->allgather(name, input, shape, type);
 }
 
 Handle broadcastAsync(const std::string& name, void* buffer, const Shape& shape, DataType type,
-                      int root) {
-  return theEngine().broadcast(name, buffer, shape, type, root);
+                      int root, int processSet) {
+  const std::string what = quoted("broadcast", name);
+  auto engine = engineOf(processSet, what);
+  // The engine of a set counts its members 0..n-1; the caller names the root by job rank.
+  const int index = processSet == core::kGlobalProcessSet
+                        ? root
+                        : runtime().processSets().memberIndex(processSet, root, what);
+  return engine->broadcast(name, buffer, shape, type, index);
 }
 
 Handle reducescatterAsync(const std::string& name, const void* input, const Shape& shape,
                           DataType type, const OpOptions& options) {
-  return theEngine().reducescatter(name, input, shape, type, options);
+  return engineOf(options.processSet, quoted("reducescatter", name))
+      ->reducescatter(name, input, shape, type, options);
 }
 
 Handle alltoallAsync(const std::string& name, const void* input, const Shape& shape,
-                     const std::vector<int64_t>& splits, DataType type) {
-  return theEngine().alltoall(name, input, shape, splits, type);
+                     const std::vector<int64_t>& splits, DataType type, int processSet) {
+  return engineOf(processSet, quoted("alltoall", name))->alltoall(name, input, shape, splits, type);
 }
 
-Handle barrierAsync() { return theEngine().barrier(); }
+Handle barrierAsync(int processSet) { return engineOf(processSet, "barrier")->barrier(); }
 
-int join() { return theEngine().join(); }
+int join() { return runtime().engine().join(); }
 
 void orderAfterStream(int device, void* stream) {
   if (device < 0) throw InvalidArgumentError("orderAfterStream: device " + std::to_string(device));
@@ -175,5 +205,28 @@ void startTimeline(const std::string& path, bool markCycles) {
 void stopTimeline() { runtime().stopTimeline(); }
 
 EngineStats engineStats() { return runtime().engineStats(); }
+
+// --- process sets (hvd/process_sets.hpp) -------------------------------------------------------
+
+int addProcessSet(const std::vector<int>& ranks) { return runtime().processSets().add(ranks); }
+
+bool removeProcessSet(int id) { return runtime().processSets().remove(id); }
+
+std::vector<int> processSetIds() { return runtime().processSets().ids(); }
+
+std::vector<int> processSetRanks(int id) { return runtime().processSets().ranks(id); }
+
+int processSetSize(int id) { return static_cast<int>(processSetRanks(id).size()); }
+
+int processSetRank(int id) {
+  const int index = runtime().processSets().rankIn(id);
+  if (index < 0) {
+    throw InvalidArgumentError("process set " + std::to_string(id) + ": rank " +
+                               std::to_string(rank()) + " is not part of it");
+  }
+  return index;
+}
+
+bool processSetIncluded(int id) { return runtime().processSets().rankIn(id) >= 0; }
 
 }  // namespace hvd

@@ -41,6 +41,7 @@ hvd::OpOptions opOptions(const hvd_op_options* in) {
   out.postscaleFactor = o.postscale_factor;
   out.fp16Compression = o.fp16_compression != 0;
   out.root = o.root;
+  out.processSet = o.process_set;
   out.device = o.device;
   if (o.device < -1) {
     throw hvd::InvalidArgumentError("device " + std::to_string(o.device) +
@@ -110,6 +111,7 @@ void hvd_op_options_init(hvd_op_options* options) {
   options->root = 0;
   options->device = -1;
   options->stream = nullptr;
+  options->process_set = 0;
 }
 
 hvd_status hvd_allreduce_async(const char* name, const void* input, void* output,
@@ -153,8 +155,10 @@ hvd_status hvd_allgather_async(const char* name, const void* input, const int64_
                                int type, const hvd_op_options* options, hvd_handle* handle) {
   return guarded([&] {
     checkOut(handle);
-    opOptions(options);  // validated (and stream-ordered) like every op's
-    handOut(hvd::allgatherAsync(nameOf(name), input, shapeOf(shape, ndim), dataType(type)), handle);
+    const hvd::OpOptions o = opOptions(options);  // validated and stream-ordered like every op's
+    handOut(hvd::allgatherAsync(nameOf(name), input, shapeOf(shape, ndim), dataType(type),
+                                o.processSet),
+            handle);
   });
 }
 
@@ -163,7 +167,8 @@ hvd_status hvd_broadcast_async(const char* name, void* buffer, const int64_t* sh
   return guarded([&] {
     checkOut(handle);
     const hvd::OpOptions o = opOptions(options);
-    handOut(hvd::broadcastAsync(nameOf(name), buffer, shapeOf(shape, ndim), dataType(type), o.root),
+    handOut(hvd::broadcastAsync(nameOf(name), buffer, shapeOf(shape, ndim), dataType(type), o.root,
+                                o.processSet),
             handle);
   });
 }
@@ -184,11 +189,12 @@ hvd_status hvd_alltoall_async(const char* name, const void* input, const int64_t
                               const hvd_op_options* options, hvd_handle* handle) {
   return guarded([&] {
     checkOut(handle);
-    opOptions(options);
+    const hvd::OpOptions o = opOptions(options);
     if (nsplits < 0) throw hvd::InvalidArgumentError("nsplits is negative");
     if (nsplits > 0 && splits == nullptr) throw hvd::InvalidArgumentError("splits is null");
     std::vector<int64_t> s(splits, splits + nsplits);
-    handOut(hvd::alltoallAsync(nameOf(name), input, shapeOf(shape, ndim), s, dataType(type)),
+    handOut(hvd::alltoallAsync(nameOf(name), input, shapeOf(shape, ndim), s, dataType(type),
+                               o.processSet),
             handle);
   });
 }
@@ -197,6 +203,13 @@ hvd_status hvd_barrier_async(hvd_handle* handle) {
   return guarded([&] {
     checkOut(handle);
     handOut(hvd::barrierAsync(), handle);
+  });
+}
+
+hvd_status hvd_process_set_barrier_async(int process_set, hvd_handle* handle) {
+  return guarded([&] {
+    checkOut(handle);
+    handOut(hvd::barrierAsync(process_set), handle);
   });
 }
 

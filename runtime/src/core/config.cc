@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "contract/env_names.h"
+#include "core/process_sets.h"
 #include "core/scheduler_env.h"
 #include "hvd/error.hpp"
 
@@ -133,6 +134,13 @@ void parseEngineKnobs(const EnvReader& getenv, Config& c) {
     } else {
       c.timelinePath = v;
     }
+  }
+  if (const char* v = getenv("HVD_PROCESS_SETS"); v != nullptr && *v != '\0') {
+    c.processSets = parseProcessSets(v, "HVD_PROCESS_SETS");
+  }
+  if (const char* v = engineVariable(getenv, "HVD_DYNAMIC_PROCESS_SETS",
+                                     "HOROVOD_DYNAMIC_PROCESS_SETS", &used)) {
+    c.dynamicProcessSets = parseInteger(used, v, 0, 1) == 1;
   }
   if (const char* v = engineVariable(getenv, "HVD_TIMELINE_MARK_CYCLES",
                                      "HOROVOD_TIMELINE_MARK_CYCLES", &used)) {

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "gpu/backend_choice.h"
 
@@ -75,6 +76,13 @@ struct Config {
   // HVD_TIMELINE=DYNAMIC: no timeline until hvd::startTimeline() (timelinePath stays empty).
   bool timelineDynamic = false;
   bool timelineMarkCycles = false;  // HVD_TIMELINE_MARK_CYCLES: 0 or 1
+
+  // Process sets (core/process_sets.h) fixed at init: HVD_PROCESS_SETS ("0,1;2,3"), or the
+  // list hvd.init(process_sets=...) passes; every rank must give the same list.
+  std::vector<std::vector<int>> processSets;
+  // HVD_DYNAMIC_PROCESS_SETS (alias HOROVOD_DYNAMIC_PROCESS_SETS): 0 or 1; sets may be added
+  // and removed after init.
+  bool dynamicProcessSets = false;
 
   // One line for the start-up log (the token is shown as "<set>").
   std::string summary() const;

@@ -19,51 +19,13 @@
 #include "hvd/error.hpp"
 #include "mpi/mpi_collectives.h"
 #include "store/file_store.h"
+#include "store/prefixed_store.h"
 #include "store/tcp_store_client.h"
 #include "transport/interfaces.h"
 #include "transport/mesh.h"
 
 namespace hvd::core {
 namespace {
-
-// Keys of one init cycle live under their own prefix: "g<generation>/mesh/<rank>".
-class PrefixedStore final : public store::Store {
- public:
-  PrefixedStore(store::Store& inner, std::string prefix)
-      : inner_(inner), prefix_(std::move(prefix)) {}
-  void set(const std::string& key, const store::Bytes& value) override {
-    inner_.set(prefix_ + key, value);
-  }
-  store::Bytes get(const std::string& key, store::Timeout timeout) override {
-    return inner_.get(prefix_ + key, timeout);
-  }
-  int64_t add(const std::string& key, int64_t delta) override {
-    return inner_.add(prefix_ + key, delta);
-  }
-  store::Bytes compareSet(const std::string& key, const store::Bytes& expected,
-                          const store::Bytes& desired) override {
-    return inner_.compareSet(prefix_ + key, expected, desired);
-  }
-  void wait(const std::vector<std::string>& keys, store::Timeout timeout) override {
-    inner_.wait(prefixed(keys), timeout);
-  }
-  std::vector<store::Bytes> getMany(const std::vector<std::string>& keys,
-                                    store::Timeout timeout) override {
-    return inner_.getMany(prefixed(keys), timeout);
-  }
-  bool check(const std::vector<std::string>& keys) override { return inner_.check(prefixed(keys)); }
-  void erase(const std::string& key) override { inner_.erase(prefix_ + key); }
-
- private:
-  std::vector<std::string> prefixed(const std::vector<std::string>& keys) const {
-    std::vector<std::string> out;
-    out.reserve(keys.size());
-    for (const auto& k : keys) out.push_back(prefix_ + k);
-    return out;
-  }
-  store::Store& inner_;
-  std::string prefix_;
-};
 
 // The job's failure board lives in the store under "failure": the first rank to give up
 // records "<kind>\n<message>" there before it tears its links down.
@@ -270,6 +232,7 @@ Runtime::Runtime(const Config& config, int generation) : config_(config) {
     devices_ =
         std::make_unique<gpu::DeviceBackend>(deviceOptions(config_, true), *context_, nullptr);
     if (!collectives_) collectives_ = std::make_unique<coll::RingCollectives>(*context_);
+    setUpProcessSets();
     return;
   }
   if (!config_.storeAddress.empty()) {
@@ -278,7 +241,7 @@ Runtime::Runtime(const Config& config, int generation) : config_(config) {
   } else {
     store_ = std::make_unique<store::FileStore>(fileStoreDirectory(config_));
   }
-  scoped_ = std::make_unique<PrefixedStore>(*store_, "g" + std::to_string(generation) + "/");
+  scoped_ = std::make_unique<store::PrefixedStore>(*store_, "g" + std::to_string(generation) + "/");
   auto& scoped = *scoped_;
 
   transport::MeshConfig& mesh = mesh_;
@@ -293,6 +256,7 @@ Runtime::Runtime(const Config& config, int generation) : config_(config) {
   mesh.allowShm = config_.transport != TransportChoice::kTcp;
   mesh.shmRingBytes = config_.shmRingBytes;
   mesh.setupTimeout = config_.startTimeout;
+  mesh.processSets = !config_.processSets.empty() || config_.dynamicProcessSets;
   mesh.options = options;
   std::vector<std::string> hostKeys;
   const auto rendezvousStart = std::chrono::steady_clock::now();
@@ -312,6 +276,65 @@ Runtime::Runtime(const Config& config, int generation) : config_(config) {
   if (!collectives_) collectives_ = std::make_unique<coll::RingCollectives>(*context_);
   log->info("connected: {} ranks over {}{}", config_.size, context_->describeTransports(),
             mpiBackend ? "; CPU collectives over " + collectives_->describe() : std::string());
+  setUpProcessSets();
+}
+
+void Runtime::setUpProcessSets() {
+  ProcessSetEngines::Setup setup;
+  setup.config = &config_;
+  setup.mesh = network_.get();
+  setup.store = scoped_.get();
+  setup.options = mesh_.options;
+  setup.connectTimeout = config_.startTimeout;
+  setup.jobEngine = [this]() -> engine::Engine& { return engine(); };
+  processSets_ = std::make_unique<ProcessSetEngines>(std::move(setup));
+  if (config_.size > 1) checkSameProcessSets();
+  const std::vector<int> ids = processSets_->registerStatic(config_.processSets);
+  if (!ids.empty() || config_.dynamicProcessSets) {
+    std::string listed;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      listed +=
+          (i ? "; " : "") + std::to_string(ids[i]) + ": " + rankList(processSets_->ranks(ids[i]));
+    }
+    logging::get("init")->info("process sets {}{}", listed.empty() ? "none yet" : listed,
+                               config_.dynamicProcessSets ? " (dynamic)" : "");
+  }
+}
+
+// Every rank must start with the same process sets (and mode), or their ids would differ: one
+// small allgather of a digest at init names the ranks that differ from rank 0.
+void Runtime::checkSameProcessSets() {
+  uint64_t digest = 1469598103934665603ull;  // FNV-1a over the list and the mode
+  auto mix = [&digest](uint64_t value) {
+    for (int byte = 0; byte < 8; ++byte) {
+      digest ^= (value >> (8 * byte)) & 0xff;
+      digest *= 1099511628211ull;
+    }
+  };
+  for (const auto& set : config_.processSets) {
+    mix(set.size());
+    for (int r : set) mix(static_cast<uint64_t>(r));
+  }
+  mix(config_.dynamicProcessSets ? 1 : 0);
+  std::vector<uint64_t> all(config_.size);
+  const auto mine = static_cast<int64_t>(digest);
+  collectives_->allgather(&mine, 1, all.data(), std::vector<size_t>(config_.size, 1),
+                          DataType::kInt64);
+  std::vector<int> differ;
+  for (int r = 1; r < config_.size; ++r) {
+    if (all[r] != all[0]) differ.push_back(r);
+  }
+  if (differ.empty()) return;
+  std::string mineText;
+  for (size_t i = 0; i < config_.processSets.size(); ++i) {
+    mineText += (i ? ";" : "") + rankList(config_.processSets[i]);
+  }
+  throw InvalidArgumentError(
+      "hvd init: every rank must be given the same process sets (HVD_PROCESS_SETS, "
+      "hvd.init(process_sets=...), HVD_DYNAMIC_PROCESS_SETS), but rank" +
+      std::string(differ.size() > 1 ? "s " : " ") + rankList(differ) +
+      " differ from rank 0 (this is rank " + std::to_string(config_.rank) + ": '" + mineText +
+      "', dynamic " + (config_.dynamicProcessSets ? "on" : "off") + ")");
 }
 
 gpu::DeviceBackendOptions deviceOptions(const Config& config, bool blockingApi) {
@@ -341,7 +364,7 @@ engine::Engine& Runtime::engine() {
     // connects them when it starts). No failure board: its background cycles would often be
     // the first to notice a dead peer, and the root cause the job reports should come from the
     // user's collectives; the engine fails its own handles with its own error.
-    engineScoped_ = std::make_unique<PrefixedStore>(*scoped_, "engine/");
+    engineScoped_ = std::make_unique<store::PrefixedStore>(*scoped_, "engine/");
     engineContext_ = network_->connect(1, mesh_.options, mesh_.setupTimeout);
   }
   engineDevices_ = std::make_unique<gpu::DeviceBackend>(deviceOptions(config_, false),
@@ -422,7 +445,9 @@ engine::EngineOptions engineOptions(const Config& config) {
 
 Runtime::~Runtime() {
   // The engine uses its context; the context refers to the board: tear down in dependency
-  // order. The engine stops in step with every rank's engine (see engine/engine.h).
+  // order. The engine stops in step with every rank's engine (see engine/engine.h), and so
+  // does every process set's, with its members'.
+  processSets_.reset();
   engine_.reset();
   engineDevices_.reset();
   engineCollectives_.reset();

@@ -27,6 +27,7 @@
 
 #include "collectives/host_collectives.h"
 #include "core/config.h"
+#include "core/process_set_engines.h"
 #include "engine/engine.h"
 #include "gpu/device_backend.h"
 #include "mpi/mpi_api.h"
@@ -58,6 +59,8 @@ class Runtime {
   void stopTimeline();
   // The engine's counters; zeros while it has not started (never starts it).
   engine::EngineStats engineStats();
+  // The process sets and their engines (set 0's is engine()).
+  ProcessSetEngines& processSets() { return *processSets_; }
 
  private:
   // Rank 0 serves the job's store, every rank learns it through MPI_Bcast (mpiRendezvous).
@@ -65,6 +68,9 @@ class Runtime {
   // The collectives of HVD_CPU_BACKEND=mpi (the caller's and the engine's, each on a
   // communicator of its own), after checking that MPI places this rank as hvd does.
   void mpiCollectives();
+  // The process sets of HVD_PROCESS_SETS / init, after checking every rank has the same.
+  void setUpProcessSets();
+  void checkSameProcessSets();
 
   Config config_;
   std::shared_ptr<mpi::Session> mpi_;                   // while anything below may call MPI
@@ -80,7 +86,7 @@ class Runtime {
   // The rendezvous' outcome: this rank's listener and records, by channel (0 for context_,
   // 1 for engineContext_); after the contexts in destruction, before the store.
   std::unique_ptr<transport::Mesh> network_;
-  std::mutex engineMutex_;      // guards the engine's start
+  std::mutex engineMutex_;                      // guards the engine's start
   std::unique_ptr<store::Store> engineScoped_;  // "engine/" under scoped_ (NCCL ids)
   std::unique_ptr<transport::Context> engineContext_;
   // The engine's device buffers: NCCL communicators of its own, as its CPU mesh is its own.
@@ -91,6 +97,8 @@ class Runtime {
   bool timelineDecided_ = false;
   bool pendingMarkCycles_ = false;
   std::unique_ptr<engine::Engine> engine_;  // uses engineContext_: destroyed first
+  // Their engines use their own contexts over network_; adding and removing sets uses engine_.
+  std::unique_ptr<ProcessSetEngines> processSets_;
 };
 
 // The GPU backend's options from the configuration. `blockingApi`: the backend of the blocking

@@ -16,8 +16,14 @@ constexpr size_t kFlagBytes = 3;
 
 }  // namespace
 
-Controller::Controller(int rank, int size, size_t cacheCapacity)
-    : rank_(rank), size_(size), cache_(cacheCapacity), joined_(size, false) {}
+Controller::Controller(int rank, int size, size_t cacheCapacity, std::vector<int> jobRanks,
+                       std::string scope)
+    : rank_(rank),
+      size_(size),
+      jobRanks_(std::move(jobRanks)),
+      scope_(std::move(scope)),
+      cache_(cacheCapacity),
+      joined_(size, false) {}
 
 std::vector<uint8_t> Controller::makeBits(const std::vector<size_t>& hitSlots,
                                           const BitFlags& flags) const {
@@ -118,7 +124,7 @@ void Controller::markReady(const std::string& name) {
 std::string Controller::joinedError(const Request& request) const {
   std::vector<int> ranks;
   for (int r = 0; r < size_; ++r) {
-    if (joined_[r]) ranks.push_back(r);
+    if (joined_[r]) ranks.push_back(jobRank(r));
   }
   return std::string(opTypeName(request.type)) + " '" + request.name + "': cannot run while " +
          describeRanks(ranks) + (ranks.size() == 1 ? " has" : " have") +
@@ -147,7 +153,7 @@ Response Controller::responseFor(const std::string& name, Entry& entry) const {
   const Request* first =
       *std::find_if(present.begin(), present.end(), [](const Request* r) { return r != nullptr; });
   response.request = *first;
-  response.error = checkAgreement(present);
+  response.error = checkAgreement(present, jobRanks_);
   const OpType type = first->type;
   if (response.error.empty() && anyJoined() && type != OpType::kAllreduce &&
       type != OpType::kBarrier) {
@@ -155,6 +161,7 @@ Response Controller::responseFor(const std::string& name, Entry& entry) const {
   }
   if (!response.error.empty()) {
     response.kind = Response::Kind::kError;
+    if (!scope_.empty()) response.error += " (" + scope_ + ")";
     return response;
   }
   if (type == OpType::kAllgather || type == OpType::kAlltoall) {
@@ -223,7 +230,7 @@ std::vector<WaitingOp> Controller::waitingOps() const {
     op.name = name;
     op.firstSeen = entry.firstSeen;
     for (int r = 0; r < size_; ++r) {
-      if (!joined_[r] && !entry.perRank[r]) op.missingRanks.push_back(r);
+      if (!joined_[r] && !entry.perRank[r]) op.missingRanks.push_back(jobRank(r));
     }
     if (!op.missingRanks.empty()) order.emplace_back(entry.sequence, std::move(op));
   }

@@ -50,7 +50,11 @@ struct BitFlags {
 
 class Controller {
  public:
-  Controller(int rank, int size, size_t cacheCapacity);
+  // `jobRanks`: for a process set, the job rank of each of its ranks, so that every message
+  // names job ranks; `scope` ("process set 1 (ranks 0,1)") ends each error message. Empty: the
+  // job itself.
+  Controller(int rank, int size, size_t cacheCapacity, std::vector<int> jobRanks = {},
+             std::string scope = "");
 
   int rank() const { return rank_; }
   int size() const { return size_; }
@@ -82,7 +86,8 @@ class Controller {
   // Every rank has joined and join() returned: a new epoch starts.
   void resetJoin();
 
-  // Entries some ranks submitted and others did not, in table order (for stall checks).
+  // Entries some ranks submitted and others did not, in table order (for stall checks), with
+  // the missing ranks named by job rank.
   std::vector<WaitingOp> waitingOps() const;
 
  private:
@@ -98,8 +103,12 @@ class Controller {
   std::string joinedError(const Request& request) const;
   void emit(Response response, std::vector<Response>& out);
 
+  int jobRank(int r) const { return jobRanks_.empty() ? r : jobRanks_[r]; }
+
   int rank_;
   int size_;
+  std::vector<int> jobRanks_;
+  std::string scope_;
   ResponseCache cache_;
   std::map<std::string, Entry> table_;
   uint64_t nextSequence_ = 0;

@@ -99,7 +99,8 @@ Engine::Engine(transport::Context& context, EngineOptions options,
                     ? std::make_unique<Timeline>(options_.timelinePath, context.rank())
                     : nullptr),
       markCycles_(options_.timelineMarkCycles),
-      controller_(context.rank(), context.size(), options_.cacheCapacity),
+      controller_(context.rank(), context.size(), options_.cacheCapacity, options_.jobRanks,
+                  options_.scope),
       stall_(options_.stallCheckTime, options_.stallShutdownTime),
       executor_(context, options_.fusionThreshold, counters_, timeline_.get(), options_.devices,
                 options_.collectives) {
@@ -500,7 +501,8 @@ bool Engine::cycle(bool stop, bool joined) {
   const BitFlags any = controller_.applyBits(bits);
 
   if (any.stallShutdown) {
-    const std::string message = stall_.shutdownMessage(controller_.waitingOps());
+    std::string message = stall_.shutdownMessage(controller_.waitingOps());
+    if (!options_.scope.empty()) message += " (" + options_.scope + ")";
     logging::get("engine")->error("{}", message);
     failAll(std::make_exception_ptr(TimeoutError(message)));
     return false;
@@ -617,8 +619,9 @@ void Engine::failAll(std::exception_ptr error) {
 }
 
 void Engine::checkStalls(Clock::time_point t) {
-  const auto verdict = stall_.inspect(controller_.waitingOps(), t);
+  auto verdict = stall_.inspect(controller_.waitingOps(), t);
   if (!verdict.warning.empty()) {
+    if (!options_.scope.empty()) verdict.warning = options_.scope + ": " + verdict.warning;
     logging::get("engine")->warn("{}", verdict.warning);
     if (options_.onStallWarning) options_.onStallWarning(verdict.warning);
   }

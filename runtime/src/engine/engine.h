@@ -68,6 +68,11 @@ struct EngineOptions {
   coll::HostCollectives* collectives = nullptr;
   // Time for stall decisions and table stamps (tests inject a fake one); default steady_clock.
   std::function<Clock::time_point()> clock;
+  // A process set's engine (core/process_sets.h): the job rank of each of its ranks, named in
+  // every message instead of the set's own ranks, and what the messages call the set
+  // ("process set 1 (ranks 0,1)"). Empty: the job's engine.
+  std::vector<int> jobRanks;
+  std::string scope;
   // Called on rank 0 with each stall warning, besides the log (tests capture it here).
   std::function<void(const std::string&)> onStallWarning;
 };

@@ -14,18 +14,20 @@ struct ValueGroup {
 
 // Groups the present ranks by key(request); returns "" when all keys agree, else
 // "<field> <v1> on rank a, <v2> on ranks b,c" with the smallest groups first.
-std::string compare(const std::vector<const Request*>& perRank, const std::string& field,
+std::string compare(const std::vector<const Request*>& perRank, const std::vector<int>& jobRanks,
+                    const std::string& field,
                     const std::function<std::string(const Request&)>& key) {
   std::vector<ValueGroup> groups;
   for (size_t r = 0; r < perRank.size(); ++r) {
     if (perRank[r] == nullptr) continue;
     const std::string value = key(*perRank[r]);
+    const int named = jobRanks.empty() ? static_cast<int>(r) : jobRanks[r];
     auto it = std::find_if(groups.begin(), groups.end(),
                            [&](const ValueGroup& g) { return g.value == value; });
     if (it == groups.end()) {
-      groups.push_back({value, {static_cast<int>(r)}});
+      groups.push_back({value, {named}});
     } else {
-      it->ranks.push_back(static_cast<int>(r));
+      it->ranks.push_back(named);
     }
   }
   if (groups.size() <= 1) return "";
@@ -63,7 +65,8 @@ std::string describeRanks(const std::vector<int>& ranks) {
   return out.str();
 }
 
-std::string checkAgreement(const std::vector<const Request*>& perRank) {
+std::string checkAgreement(const std::vector<const Request*>& perRank,
+                           const std::vector<int>& jobRanks) {
   const Request* first = nullptr;
   for (const Request* r : perRank) {
     if (r != nullptr) {
@@ -73,7 +76,8 @@ std::string checkAgreement(const std::vector<const Request*>& perRank) {
   }
   if (first == nullptr) return "";
   const std::string quoted = "'" + first->name + "'";
-  if (std::string d = compare(perRank, "", [](const Request& r) { return opTypeName(r.type); });
+  if (std::string d =
+          compare(perRank, jobRanks, "", [](const Request& r) { return opTypeName(r.type); });
       !d.empty()) {
     return quoted + ": " + d;
   }
@@ -110,7 +114,7 @@ std::string checkAgreement(const std::vector<const Request*>& perRank) {
                       return r.device < 0 ? std::string("cpu") : "gpu " + std::to_string(r.device);
                     }});
   for (const auto& [field, key] : fields) {
-    if (std::string d = compare(perRank, field, key); !d.empty()) return prefix + d;
+    if (std::string d = compare(perRank, jobRanks, field, key); !d.empty()) return prefix + d;
   }
   // alltoall splits are per rank by design: what a rank receives comes from the senders'
   // requests, so there is nothing more to agree on.

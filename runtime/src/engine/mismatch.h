@@ -16,8 +16,10 @@
 namespace hvd::engine {
 
 // perRank[r] is rank r's request, or null where rank r takes no part (it has joined).
-// Returns "" when the requests agree, else the error message.
-std::string checkAgreement(const std::vector<const Request*>& perRank);
+// Returns "" when the requests agree, else the error message. `jobRanks`: the job rank the
+// message names for each r (a process set's members); empty: r itself.
+std::string checkAgreement(const std::vector<const Request*>& perRank,
+                           const std::vector<int>& jobRanks = {});
 
 // "rank 1" / "ranks 0,2".
 std::string describeRanks(const std::vector<int>& ranks);

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/asio.hpp>
 #include <cstdio>
 #include <fstream>
@@ -12,6 +13,7 @@
 #include "common/logging.h"
 #include "common/syscall_error.h"
 #include "hvd/error.hpp"
+#include "transport/member_links.h"
 #include "transport/mesh_links.h"
 
 namespace hvd::transport {
@@ -129,6 +131,7 @@ std::unique_ptr<Mesh> Mesh::join(store::Store& store, const MeshConfig& config,
   linksConfig.allowShm = config.allowShm;
   linksConfig.shmRingBytes = config.shmRingBytes;
   linksConfig.shmPeerBudgetBytes = config.shmPeerBudgetBytes;
+  linksConfig.processSets = config.processSets;
   auto links =
       MeshLinks::create(linksConfig, config.bindAddress, config.hostKey, config.hostName, store);
 
@@ -197,16 +200,11 @@ std::unique_ptr<Mesh> Mesh::join(store::Store& store, const MeshConfig& config,
   return std::unique_ptr<Mesh>(new Mesh(config, std::move(links)));
 }
 
-std::unique_ptr<Context> Mesh::connect(int channel, const ContextOptions& options,
-                                       std::chrono::milliseconds timeout) {
-  const int rank = config_.rank;
-  const int size = config_.size;
-  std::vector<std::unique_ptr<Link>> links(size);
-  if (size == 1) return std::make_unique<Context>(rank, size, std::move(links), options);
+namespace {
 
-  // A full mesh reads every record (a bounded number: fullMeshRanks) and opens every pair now;
-  // beyond it, only the ring neighbours' (the others open on first use, link_source.h).
-  const bool full = size <= options.fullMeshRanks;
+// The peers a context opens at once: every one in a full mesh, else its ring neighbours (the
+// others open on first use, link_source.h).
+std::vector<int> initialPeers(int rank, int size, bool full) {
   std::vector<int> initial;
   if (full) {
     for (int p = 0; p < size; ++p) {
@@ -216,8 +214,17 @@ std::unique_ptr<Context> Mesh::connect(int channel, const ContextOptions& option
     initial.push_back((rank + 1) % size);
     if ((rank + size - 1) % size != initial[0]) initial.push_back((rank + size - 1) % size);
   }
-  std::unique_ptr<MeshChannel> source = links_->channel(channel);
-  source->open(initial, links, timeout, "hvd init");
+  return initial;
+}
+
+// Opens `source`'s initial links and wraps them in a context (keeping the source beyond a full
+// mesh, whose other links open on first use).
+std::unique_ptr<Context> openContext(int rank, int size, std::unique_ptr<LinkSource> source,
+                                     const ContextOptions& options,
+                                     std::chrono::milliseconds timeout, int channel) {
+  std::vector<std::unique_ptr<Link>> links(size);
+  const bool full = size <= options.fullMeshRanks;
+  source->open(initialPeers(rank, size, full), links, timeout, "hvd init");
   std::unique_ptr<Context> context;
   if (full) {
     context = std::make_unique<Context>(rank, size, std::move(links), options);
@@ -228,6 +235,35 @@ std::unique_ptr<Context> Mesh::connect(int channel, const ContextOptions& option
       ->debug("channel {}: connected to {} of {} peers over {}", channel, context->openLinkCount(),
               size - 1, context->describeTransports());
   return context;
+}
+
+}  // namespace
+
+std::unique_ptr<Context> Mesh::connect(int channel, const ContextOptions& options,
+                                       std::chrono::milliseconds timeout) {
+  const int rank = config_.rank;
+  const int size = config_.size;
+  if (size == 1) {
+    return std::make_unique<Context>(rank, size, std::vector<std::unique_ptr<Link>>(1), options);
+  }
+  return openContext(rank, size, links_->channel(channel), options, timeout, channel);
+}
+
+std::unique_ptr<Context> Mesh::connectMembers(int channel, const std::vector<int>& members,
+                                              const ContextOptions& options,
+                                              std::chrono::milliseconds timeout) {
+  const auto self = std::find(members.begin(), members.end(), config_.rank);
+  if (self == members.end()) {
+    throw InternalError("mesh: rank " + std::to_string(config_.rank) +
+                        " connects a process set it is not a member of");
+  }
+  const int rank = static_cast<int>(self - members.begin());
+  const int size = static_cast<int>(members.size());
+  if (size == 1) {
+    return std::make_unique<Context>(rank, size, std::vector<std::unique_ptr<Link>>(1), options);
+  }
+  auto source = std::make_unique<MemberLinks>(links_->channel(channel), members, config_.size);
+  return openContext(rank, size, std::move(source), options, timeout, channel);
 }
 
 std::unique_ptr<Context> connectMesh(store::Store& store, const MeshConfig& config,

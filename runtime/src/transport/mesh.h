@@ -10,6 +10,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "store/store.h"
 #include "transport/context.h"
@@ -29,6 +30,8 @@ struct MeshConfig {
   // shmPeerBudgetBytes per rank (transport/shm_sizing.h).
   size_t shmRingBytes = 1 << 20;
   size_t shmPeerBudgetBytes = 16 << 20;
+  // Process sets may be used (mesh_links.h: their channels may open at any time).
+  bool processSets = false;
   // Deadline for the whole setup (every rank must arrive within it).
   std::chrono::milliseconds setupTimeout{60000};
   ContextOptions options;
@@ -53,6 +56,14 @@ class Mesh {
   // use. The links opened now must be up within `timeout`.
   std::unique_ptr<Context> connect(int channel, const ContextOptions& options,
                                    std::chrono::milliseconds timeout);
+  // The context of a process set: `members` (ascending job ranks, this rank among them) on
+  // `channel` (>= the fixed channels; MeshConfig::processSets). Its ranks are the members'
+  // indexes; its links are opened between members only, as connect() opens a job's, and its
+  // links name the peers by job rank. Every member connects the same channel with the same
+  // members.
+  std::unique_ptr<Context> connectMembers(int channel, const std::vector<int>& members,
+                                          const ContextOptions& options,
+                                          std::chrono::milliseconds timeout);
 
  private:
   Mesh(const MeshConfig& config, std::shared_ptr<MeshLinks> links);

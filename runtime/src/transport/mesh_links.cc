@@ -124,38 +124,39 @@ struct MeshLinks::Acceptor {
 
   void acceptNext(MeshLinks& mesh) {
     auto incoming = std::make_shared<Incoming>(io);
-    acceptor.async_accept(incoming->socket, [this, &mesh,
-                                             incoming](const boost::system::error_code& error) {
-      if (error == asio::error::operation_aborted || !acceptor.is_open()) return;
-      if (error) {
-        // Out of descriptors, say: try again shortly rather than stop accepting for good.
-        logging::get("transport")->warn("data-plane listener: {}", error.message());
-        auto retry = std::make_shared<asio::steady_timer>(io, std::chrono::milliseconds(50));
-        retry->async_wait([this, &mesh, retry](const boost::system::error_code& e) {
-          if (!e) acceptNext(mesh);
+    acceptor.async_accept(
+        incoming->socket, [this, &mesh, incoming](const boost::system::error_code& error) {
+          if (error == asio::error::operation_aborted || !acceptor.is_open()) return;
+          if (error) {
+            // Out of descriptors, say: try again shortly rather than stop accepting for good.
+            logging::get("transport")->warn("data-plane listener: {}", error.message());
+            auto retry = std::make_shared<asio::steady_timer>(io, std::chrono::milliseconds(50));
+            retry->async_wait([this, &mesh, retry](const boost::system::error_code& e) {
+              if (!e) acceptNext(mesh);
+            });
+            return;
+          }
+          acceptNext(mesh);
+          asio::async_read(
+              incoming->socket, asio::buffer(&incoming->hello, sizeof(Hello)),
+              [&mesh, incoming](const boost::system::error_code& rerr, size_t) {
+                const Hello& h = incoming->hello;
+                const MeshLinksConfig& c = mesh.config_;
+                const int from = static_cast<int>(h.rank);
+                const bool valid = !rerr && h.magic == kHelloMagic && h.nonce == mesh.self_.nonce &&
+                                   from > c.rank && from < c.size &&
+                                   h.channel < uint32_t(c.processSets ? kMaxChannels : c.channels);
+                if (!valid) {
+                  logging::get("transport")
+                      ->warn(
+                          "rejected a data-plane connection from {} (not a peer of "
+                          "this job)",
+                          peerAddress(incoming->socket));
+                  return;
+                }
+                mesh.deliver(static_cast<int>(h.channel), incoming->socket.release(), from);
+              });
         });
-        return;
-      }
-      acceptNext(mesh);
-      asio::async_read(
-          incoming->socket, asio::buffer(&incoming->hello, sizeof(Hello)),
-          [&mesh, incoming](const boost::system::error_code& rerr, size_t) {
-            const Hello& h = incoming->hello;
-            const MeshLinksConfig& c = mesh.config_;
-            const int from = static_cast<int>(h.rank);
-            const bool valid = !rerr && h.magic == kHelloMagic && h.nonce == mesh.self_.nonce &&
-                               from > c.rank && from < c.size && h.channel < uint32_t(c.channels);
-            if (!valid) {
-              logging::get("transport")
-                  ->warn(
-                      "rejected a data-plane connection from {} (not a peer of "
-                      "this job)",
-                      peerAddress(incoming->socket));
-              return;
-            }
-            mesh.deliver(static_cast<int>(h.channel), incoming->socket.release(), from);
-          });
-    });
   }
 };
 
@@ -189,16 +190,12 @@ MeshLinks::MeshLinks(const MeshLinksConfig& config, store::Store& store)
     : config_(config),
       store_(store),
       acceptor_(std::make_unique<Acceptor>()),
-      peers_(config.size),
-      channels_(config.channels, nullptr),
-      waiting_(config.channels),
-      created_(config.channels, 0),
-      complete_(config.channels, 0) {}
+      peers_(config.size) {}
 
 MeshLinks::~MeshLinks() {
   acceptor_->stop();  // joins the listener's thread: nothing is delivered after this
   for (auto& queue : waiting_) {
-    for (const Waiting& w : queue) ::close(w.fd);
+    for (const Waiting& w : queue.second) ::close(w.fd);
   }
 }
 
@@ -246,7 +243,7 @@ std::vector<PeerInfo> MeshLinks::records(const std::vector<int>& peers,
 }
 
 std::unique_ptr<MeshChannel> MeshLinks::channel(int id) {
-  if (id < 0 || id >= config_.channels) {
+  if (id < 0 || id >= (config_.processSets ? kMaxChannels : config_.channels)) {
     throw InternalError("mesh: there is no channel " + std::to_string(id));
   }
   std::unique_ptr<MeshChannel> channel(new MeshChannel(shared_from_this(), id));
@@ -256,25 +253,28 @@ std::unique_ptr<MeshChannel> MeshLinks::channel(int id) {
 
 void MeshLinks::attach(int id, MeshChannel* channel) {
   std::lock_guard<std::mutex> lock(channelsMutex_);
-  if (created_[id]) {
+  if (!created_.insert(id).second) {
     throw InternalError("mesh: channel " + std::to_string(id) + " asked for twice");
   }
-  created_[id] = 1;
   channels_[id] = channel;
-  for (const Waiting& w : waiting_[id]) channel->incoming(w.fd, w.from);
-  waiting_[id].clear();
+  auto waiting = waiting_.find(id);
+  if (waiting != waiting_.end()) {
+    for (const Waiting& w : waiting->second) channel->incoming(w.fd, w.from);
+    waiting_.erase(waiting);
+  }
 }
 
 void MeshLinks::detach(int id) {
   std::lock_guard<std::mutex> lock(channelsMutex_);
-  channels_[id] = nullptr;
+  channels_.erase(id);
 }
 
 void MeshLinks::deliver(int channel, int fd, int from) {
   std::lock_guard<std::mutex> lock(channelsMutex_);
-  if (channels_[channel] != nullptr) {
-    channels_[channel]->incoming(fd, from);
-  } else if (created_[channel]) {
+  auto attached = channels_.find(channel);
+  if (attached != channels_.end()) {
+    attached->second->incoming(fd, from);
+  } else if (created_.count(channel) > 0) {
     ::close(fd);  // that channel's context is gone: nobody will use the link
   } else {
     waiting_[channel].push_back(Waiting{fd, from});
@@ -283,9 +283,11 @@ void MeshLinks::deliver(int channel, int fd, int from) {
 
 void MeshLinks::channelComplete(int id) {
   std::lock_guard<std::mutex> lock(channelsMutex_);
-  complete_[id] = 1;
-  for (char done : complete_) {
-    if (!done) return;
+  complete_.insert(id);
+  // A process set's channel may be created at any time: the listener stays.
+  if (config_.processSets) return;
+  for (int fixed = 0; fixed < config_.channels; ++fixed) {
+    if (complete_.count(fixed) == 0) return;
   }
   // Every channel has every link: no peer will connect again.
   Acceptor* acceptor = acceptor_.get();

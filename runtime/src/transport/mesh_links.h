@@ -20,9 +20,11 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -47,10 +49,17 @@ std::string peerKey(int rank);
 std::string encodePeer(const PeerInfo& info);
 PeerInfo decodePeer(const std::string& text, int rank);
 
+// Channel ids a peer may name in its hello (process sets included).
+constexpr int kMaxChannels = 1 << 20;
+
 struct MeshLinksConfig {
   int rank = 0;
   int size = 1;
+  // Channels 0..channels-1 are the runtime's and the engine's. With processSets, channels from
+  // `channels` up are those of process sets (their ids are agreed by every rank): the listener
+  // then stays open for the whole job, as a set may be added at any time.
   int channels = 2;
+  bool processSets = false;
   bool allowShm = true;
   size_t shmRingBytes = 1 << 20;
   size_t shmPeerBudgetBytes = 16 << 20;
@@ -79,7 +88,8 @@ class MeshLinks : public std::enable_shared_from_this<MeshLinks> {
   // Starts handing accepted connections to their channels (after setLocalRanks).
   void accept();
 
-  // Channel `id` (< config().channels), at most once per id; it keeps this object alive.
+  // Channel `id` (< config().channels, or any id below kMaxChannels with processSets), at most
+  // once per id; it keeps this object alive.
   std::unique_ptr<MeshChannel> channel(int id);
 
  private:
@@ -112,10 +122,10 @@ class MeshLinks : public std::enable_shared_from_this<MeshLinks> {
     int fd;
     int from;
   };
-  std::vector<MeshChannel*> channels_;         // per id: attached, or null
-  std::vector<std::vector<Waiting>> waiting_;  // per id: connections before it attached
-  std::vector<char> created_;                  // per id: channel() was called
-  std::vector<char> complete_;                 // per id: every peer linked once
+  std::map<int, MeshChannel*> channels_;         // by id: attached, or null
+  std::map<int, std::vector<Waiting>> waiting_;  // by id: connections before it attached
+  std::set<int> created_;                        // ids channel() was called for
+  std::set<int> complete_;                       // ids that linked every peer once
 };
 
 // The links of one channel, for one context: a LinkSource used from one thread at a time.
