@@ -47,6 +47,7 @@ void printUsage(FILE* out) {
       out,
       "usage: hvd-bench [--coll NAME] [-b MINBYTES] [-e MAXBYTES] [-f FACTOR] [-n ITERS]\n"
       "                 [-w WARMUP] [-c 0|1] [-d DTYPE] [-o OP] [-r ROOT]\n"
+      "                 [--engine | --process-sets]\n"
       "\n"
       "nccl-tests style benchmark of hvd's collectives; run one copy per rank under a launcher\n"
       "(hvd-local-run -np N -- hvd-bench ...). Only rank 0 prints.\n"
@@ -64,6 +65,9 @@ void printUsage(FILE* out) {
       "  -o, --op OP          sum, average (avg), min, max, product (prod) (default sum);\n"
       "                       allreduce and reducescatter only\n"
       "  -r, --root R         broadcast root rank (default 0)\n"
+      "  --engine             allreduce through the engine (async named ops) on every rank\n"
+      "  --process-sets       allreduce through the engine in two process sets at once, ranks\n"
+      "                       0..n/2-1 and n/2..n-1 (np even); a row per set\n"
       "  -h, --help           this text\n"
       "\n"
       "Sizes take K, M or G suffixes (powers of 1024; a trailing B or iB is allowed). For\n"
@@ -92,6 +96,11 @@ Options parseOptions(int argc, char** argv, bool* help) {
     if (arg == "-h" || arg == "--help") {
       *help = true;
       return o;
+    }
+    if (arg == "--engine" || arg == "--process-sets") {
+      o.engine = true;
+      o.processSets = o.processSets || arg == "--process-sets";
+      continue;
     }
     std::string value;
     bool hasValue = false;
@@ -163,6 +172,9 @@ Options parseOptions(int argc, char** argv, bool* help) {
         throw bad("expected allreduce, allgather, broadcast, reducescatter or alltoall");
       }
     }
+  }
+  if (o.engine && o.coll != Coll::kAllreduce) {
+    throw UsageError{"--engine and --process-sets time allreduce only"};
   }
   if (o.minBytes == 0) throw UsageError{"-b must be at least 1 byte"};
   if (o.minBytes > o.maxBytes) {

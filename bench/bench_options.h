@@ -26,6 +26,11 @@ struct Options {
   hvd::DataType type = hvd::DataType::kFloat32;
   hvd::ReduceOp op = hvd::ReduceOp::kSum;
   int root = 0;
+  // Allreduce through the engine (named async ops, as a training step submits them) instead of
+  // the blocking collectives; with processSets, in two process sets at once, the lower and the
+  // upper half of the ranks (engine_bench.h).
+  bool engine = false;
+  bool processSets = false;
 };
 
 // A command-line mistake: printed as "hvd-bench: <message>" with a usage hint, exit status 2.

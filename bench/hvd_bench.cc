@@ -39,8 +39,10 @@
 
 #include "bench_options.h"
 #include "bench_patterns.h"
+#include "engine_bench.h"
 #include "hvd/error.hpp"
 #include "hvd/hvd.hpp"
+#include "hvd/process_sets.hpp"
 #include "hvd/types.hpp"
 
 namespace hvd::bench {
@@ -435,9 +437,13 @@ int benchMain(int argc, char** argv) {
 
   int status = 0;
   try {
-    hvd::init();
+    if (o.processSets) {
+      hvd::init({}, /*dynamic=*/true);  // the two halves are added once the size is known
+    } else {
+      hvd::init();
+    }
     g_quiet = hvd::rank() != 0;
-    status = runBenchmark(o);
+    status = o.engine ? runEngineBenchmark(o) : runBenchmark(o);
   } catch (const UsageError& e) {
     if (!g_quiet) {
       std::fprintf(stderr, "hvd-bench: %s\n(hvd-bench --help lists the options)\n",

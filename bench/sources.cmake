@@ -14,7 +14,8 @@ endif()
 # reducescatter, alltoall); run under hvd-local-run.
 add_executable(hvd-bench ${CMAKE_CURRENT_LIST_DIR}/hvd_bench.cc
                          ${CMAKE_CURRENT_LIST_DIR}/bench_options.cc
-                         ${CMAKE_CURRENT_LIST_DIR}/bench_patterns.cc)
+                         ${CMAKE_CURRENT_LIST_DIR}/bench_patterns.cc
+                         ${CMAKE_CURRENT_LIST_DIR}/engine_bench.cc)
 target_link_libraries(hvd-bench PRIVATE hvd_internal hvd_warnings)
 
 # --- Launch benchmark (bench/launch.sh) --------------------------------------------------------
