@@ -12,7 +12,10 @@
 #      ncclAllReduce loop at np 1, as a table;
 #   5. hvd.torch on CUDA tensors with the machine's own torch (tests/python/gpu/cuda_check.py):
 #      np 1 over NCCL, np 2 sharing the GPU over the host-staged path; the ranks meet through a
-#      file store (HVD_STORE_FILE), since hvdrun needs gRPC, which this machine lacks.
+#      file store (HVD_STORE_FILE), since hvdrun needs gRPC, which this machine lacks;
+#   6. process sets on CUDA tensors (tests/python/gpu/cuda_process_sets.py): np 2 over NCCL,
+#      each rank a set of its own with a one-rank communicator of its own, and np 4 over the
+#      host-staged path with the pairs [0, 1] and [2, 3] besides.
 # Each step has a deadline; the whole run is meant to take well under 8 minutes. A short
 # summary comes last; the exit status is non-zero if any step failed.
 #
@@ -71,10 +74,11 @@ fi
 gpu="$(nvidia-smi -L 2>/dev/null | head -1 || true)"
 echo "gpu-check: ${gpu:-nvidia-smi not found}; nvcc: $(nvcc --version 2>/dev/null | tail -1)"
 
-# torch_ranks N BACKEND: N ranks of tests/python/gpu/cuda_check.py on this machine's torch, the
-# worker environment hvdrun would set, a file store in a fresh directory; fails if any fails.
+# torch_ranks N BACKEND [SCRIPT]: N ranks of SCRIPT (default tests/python/gpu/cuda_check.py) on
+# this machine's torch, the worker environment hvdrun would set, a file store in a fresh
+# directory; fails if any fails.
 torch_ranks() {
-  local n="$1" backend="$2" lib store r rc=0
+  local n="$1" backend="$2" script="${3:-$ROOT/tests/python/gpu/cuda_check.py}" lib store r rc=0
   lib="$(find "$BUILD" -name 'libhvd.so*' -type f | head -1)"
   store="$(mktemp -d)"
   local pids=()
@@ -82,7 +86,7 @@ torch_ranks() {
     HVD_RANK=$r HVD_SIZE=$n HVD_LOCAL_RANK=$r HVD_LOCAL_SIZE=$n HVD_CROSS_RANK=0 \
       HVD_CROSS_SIZE=1 HVD_JOB_ID="gpu-check-torch-$n" HVD_STORE_FILE="$store" \
       HVD_GPU_BACKEND="$backend" HVD_LIBRARY="$lib" HVD_TIMEOUT=60 \
-      PYTHONPATH="$ROOT/python" python3 "$ROOT/tests/python/gpu/cuda_check.py" &
+      PYTHONPATH="$ROOT/python" python3 "$script" &
     pids+=($!)
   done
   for pid in "${pids[@]}"; do wait "$pid" || rc=$?; done
@@ -102,6 +106,8 @@ if step build 300 bash -c "cmake -S '$ROOT/tests/gpu/standalone' -B '$BUILD' ${g
   step bench-allreduce 240 "$BUILD/bin/hvd-gpu-bench" -b 64K -e 1G -n 20 -w 5
   step torch-cuda-np1-nccl 150 torch_ranks 1 nccl
   step torch-cuda-np2-staged 150 torch_ranks 2 host
+  step torch-sets-np2-nccl 120 torch_ranks 2 nccl "$ROOT/tests/python/gpu/cuda_process_sets.py"
+  step torch-sets-np4-staged 120 torch_ranks 4 host "$ROOT/tests/python/gpu/cuda_process_sets.py"
 fi
 
 printf '\n=== summary (%s s) ===\n' "$((SECONDS - START))"

@@ -529,9 +529,13 @@ bool Engine::cycle(bool stop, bool joined) {
     controller_.resetJoin();
   }
   if (any.stop) {
-    failAll(std::make_exception_ptr(
-        InvalidArgumentError("hvd was shut down (hvd::shutdown() on some rank): the engine "
-                             "stopped before this op ran")));
+    // A process set's engine also stops when the set is removed.
+    failAll(std::make_exception_ptr(InvalidArgumentError(
+        options_.scope.empty()
+            ? "hvd was shut down (hvd::shutdown() on some rank): the engine stopped before this "
+              "op ran"
+            : options_.scope + " was removed (or hvd was shut down): its engine stopped before "
+                               "this op ran")));
     return false;
   }
   if (rank_ == 0 && stall_.enabled()) checkStalls(t);
