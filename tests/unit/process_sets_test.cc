@@ -1,6 +1,8 @@
 // Process sets below the engine: the table every rank keeps (ids, normalisation, refusals that
 // name what is wrong), HVD_PROCESS_SETS, the negotiation naming job ranks and the set, and a
 // set's context on its own mesh channel between its members only, beside the job's.
+#include "core/process_sets.h"
+
 #include <gtest/gtest.h>
 
 #include <map>
@@ -10,7 +12,6 @@
 
 #include "collectives/collectives.h"
 #include "core/config.h"
-#include "core/process_sets.h"
 #include "engine/controller.h"
 #include "engine/mismatch.h"
 #include "hvd/error.hpp"
@@ -55,16 +56,24 @@ TEST(ProcessSetTable, RefusalsNameTheRankTheSetOrTheId) {
   table.add({0, 1}, "t");
   EXPECT_EQ(refusal([&] { table.normalize({}, "add_process_set"); }),
             "add_process_set: a process set needs at least one rank");
-  EXPECT_EQ(refusal([&] { table.normalize({0, 4}, "add_process_set"); }),
+  EXPECT_EQ(refusal([&] {
+              table.normalize({0, 4}, "add_process_set");
+            }),
             "add_process_set: rank 4 is not a rank of this job (0..3)");
   EXPECT_EQ(refusal([&] { table.normalize({-1}, "x"); }),
             "x: rank -1 is not a rank of this job (0..3)");
-  EXPECT_EQ(refusal([&] { table.normalize({2, 1, 2}, "x"); }),
+  EXPECT_EQ(refusal([&] {
+              table.normalize({2, 1, 2}, "x");
+            }),
             "x: rank 2 is given twice in [2,1,2]");
-  EXPECT_EQ(refusal([&] { table.add({0, 1}, "add_process_set"); }),
+  EXPECT_EQ(refusal([&] {
+              table.add({0, 1}, "add_process_set");
+            }),
             "add_process_set: a process set with ranks [0,1] exists already: process set 1 "
             "(ranks 0,1)");
-  EXPECT_EQ(refusal([&] { table.add({0, 1, 2, 3}, "a"); }),
+  EXPECT_EQ(refusal([&] {
+              table.add({0, 1, 2, 3}, "a");
+            }),
             "a: a process set with ranks [0,1,2,3] exists already: the global process set");
   EXPECT_EQ(refusal([&] { table.ranks(7); }),
             "there is no process set 7 (it was removed, or never added; sets: 0,1)");
@@ -190,7 +199,7 @@ TEST_P(SetChannels, SetsGetContextsOfTheirOwnBetweenTheirMembersBesideTheJobs) {
     const int set = (r == 1 || r == 3 || r == 4) ? 0 : 1;
     EXPECT_EQ(mine[r]->size(), 3);
     EXPECT_EQ(mine[r]->rank(), static_cast<int>(std::find(sets[set].begin(), sets[set].end(), r) -
-                                                 sets[set].begin()));
+                                                sets[set].begin()));
     // Only links to members, and within the full mesh every one of them.
     EXPECT_LE(mine[r]->openLinkCount(), 2);
     if (GetParam() >= n) {

@@ -51,3 +51,6 @@ include(${CMAKE_CURRENT_LIST_DIR}/gpu_nccl.cmake OPTIONAL)
 include(${CMAKE_CURRENT_LIST_DIR}/device_backend.cmake)
 # MPI through its plugin (issue 7).
 include(${CMAKE_CURRENT_LIST_DIR}/mpi.cmake)
+hvd_test(NAME c_process_sets_api_test LABEL unit TIMEOUT 120
+         SOURCES ${CMAKE_CURRENT_LIST_DIR}/c_process_sets_api_test.cc)
+target_link_libraries(c_process_sets_api_test PRIVATE hvd_test_support)
