@@ -1,4 +1,4 @@
-"""libhvd's C ABI (hvd/hvd.h, hvd/hvd_engine.h) through ctypes.
+"""libhvd's C ABI (hvd/hvd.h, hvd/hvd_engine.h, hvd/hvd_process_sets.h) through ctypes.
 
 Everything framework-independent lives here: loading the library, the argument types of every
 entry point, and turning a status code into the exception a binding raises. ctypes releases
@@ -37,6 +37,7 @@ class OpOptions(ctypes.Structure):
         ("root", ctypes.c_int),
         ("device", ctypes.c_int),
         ("stream", ctypes.c_void_p),
+        ("process_set", ctypes.c_int),
     ]
 
 
@@ -85,6 +86,7 @@ _SIGNATURES = {
     "hvd_alltoall_async": (_Status, [ctypes.c_char_p, ctypes.c_void_p, _i64p, ctypes.c_int, _i64p,
                                      ctypes.c_int, ctypes.c_int, _opts, _handlep]),
     "hvd_barrier_async": (_Status, [_handlep]),
+    "hvd_process_set_barrier_async": (_Status, [ctypes.c_int, _handlep]),
     "hvd_join": (_Status, [_intp]),
     "hvd_handle_poll": (ctypes.c_int, [_Handle]),
     "hvd_handle_wait": (_Status, [_Handle]),
@@ -97,6 +99,14 @@ _SIGNATURES = {
     "hvd_start_timeline": (_Status, [ctypes.c_char_p, ctypes.c_int]),
     "hvd_stop_timeline": (_Status, []),
     "hvd_get_engine_stats": (_Status, [ctypes.POINTER(EngineStats)]),
+    "hvd_init_process_sets": (_Status, [_intp, _intp, ctypes.c_int, ctypes.c_int]),
+    "hvd_add_process_set": (_Status, [_intp, ctypes.c_int, _intp]),
+    "hvd_remove_process_set": (_Status, [ctypes.c_int, _intp]),
+    "hvd_process_set_ids": (_Status, [_intp, ctypes.c_int, _intp]),
+    "hvd_process_set_ranks": (_Status, [ctypes.c_int, _intp, ctypes.c_int, _intp]),
+    "hvd_process_set_size": (_Status, [ctypes.c_int, _intp]),
+    "hvd_process_set_rank": (_Status, [ctypes.c_int, _intp]),
+    "hvd_process_set_included": (_Status, [ctypes.c_int, _intp]),
 }
 
 
@@ -173,7 +183,7 @@ def shape_array(shape):
 
 
 def options(op=AVERAGE, prescale=1.0, postscale=1.0, fp16=False, root=0, device=-1,
-            stream=None):
+            stream=None, process_set=0):
     o = OpOptions()
     o.struct_size = ctypes.sizeof(OpOptions)
     o.op = op
@@ -183,4 +193,5 @@ def options(op=AVERAGE, prescale=1.0, postscale=1.0, fp16=False, root=0, device=
     o.root = root
     o.device = device
     o.stream = stream
+    o.process_set = process_set
     return o

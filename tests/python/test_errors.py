@@ -87,5 +87,7 @@ def test_other_submit_errors():
         hvd.allgather(torch.tensor(3.0))  # a scalar has no rows
     with pytest.raises(ValueError):
         hvd.broadcast(torch.ones(2), root_rank="0")
-    with pytest.raises(NotImplementedError, match="global"):
-        hvd.allreduce(torch.ones(1), process_set=hvd.ProcessSet([0]))
+    with pytest.raises(ValueError, match="is not registered"):
+        hvd.allreduce(torch.ones(1), process_set=hvd.ProcessSet([0]))  # not given to init
+    with pytest.raises(ValueError, match="must be an hvd.ProcessSet"):
+        hvd.allreduce(torch.ones(1), process_set=0)

@@ -1,7 +1,8 @@
 # hvd.torch's pytest suite (label python): every test file under tests/python runs on every
 # rank of an hvdrun job at np 2 and np 3 (Debian's python3 with python3-torch and
-# python3-pytest, PYTHONPATH=<build>/python), and launch/ runs once as a plain process that
-# starts jobs of its own. HVD_TIMELINE=DYNAMIC for the timeline test; a stall shuts down after
+# python3-pytest, PYTHONPATH=<build>/python), except test_process_sets.py, which runs alone in
+# a job of np 4 (its sets need four ranks); launch/ runs once as a plain process that starts
+# jobs of its own. HVD_TIMELINE=DYNAMIC for the timeline test; a stall shuts down after
 # 60 s instead of 300, so an op that some rank never submits fails the run well inside the
 # ctest timeout.
 find_program(HVD_TEST_PYTHON3 NAMES python3 PATHS /usr/bin NO_DEFAULT_PATH)
@@ -14,11 +15,18 @@ set(env "PYTHONPATH=${PROJECT_BINARY_DIR}/python:${suite}" "PYTHONDONTWRITEBYTEC
 foreach(np 2 3)
   add_test(NAME python_np${np}
            COMMAND $<TARGET_FILE:hvdrun> -np ${np} ${HVD_TEST_PYTHON3} -m pytest -q
-                   -p no:cacheprovider --ignore=${suite}/launch ${suite}
+                   -p no:cacheprovider --ignore=${suite}/launch
+                   --ignore=${suite}/test_process_sets.py ${suite}
            WORKING_DIRECTORY ${suite})
   set_tests_properties(python_np${np} PROPERTIES LABELS python TIMEOUT 900
                        ENVIRONMENT "${env}")
 endforeach()
+add_test(NAME python_process_sets_np4
+         COMMAND $<TARGET_FILE:hvdrun> -np 4 ${HVD_TEST_PYTHON3} -m pytest -q -p no:cacheprovider
+                 ${suite}/test_process_sets.py
+         WORKING_DIRECTORY ${suite})
+set_tests_properties(python_process_sets_np4 PROPERTIES LABELS python TIMEOUT 300
+                     ENVIRONMENT "${env}")
 add_test(NAME python_launch
          COMMAND ${HVD_TEST_PYTHON3} -m pytest -q -p no:cacheprovider ${suite}/launch
          WORKING_DIRECTORY ${suite})

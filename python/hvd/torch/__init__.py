@@ -6,6 +6,10 @@
     optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
 
+Process sets (Horovod's): hvd.init(process_sets=[hvd.ProcessSet([0, 1]), ...]) registers sets
+of ranks, and every op, DistributedOptimizer and the broadcast helpers take process_set= to run
+among a set's members only (see process_sets.py).
+
 Nothing here is compiled against torch: tensors reach libhvd's C ABI as pointers
 (tensor.data_ptr()) through ctypes, so one installation serves every torch version. Run the
 script under hvdrun (or srun, mpirun), which sets the environment hvd.init() reads.
@@ -31,4 +35,4 @@ from hvd.torch.mpi_ops import (allgather, allgather_async, allreduce, allreduce_
                                reducescatter_async, sparse_allreduce_async, synchronize)
 from hvd.torch.optimizer import DistributedOptimizer
 from hvd.torch.process_sets import (ProcessSet, add_process_set, global_process_set,
-                                    remove_process_set)
+                                    process_set_by_id, remove_process_set)

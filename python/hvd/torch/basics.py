@@ -3,6 +3,7 @@
 import os
 
 from hvd import _capi
+from hvd.torch import process_sets as process_sets_module
 
 Average = _capi.AVERAGE
 Sum = _capi.SUM
@@ -13,7 +14,7 @@ Product = _capi.PRODUCT
 # import, and every op given it raises (see check_op).
 Adasum = 100
 
-_NOT_INITIALIZED = "Horovod has not been initialized; use hvd.init()."
+_NOT_INITIALIZED = process_sets_module._NOT_INITIALIZED
 
 
 def check_op(op):
@@ -30,19 +31,21 @@ def check_op(op):
 
 def init(comm=None, process_sets=None):
     """Joins the job: reads the worker environment hvdrun (or srun, mpirun) set and connects to
-    the other ranks. Idempotent."""
-    if comm is not None:
+    the other ranks. Idempotent.
+
+    process_sets: None (only the global set, and those HVD_PROCESS_SETS defines), a list of
+    hvd.ProcessSet to register (each gets its process_set_id; a duplicate entry raises
+    ValueError after init, as in Horovod), or "dynamic" (sets added and removed later with
+    hvd.add_process_set / hvd.remove_process_set)."""
+    if comm is not None and not (isinstance(comm, (list, tuple)) and not comm):
         raise NotImplementedError(
             "hvd.init(comm=...): hvd does not run on a caller's MPI communicator; launch the "
             "job with hvdrun (or mpirun/srun, which hvd.init() reads) and call hvd.init()")
-    if process_sets is not None:
-        raise NotImplementedError(
-            "hvd.init(process_sets=...): process sets are not supported yet; use the global "
-            "set (omit process_sets)")
-    lib = _capi.lib()
-    lib.check(lib.init(), submit=True)
-    from hvd.torch import mpi_ops  # the per-init naming counters start anew
-    mpi_ops._reset()
+    from hvd.torch import mpi_ops
+    try:
+        process_sets_module._init(process_sets)
+    finally:
+        mpi_ops._reset()  # the per-init naming counters start anew, on every rank alike
 
 
 def shutdown():

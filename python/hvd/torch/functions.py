@@ -1,5 +1,7 @@
 """Whole-model helpers of hvd.torch (Horovod's horovod.torch.functions): broadcasting a
-model's parameters and an optimizer's state from one rank, and moving picklable objects."""
+model's parameters and an optimizer's state from one rank, and moving picklable objects. Each
+takes process_set= (the global set by default): only its members call it, and root_rank is a
+job rank that is a member."""
 
 import io
 import pickle
@@ -7,7 +9,7 @@ import pickle
 import torch
 
 from hvd.torch.mpi_ops import allgather, broadcast_, broadcast_async_, synchronize
-from hvd.torch.process_sets import check_process_set, global_process_set
+from hvd.torch.process_sets import _set_id, global_process_set
 
 try:  # Horovod pickles with cloudpickle (lambdas, local classes); plain pickle otherwise
     import cloudpickle as _pickler
@@ -32,7 +34,7 @@ def broadcast_parameters(params, root_rank, prefix=None, process_set=global_proc
     """Copies root_rank's tensors into every rank's: `params` is a state_dict
     (model.state_dict()) or a list of (name, tensor) pairs (model.named_parameters()).
     Tensors travel in place, all at once; a None entry is skipped."""
-    check_process_set(process_set)
+    _set_id(process_set, "broadcast_parameters")
     handles = []
     for name, p in _named_tensors(params, "broadcast_parameters"):
         if p is None:
@@ -41,7 +43,7 @@ def broadcast_parameters(params, root_rank, prefix=None, process_set=global_proc
         # A parameter that requires grad cannot be written in place by autograd's rules, but
         # its data can: the broadcast replaces values, not the graph.
         target = p.data if isinstance(p, torch.nn.Parameter) else p
-        handles.append(broadcast_async_(target, root_rank, name=key))
+        handles.append(broadcast_async_(target, root_rank, name=key, process_set=process_set))
     for h in handles:
         synchronize(h)
 
@@ -71,8 +73,8 @@ def _initialise_state(optimizer):
 def broadcast_optimizer_state(optimizer, root_rank, prefix="Parameter.",
                               process_set=global_process_set):
     """Copies root_rank's optimizer state (per-parameter buffers and the param groups'
-    options, such as lr) into every rank's optimizer."""
-    check_process_set(process_set)
+    options, such as lr) into every member's optimizer."""
+    _set_id(process_set, "broadcast_optimizer_state")
     if isinstance(optimizer, torch.optim.LBFGS):
         raise ValueError("cannot broadcast torch.optim.LBFGS state")
     if len(optimizer.state_dict()["state"]) == 0:
@@ -97,10 +99,10 @@ def broadcast_optimizer_state(optimizer, root_rank, prefix="Parameter.",
                     holder = torch.tensor([float(value)], dtype=torch.float64)
                     tensors.append((name, holder))
                     scalars.append((pid, key, type(value), holder))
-    broadcast_parameters(tensors, root_rank)
+    broadcast_parameters(tensors, root_rank, process_set=process_set)
     options = broadcast_object([{k: v for k, v in g.items() if k != "params"}
                                 for g in state_dict["param_groups"]], root_rank,
-                               name="%soptions" % prefix)
+                               name="%soptions" % prefix, process_set=process_set)
     for group, root_options in zip(state_dict["param_groups"], options):
         group.update(root_options)
     for pid, key, kind, holder in scalars:
@@ -109,8 +111,8 @@ def broadcast_optimizer_state(optimizer, root_rank, prefix="Parameter.",
 
 
 def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set):
-    """root_rank's `obj` (anything picklable), on every rank."""
-    check_process_set(process_set)
+    """root_rank's `obj` (anything picklable), on every member (root_rank: a job rank)."""
+    _set_id(process_set, "broadcast_object")
     from hvd.torch.basics import rank
     name = name or type(obj).__name__
     if rank() == root_rank:
@@ -120,23 +122,23 @@ def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set
         length = torch.tensor([payload.numel()], dtype=torch.int64)
     else:
         length = torch.zeros(1, dtype=torch.int64)
-    broadcast_(length, root_rank, name="%s.sz" % name)
+    broadcast_(length, root_rank, name="%s.sz" % name, process_set=process_set)
     if rank() != root_rank:
         payload = torch.zeros(int(length.item()), dtype=torch.uint8)
-    broadcast_(payload, root_rank, name="%s.t" % name)
+    broadcast_(payload, root_rank, name="%s.t" % name, process_set=process_set)
     if rank() == root_rank:
         return obj
     return _pickler.loads(payload.numpy().tobytes())
 
 
 def allgather_object(obj, name=None, process_set=global_process_set):
-    """A list of every rank's `obj` (anything picklable), in rank order."""
-    check_process_set(process_set)
+    """A list of every member's `obj` (anything picklable), in the set's rank order."""
+    _set_id(process_set, "allgather_object")
     name = name or type(obj).__name__
     payload = torch.frombuffer(bytearray(_pickler.dumps(obj)), dtype=torch.uint8)
     lengths = allgather(torch.tensor([payload.numel()], dtype=torch.int64),
-                        name="%s.sz" % name)
-    gathered = allgather(payload, name="%s.t" % name).numpy().tobytes()
+                        name="%s.sz" % name, process_set=process_set)
+    gathered = allgather(payload, name="%s.t" % name, process_set=process_set).numpy().tobytes()
     objects = []
     offset = 0
     for n in lengths.tolist():

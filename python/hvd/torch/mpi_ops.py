@@ -15,6 +15,11 @@ submit; failures while the op runs (peers, mismatches, shutdown) raise HorovodIn
 from synchronize. Tensors stay the caller's and must not be modified until the op is done.
 CUDA tensors go to libhvd's GPU backend (NCCL, or staged through host memory), ordered after
 torch's current stream.
+
+Every op takes process_set= (hvd.global_process_set by default, see process_sets.py): only the
+set's members submit it, and it runs as in a job of those ranks. A set that is not registered,
+or that this rank is not in, is a ValueError at submit. The gradients of the differentiable
+forms travel within the same set.
 """
 
 import ctypes
@@ -27,7 +32,7 @@ from hvd import _capi
 from hvd.exceptions import HorovodInternalError
 from hvd.torch.basics import _NOT_INITIALIZED, Average, Sum, check_op, rank, size
 from hvd.torch.compression import Compression, FP16Compressor
-from hvd.torch.process_sets import check_process_set, global_process_set
+from hvd.torch.process_sets import _set_id, global_process_set
 
 _DTYPES = {
     torch.uint8: _capi.UINT8,
@@ -58,22 +63,23 @@ class _Pending:
 _lock = threading.Lock()
 _pending = {}
 _handle_ids = itertools.count(1)
-_unnamed_ids = itertools.count(1)
+_unnamed_ids = {}  # process set id -> the counter of its unnamed ops
 
 
 def _reset():
     """Unnamed ops are numbered from 1 again after init, on every rank alike."""
-    global _unnamed_ids
     with _lock:
-        _unnamed_ids = itertools.count(1)
+        _unnamed_ids.clear()
 
 
-def _op_name(prefix, name):
+def _op_name(prefix, name, set_id=0):
     """The engine's name of an op (unnamed ops are numbered on their own: the module's
-    comment says why)."""
+    comment says why). Each process set numbers its unnamed ops apart, since names are matched
+    within a set and only its members submit its ops."""
     if not name:
         with _lock:
-            return "%s.noname.%d" % (prefix, next(_unnamed_ids))
+            counter = _unnamed_ids.setdefault(set_id, itertools.count(1))
+            return "%s.noname.%d" % (prefix, next(counter))
     if not isinstance(name, str):
         raise ValueError("%s: name must be a str, got %s" % (prefix, type(name).__name__))
     return "%s.%s" % (prefix, name)
@@ -177,7 +183,7 @@ def _is_fp16(compression):
 
 # --- allreduce ------------------------------------------------------------------------------
 
-def _allreduce_async(tensor, in_place, name, op, prescale, postscale, fp16=False):
+def _allreduce_async(tensor, in_place, name, op, prescale, postscale, fp16=False, set_id=0):
     what = "allreduce"
     dtype = _dtype_code(tensor, what)
     device, stream = _device_of(tensor, what)
@@ -185,8 +191,8 @@ def _allreduce_async(tensor, in_place, name, op, prescale, postscale, fp16=False
     target = work if in_place else torch.empty_like(work, memory_format=torch.contiguous_format)
     shape, ndim = _capi.shape_array(work.shape)
     o = _capi.options(op=op, prescale=prescale, postscale=postscale, fp16=fp16, device=device,
-                      stream=stream)
-    h = _submit(_capi.lib().allreduce_async, _op_name("allreduce", name).encode(),
+                      stream=stream, process_set=set_id)
+    h = _submit(_capi.lib().allreduce_async, _op_name("allreduce", name, set_id).encode(),
                 work.data_ptr(), target.data_ptr(), shape, ndim, dtype, ctypes.byref(o))
 
     def finish(_handles):
@@ -201,44 +207,52 @@ def _allreduce_async(tensor, in_place, name, op, prescale, postscale, fp16=False
 def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                     postscale_factor=1.0, process_set=global_process_set):
     """Starts an allreduce of `tensor` into a new tensor; synchronize() returns it."""
-    check_process_set(process_set)
+    set_id = _set_id(process_set, "allreduce_async")
     op = _resolve_op(op, average, "allreduce_async")
-    return _allreduce_async(tensor, False, name, op, prescale_factor, postscale_factor)
+    return _allreduce_async(tensor, False, name, op, prescale_factor, postscale_factor,
+                            set_id=set_id)
 
 
 def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                      postscale_factor=1.0, process_set=global_process_set):
     """Starts an in-place allreduce of `tensor`; synchronize() returns the tensor."""
-    check_process_set(process_set)
+    set_id = _set_id(process_set, "allreduce_async_")
     op = _resolve_op(op, average, "allreduce_async_")
-    return _allreduce_async(tensor, True, name, op, prescale_factor, postscale_factor)
+    return _allreduce_async(tensor, True, name, op, prescale_factor, postscale_factor,
+                            set_id=set_id)
 
 
 class _AllreduceFn(torch.autograd.Function):
-    """y = reduce over ranks of x: the gradient is the same reduction of the gradients."""
+    """y = reduce over the set's ranks of x: the gradient is the same reduction of the
+    gradients, in the same set."""
 
     @staticmethod
-    def forward(ctx, tensor, name, op, prescale, postscale, fp16):
+    def forward(ctx, tensor, name, op, prescale, postscale, fp16, process_set):
         ctx.op, ctx.prescale, ctx.postscale = op, prescale, postscale
-        return synchronize(_allreduce_async(tensor, False, name, op, prescale, postscale, fp16))
+        ctx.process_set = process_set
+        return synchronize(_allreduce_async(tensor, False, name, op, prescale, postscale, fp16,
+                                            _set_id(process_set, "allreduce")))
 
     @staticmethod
     def backward(ctx, grad):
         return (allreduce(grad, op=ctx.op, prescale_factor=ctx.prescale,
-                          postscale_factor=ctx.postscale), None, None, None, None, None)
+                          postscale_factor=ctx.postscale, process_set=ctx.process_set),
+                None, None, None, None, None, None)
 
 
 def allreduce(tensor, average=None, name=None, compression=Compression.none, op=None,
               prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set):
-    """The reduction of `tensor` over all ranks (Average by default), as a new tensor.
+    """The reduction of `tensor` over the set's ranks (Average by default), as a new tensor.
     Differentiable."""
-    check_process_set(process_set)
+    _set_id(process_set, "allreduce")
     op = _resolve_op(op, average, "allreduce")
     if _is_fp16(compression) and tensor.dtype in _WIDE_FLOATS:
         # The engine casts to float16 and back itself: the same bytes on the wire, no copies.
-        return _AllreduceFn.apply(tensor, name, op, prescale_factor, postscale_factor, True)
+        return _AllreduceFn.apply(tensor, name, op, prescale_factor, postscale_factor, True,
+                                  process_set)
     compressed, cctx = compression.compress(tensor)
-    out = _AllreduceFn.apply(compressed, name, op, prescale_factor, postscale_factor, False)
+    out = _AllreduceFn.apply(compressed, name, op, prescale_factor, postscale_factor, False,
+                             process_set)
     return compression.decompress(out, cctx)
 
 
@@ -251,17 +265,18 @@ def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
 
 # --- grouped allreduce ------------------------------------------------------------------------
 
-def _member_names(prefix, name, n):
-    base = _op_name(prefix, name)
+def _member_names(prefix, name, n, set_id=0):
+    base = _op_name(prefix, name, set_id)
     return ["%s_%dof%d" % (base, i + 1, n) for i in range(n)]
 
 
-def _grouped_allreduce_async(tensors, in_place, name, op, prescale, postscale, fp16=False):
+def _grouped_allreduce_async(tensors, in_place, name, op, prescale, postscale, fp16=False,
+                             set_id=0):
     """The members are negotiated and reduced as one; the engine groups tensors of one type and
     device, so mixed lists become one engine group per (type, device), all under one handle."""
     if not isinstance(tensors, (list, tuple)) or not tensors:
         raise ValueError("grouped_allreduce: expected a non-empty list of tensors")
-    names = _member_names("grouped_allreduce", name, len(tensors))
+    names = _member_names("grouped_allreduce", name, len(tensors), set_id)
     works = [_contiguous(t) for t in tensors]
     targets = works if in_place else [
         torch.empty_like(w, memory_format=torch.contiguous_format) for w in works]
@@ -282,7 +297,7 @@ def _grouped_allreduce_async(tensors, in_place, name, op, prescale, postscale, f
                 *[ctypes.cast(a, ctypes.POINTER(ctypes.c_int64)) for a, _ in shape_arrays])
             ndims = (ctypes.c_int * n)(*[d for _, d in shape_arrays])
             o = _capi.options(op=op, prescale=prescale, postscale=postscale, fp16=fp16,
-                              device=device, stream=stream)
+                              device=device, stream=stream, process_set=set_id)
             handles.append(_submit(lib.grouped_allreduce_async, n, c_names, ins, outs, shapes,
                                    ndims, dtype, ctypes.byref(o)))
     except Exception:
@@ -303,31 +318,35 @@ def _grouped_allreduce_async(tensors, in_place, name, op, prescale, postscale, f
 def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0,
                             postscale_factor=1.0, process_set=global_process_set):
     """Starts a grouped allreduce into new tensors; synchronize() returns them (a tuple)."""
-    check_process_set(process_set)
+    set_id = _set_id(process_set, "grouped_allreduce_async")
     op = _resolve_op(op, average, "grouped_allreduce_async")
-    return _grouped_allreduce_async(tensors, False, name, op, prescale_factor, postscale_factor)
+    return _grouped_allreduce_async(tensors, False, name, op, prescale_factor, postscale_factor,
+                                    set_id=set_id)
 
 
 def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
                              postscale_factor=1.0, process_set=global_process_set):
     """Starts a grouped allreduce in place; synchronize() returns the tensors (a tuple)."""
-    check_process_set(process_set)
+    set_id = _set_id(process_set, "grouped_allreduce_async_")
     op = _resolve_op(op, average, "grouped_allreduce_async_")
-    return _grouped_allreduce_async(tensors, True, name, op, prescale_factor, postscale_factor)
+    return _grouped_allreduce_async(tensors, True, name, op, prescale_factor, postscale_factor,
+                                    set_id=set_id)
 
 
 class _GroupedAllreduceFn(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, name, op, prescale, postscale, fp16, *tensors):
+    def forward(ctx, name, op, prescale, postscale, fp16, process_set, *tensors):
         ctx.op, ctx.prescale, ctx.postscale = op, prescale, postscale
+        ctx.process_set = process_set
         return synchronize(_grouped_allreduce_async(list(tensors), False, name, op, prescale,
-                                                    postscale, fp16))
+                                                    postscale, fp16,
+                                                    _set_id(process_set, "grouped_allreduce")))
 
     @staticmethod
     def backward(ctx, *grads):
         reduced = grouped_allreduce(list(grads), op=ctx.op, prescale_factor=ctx.prescale,
-                                    postscale_factor=ctx.postscale)
-        return (None, None, None, None, None) + tuple(reduced)
+                                    postscale_factor=ctx.postscale, process_set=ctx.process_set)
+        return (None, None, None, None, None, None) + tuple(reduced)
 
 
 def grouped_allreduce(tensors, average=None, name=None, compression=Compression.none, op=None,
@@ -335,16 +354,16 @@ def grouped_allreduce(tensors, average=None, name=None, compression=Compression.
                       process_set=global_process_set):
     """The reductions of `tensors`, negotiated and reduced as one; a list of new tensors.
     Differentiable."""
-    check_process_set(process_set)
+    _set_id(process_set, "grouped_allreduce")
     op = _resolve_op(op, average, "grouped_allreduce")
     if not isinstance(tensors, (list, tuple)) or not tensors:
         raise ValueError("grouped_allreduce: expected a non-empty list of tensors")
     if _is_fp16(compression) and all(t.dtype in _WIDE_FLOATS for t in tensors):
         return list(_GroupedAllreduceFn.apply(name, op, prescale_factor, postscale_factor, True,
-                                              *tensors))
+                                              process_set, *tensors))
     pairs = [compression.compress(t) for t in tensors]
     outs = _GroupedAllreduceFn.apply(name, op, prescale_factor, postscale_factor, False,
-                                     *[c for c, _ in pairs])
+                                     process_set, *[c for c, _ in pairs])
     return [compression.decompress(o, c) for o, (_, c) in zip(outs, pairs)]
 
 
@@ -357,7 +376,7 @@ def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_facto
 
 # --- allgather ---------------------------------------------------------------------------------
 
-def _allgather_submit(tensor, op_name):
+def _allgather_submit(tensor, op_name, set_id=0):
     """Submits one allgather; returns (engine handle, the input the engine reads)."""
     what = "allgather"
     dtype = _dtype_code(tensor, what)
@@ -367,7 +386,7 @@ def _allgather_submit(tensor, op_name):
     device, stream = _device_of(tensor, what)
     work = _contiguous(tensor)
     shape, ndim = _capi.shape_array(work.shape)
-    o = _capi.options(device=device, stream=stream)
+    o = _capi.options(device=device, stream=stream, process_set=set_id)
     h = _submit(_capi.lib().allgather_async, op_name.encode(), work.data_ptr(), shape, ndim,
                 dtype, ctypes.byref(o))
     return h, work
@@ -378,22 +397,23 @@ def _gathered(handles, tensors):
 
 
 def allgather_async(tensor, name=None, process_set=global_process_set):
-    """Starts gathering every rank's `tensor` along dimension 0 (which may differ across
-    ranks, the other dimensions may not)."""
-    check_process_set(process_set)
-    h, work = _allgather_submit(tensor, _op_name("allgather", name))
+    """Starts gathering every member's `tensor` along dimension 0 (which may differ across
+    ranks, the other dimensions may not), in the set's order."""
+    set_id = _set_id(process_set, "allgather_async")
+    h, work = _allgather_submit(tensor, _op_name("allgather", name, set_id), set_id)
     return _register([h], lambda hs: _gathered(hs, [tensor])[0], keep=work)
 
 
 def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
     """Starts an allgather of each of `tensors`; synchronize() returns the results (a tuple)."""
-    check_process_set(process_set)
+    set_id = _set_id(process_set, "grouped_allgather_async")
     if not isinstance(tensors, (list, tuple)) or not tensors:
         raise ValueError("grouped_allgather: expected a non-empty list of tensors")
     submitted = []
     try:
-        for t, n in zip(tensors, _member_names("grouped_allgather", name, len(tensors))):
-            submitted.append(_allgather_submit(t, n))
+        for t, n in zip(tensors, _member_names("grouped_allgather", name, len(tensors),
+                                               set_id)):
+            submitted.append(_allgather_submit(t, n, set_id))
     except Exception:
         _abandon([h for h, _ in submitted])
         raise
@@ -401,57 +421,62 @@ def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
                      keep=[w for _, w in submitted])
 
 
-def _rows_offset(rows):
-    """This rank's first row in the concatenation of every rank's `rows` rows."""
-    every = allgather(torch.tensor([rows], dtype=torch.int32))
-    return int(every[:rank()].sum())
+def _rows_offset(rows, process_set):
+    """This rank's first row in the concatenation of every member's `rows` rows (set order)."""
+    every = allgather(torch.tensor([rows], dtype=torch.int32), process_set=process_set)
+    return int(every[:process_set.rank()].sum())
 
 
 class _AllgatherFn(torch.autograd.Function):
-    """y = concat over ranks of x_r. Horovod's gradient of x_r: this rank's rows of the average
-    over ranks of y's gradients."""
+    """y = concat over the members of x_r. Horovod's gradient of x_r: this rank's rows of the
+    average over the members of y's gradients."""
 
     @staticmethod
-    def forward(ctx, tensor, name):
+    def forward(ctx, tensor, name, process_set):
         ctx.rows = tensor.shape[0] if tensor.dim() > 0 else 0
-        return synchronize(allgather_async(tensor, name))
+        ctx.process_set = process_set
+        return synchronize(allgather_async(tensor, name, process_set))
 
     @staticmethod
     def backward(ctx, grad):
-        averaged = allreduce(grad, op=Average)
-        return averaged.narrow(0, _rows_offset(ctx.rows), ctx.rows), None
+        averaged = allreduce(grad, op=Average, process_set=ctx.process_set)
+        offset = _rows_offset(ctx.rows, ctx.process_set)
+        return averaged.narrow(0, offset, ctx.rows), None, None
 
 
 def allgather(tensor, name=None, process_set=global_process_set):
-    """Every rank's `tensor` concatenated along dimension 0, in rank order. Differentiable."""
-    check_process_set(process_set)
-    return _AllgatherFn.apply(tensor, name)
+    """Every member's `tensor` concatenated along dimension 0, in the set's rank order.
+    Differentiable."""
+    _set_id(process_set, "allgather")
+    return _AllgatherFn.apply(tensor, name, process_set)
 
 
 class _GroupedAllgatherFn(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, name, *tensors):
+    def forward(ctx, name, process_set, *tensors):
         ctx.rows = [t.shape[0] if t.dim() > 0 else 0 for t in tensors]
-        return synchronize(grouped_allgather_async(list(tensors), name))
+        ctx.process_set = process_set
+        return synchronize(grouped_allgather_async(list(tensors), name, process_set))
 
     @staticmethod
     def backward(ctx, *grads):
-        averaged = grouped_allreduce(list(grads), op=Average)
-        offsets = [_rows_offset(r) for r in ctx.rows]
-        return (None,) + tuple(g.narrow(0, o, r) for g, o, r in zip(averaged, offsets, ctx.rows))
+        averaged = grouped_allreduce(list(grads), op=Average, process_set=ctx.process_set)
+        offsets = [_rows_offset(r, ctx.process_set) for r in ctx.rows]
+        return (None, None) + tuple(g.narrow(0, o, r)
+                                    for g, o, r in zip(averaged, offsets, ctx.rows))
 
 
 def grouped_allgather(tensors, name=None, process_set=global_process_set):
     """The allgather of each of `tensors` (a list). Differentiable."""
-    check_process_set(process_set)
+    _set_id(process_set, "grouped_allgather")
     if not isinstance(tensors, (list, tuple)) or not tensors:
         raise ValueError("grouped_allgather: expected a non-empty list of tensors")
-    return list(_GroupedAllgatherFn.apply(name, *tensors))
+    return list(_GroupedAllgatherFn.apply(name, process_set, *tensors))
 
 
 # --- broadcast ---------------------------------------------------------------------------------
 
-def _broadcast_async(tensor, root_rank, name, in_place):
+def _broadcast_async(tensor, root_rank, name, in_place, set_id=0):
     what = "broadcast"
     dtype = _dtype_code(tensor, what)
     if isinstance(root_rank, bool) or not isinstance(root_rank, int):
@@ -460,8 +485,8 @@ def _broadcast_async(tensor, root_rank, name, in_place):
     target = _contiguous(tensor) if in_place else tensor.clone(
         memory_format=torch.contiguous_format)
     shape, ndim = _capi.shape_array(target.shape)
-    o = _capi.options(root=root_rank, device=device, stream=stream)
-    h = _submit(_capi.lib().broadcast_async, _op_name("broadcast", name).encode(),
+    o = _capi.options(root=root_rank, device=device, stream=stream, process_set=set_id)
+    h = _submit(_capi.lib().broadcast_async, _op_name("broadcast", name, set_id).encode(),
                 target.data_ptr(), shape, ndim, dtype, ctypes.byref(o))
 
     def finish(_handles):
@@ -474,38 +499,41 @@ def _broadcast_async(tensor, root_rank, name, in_place):
 
 
 def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
-    """Starts broadcasting root_rank's `tensor` into a new tensor on every rank."""
-    check_process_set(process_set)
-    return _broadcast_async(tensor, root_rank, name, False)
+    """Starts broadcasting root_rank's `tensor` into a new tensor on every member (root_rank
+    is a job rank, a member of the set)."""
+    set_id = _set_id(process_set, "broadcast_async")
+    return _broadcast_async(tensor, root_rank, name, False, set_id)
 
 
 def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_set):
-    """Starts broadcasting root_rank's `tensor` into `tensor` on every rank."""
-    check_process_set(process_set)
-    return _broadcast_async(tensor, root_rank, name, True)
+    """Starts broadcasting root_rank's `tensor` into `tensor` on every member."""
+    set_id = _set_id(process_set, "broadcast_async_")
+    return _broadcast_async(tensor, root_rank, name, True, set_id)
 
 
 class _BroadcastFn(torch.autograd.Function):
-    """Horovod's definition: the root's gradient is the average over ranks of the output's
-    gradients; the other ranks' inputs reach no output, so theirs is zero."""
+    """Horovod's definition: the root's gradient is the average over the members of the
+    output's gradients; the other members' inputs reach no output, so theirs is zero."""
 
     @staticmethod
-    def forward(ctx, tensor, root_rank, name):
+    def forward(ctx, tensor, root_rank, name, process_set):
         ctx.root_rank = root_rank
-        return synchronize(_broadcast_async(tensor, root_rank, name, False))
+        ctx.process_set = process_set
+        return synchronize(_broadcast_async(tensor, root_rank, name, False,
+                                            _set_id(process_set, "broadcast")))
 
     @staticmethod
     def backward(ctx, grad):
-        averaged = allreduce(grad, op=Average)
-        if rank() != ctx.root_rank:
+        averaged = allreduce(grad, op=Average, process_set=ctx.process_set)
+        if rank() != ctx.root_rank:  # root_rank is a job rank
             averaged = torch.zeros_like(averaged)
-        return averaged, None, None
+        return averaged, None, None, None
 
 
 def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
-    """root_rank's `tensor`, as a new tensor on every rank. Differentiable."""
-    check_process_set(process_set)
-    return _BroadcastFn.apply(tensor, root_rank, name)
+    """root_rank's `tensor`, as a new tensor on every member. Differentiable."""
+    _set_id(process_set, "broadcast")
+    return _BroadcastFn.apply(tensor, root_rank, name, process_set)
 
 
 def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
@@ -530,8 +558,9 @@ def _splits_list(splits):
 
 
 def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set):
-    """Starts an alltoall; synchronize() returns (output, received_splits)."""
-    check_process_set(process_set)
+    """Starts an alltoall; synchronize() returns (output, received_splits). splits has one
+    entry per member of the set, in the set's order."""
+    set_id = _set_id(process_set, "alltoall_async")
     what = "alltoall"
     dtype = _dtype_code(tensor, what)
     if tensor.dim() == 0:
@@ -543,8 +572,8 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
     work = _contiguous(tensor)
     shape, ndim = _capi.shape_array(work.shape)
     split_array = (ctypes.c_int64 * max(len(values), 1))(*values)
-    o = _capi.options(device=device, stream=stream)
-    h = _submit(_capi.lib().alltoall_async, _op_name("alltoall", name).encode(),
+    o = _capi.options(device=device, stream=stream, process_set=set_id)
+    h = _submit(_capi.lib().alltoall_async, _op_name("alltoall", name, set_id).encode(),
                 work.data_ptr(), shape, ndim, split_array, len(values), dtype, ctypes.byref(o))
     like = splits if isinstance(splits, torch.Tensor) else None
 
@@ -559,24 +588,26 @@ class _AlltoallFn(torch.autograd.Function):
     """Rows travel from rank p to rank q; their gradients travel back the same way."""
 
     @staticmethod
-    def forward(ctx, tensor, splits, name):
-        output, received = synchronize(alltoall_async(tensor, splits, name))
+    def forward(ctx, tensor, splits, name, process_set):
+        output, received = synchronize(alltoall_async(tensor, splits, name, process_set))
         ctx.received = received
+        ctx.process_set = process_set
         ctx.mark_non_differentiable(received)
         return output, received
 
     @staticmethod
     def backward(ctx, grad, _unused):
-        back, _ = synchronize(alltoall_async(grad.contiguous(), ctx.received))
-        return back, None, None
+        back, _ = synchronize(alltoall_async(grad.contiguous(), ctx.received,
+                                             process_set=ctx.process_set))
+        return back, None, None, None
 
 
 def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
-    """Sends splits[p] rows of `tensor` (dimension 0, in order) to each rank p (an equal split
-    when splits is None) and returns the rows received, in rank order; with splits given,
-    returns (output, received_splits). Differentiable."""
-    check_process_set(process_set)
-    output, received = _AlltoallFn.apply(tensor, splits, name)
+    """Sends splits[p] rows of `tensor` (dimension 0, in order) to the set's p-th member (an
+    equal split when splits is None) and returns the rows received, in the set's order; with
+    splits given, returns (output, received_splits). Differentiable."""
+    _set_id(process_set, "alltoall")
+    output, received = _AlltoallFn.apply(tensor, splits, name, process_set)
     return output if splits is None else (output, received)
 
 
@@ -589,7 +620,7 @@ def _reducescatter_op(op):
     return op
 
 
-def _reducescatter_submit(tensor, op_name, op, prescale, postscale, fp16=False):
+def _reducescatter_submit(tensor, op_name, op, prescale, postscale, fp16=False, set_id=0):
     """Submits one reducescatter; returns (engine handle, the input the engine reads)."""
     what = "reducescatter"
     dtype = _dtype_code(tensor, what)
@@ -599,55 +630,60 @@ def _reducescatter_submit(tensor, op_name, op, prescale, postscale, fp16=False):
     work = _contiguous(tensor)
     shape, ndim = _capi.shape_array(work.shape)
     o = _capi.options(op=op, prescale=prescale, postscale=postscale, fp16=fp16, device=device,
-                      stream=stream)
+                      stream=stream, process_set=set_id)
     h = _submit(_capi.lib().reducescatter_async, op_name.encode(), work.data_ptr(), shape, ndim,
                 dtype, ctypes.byref(o))
     return h, work
 
 
-def _reducescatter_async(tensor, name, op, prescale, postscale, fp16=False):
-    h, work = _reducescatter_submit(tensor, _op_name("reducescatter", name), op, prescale,
-                                    postscale, fp16)
+def _reducescatter_async(tensor, name, op, prescale, postscale, fp16=False, set_id=0):
+    h, work = _reducescatter_submit(tensor, _op_name("reducescatter", name, set_id), op,
+                                    prescale, postscale, fp16, set_id)
     return _register([h], lambda hs: _gathered(hs, [tensor])[0], keep=work)
 
 
 def reducescatter_async(tensor, name=None, op=Average, process_set=global_process_set,
                         prescale_factor=1.0, postscale_factor=1.0):
-    """Starts a reduction of `tensor` over ranks that leaves each rank its share of dimension
-    0 (the first rows % size ranks get one row more)."""
-    check_process_set(process_set)
+    """Starts a reduction of `tensor` over the set's ranks that leaves each member its share
+    of dimension 0 (the first rows % size members get one row more)."""
+    set_id = _set_id(process_set, "reducescatter_async")
     return _reducescatter_async(tensor, name, _reducescatter_op(op), prescale_factor,
-                                postscale_factor)
+                                postscale_factor, set_id=set_id)
 
 
-def _reducescatter_grad_scale(op, prescale, postscale):
-    # Horovod's backward: the gathered gradients times size() for Sum, as they are for
+def _reducescatter_grad_scale(op, prescale, postscale, process_set):
+    # Horovod's backward: the gathered gradients times the set's size for Sum, as they are for
     # Average; the scale factors apply to the gradient as they did to the input.
-    return (size() if op == Sum else 1) * prescale * postscale
+    return (process_set.size() if op == Sum else 1) * prescale * postscale
 
 
 class _ReducescatterFn(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, tensor, name, op, prescale, postscale, fp16):
-        ctx.scale = _reducescatter_grad_scale(op, prescale, postscale)
-        return synchronize(_reducescatter_async(tensor, name, op, prescale, postscale, fp16))
+    def forward(ctx, tensor, name, op, prescale, postscale, fp16, process_set):
+        set_id = _set_id(process_set, "reducescatter")
+        ctx.scale = _reducescatter_grad_scale(op, prescale, postscale, process_set)
+        ctx.process_set = process_set
+        return synchronize(_reducescatter_async(tensor, name, op, prescale, postscale, fp16,
+                                                set_id))
 
     @staticmethod
     def backward(ctx, grad):
-        gathered = allgather(grad)
+        gathered = allgather(grad, process_set=ctx.process_set)
         return (gathered * ctx.scale if ctx.scale != 1 else gathered), None, None, None, None, \
-            None
+            None, None
 
 
 def reducescatter(tensor, name=None, compression=Compression.none, op=Average,
                   process_set=global_process_set, prescale_factor=1.0, postscale_factor=1.0):
-    """This rank's share of the reduction of `tensor` over all ranks. Differentiable."""
-    check_process_set(process_set)
+    """This rank's share of the reduction of `tensor` over the set's ranks. Differentiable."""
+    _set_id(process_set, "reducescatter")
     op = _reducescatter_op(op)
     if _is_fp16(compression) and tensor.dtype in _WIDE_FLOATS:
-        return _ReducescatterFn.apply(tensor, name, op, prescale_factor, postscale_factor, True)
+        return _ReducescatterFn.apply(tensor, name, op, prescale_factor, postscale_factor, True,
+                                      process_set)
     compressed, cctx = compression.compress(tensor)
-    out = _ReducescatterFn.apply(compressed, name, op, prescale_factor, postscale_factor, False)
+    out = _ReducescatterFn.apply(compressed, name, op, prescale_factor, postscale_factor, False,
+                                 process_set)
     return compression.decompress(out, cctx)
 
 
@@ -656,15 +692,16 @@ def grouped_reducescatter_async(tensors, name=None, op=Average,
                                 postscale_factor=1.0):
     """Starts a reducescatter of each of `tensors`; synchronize() returns the shares (a
     tuple)."""
-    check_process_set(process_set)
+    set_id = _set_id(process_set, "grouped_reducescatter_async")
     op = _reducescatter_op(op)
     if not isinstance(tensors, (list, tuple)) or not tensors:
         raise ValueError("grouped_reducescatter: expected a non-empty list of tensors")
     submitted = []
     try:
-        for t, n in zip(tensors, _member_names("grouped_reducescatter", name,
-                                               len(tensors))):
-            submitted.append(_reducescatter_submit(t, n, op, prescale_factor, postscale_factor))
+        for t, n in zip(tensors, _member_names("grouped_reducescatter", name, len(tensors),
+                                               set_id)):
+            submitted.append(_reducescatter_submit(t, n, op, prescale_factor, postscale_factor,
+                                                   set_id=set_id))
     except Exception:
         _abandon([h for h, _ in submitted])
         raise
@@ -674,53 +711,55 @@ def grouped_reducescatter_async(tensors, name=None, op=Average,
 
 class _GroupedReducescatterFn(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, name, op, prescale, postscale, *tensors):
-        ctx.scale = _reducescatter_grad_scale(op, prescale, postscale)
-        return synchronize(grouped_reducescatter_async(list(tensors), name, op,
+    def forward(ctx, name, op, prescale, postscale, process_set, *tensors):
+        ctx.scale = _reducescatter_grad_scale(op, prescale, postscale, process_set)
+        ctx.process_set = process_set
+        return synchronize(grouped_reducescatter_async(list(tensors), name, op, process_set,
                                                        prescale_factor=prescale,
                                                        postscale_factor=postscale))
 
     @staticmethod
     def backward(ctx, *grads):
-        gathered = grouped_allgather(list(grads))
+        gathered = grouped_allgather(list(grads), process_set=ctx.process_set)
         if ctx.scale != 1:
             gathered = [g * ctx.scale for g in gathered]
-        return (None, None, None, None) + tuple(gathered)
+        return (None, None, None, None, None) + tuple(gathered)
 
 
 def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=Average,
                           process_set=global_process_set, prescale_factor=1.0,
                           postscale_factor=1.0):
     """This rank's share of the reduction of each of `tensors` (a list). Differentiable."""
-    check_process_set(process_set)
+    _set_id(process_set, "grouped_reducescatter")
     op = _reducescatter_op(op)
     if not isinstance(tensors, (list, tuple)) or not tensors:
         raise ValueError("grouped_reducescatter: expected a non-empty list of tensors")
     pairs = [compression.compress(t) for t in tensors]
     outs = _GroupedReducescatterFn.apply(name, op, prescale_factor, postscale_factor,
-                                         *[c for c, _ in pairs])
+                                         process_set, *[c for c, _ in pairs])
     return [compression.decompress(o, c) for o, (_, c) in zip(outs, pairs)]
 
 
 # --- sparse gradients ---------------------------------------------------------------------------
 
 def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
-    """Horovod's reduction of a sparse COO tensor: every rank's indices and values are gathered
-    (duplicates stay; torch sums them when the tensor is coalesced), values divided by size()
-    for Average. Returns a callable that waits and gives the sparse result."""
-    check_process_set(process_set)
+    """Horovod's reduction of a sparse COO tensor: every member's indices and values are
+    gathered (duplicates stay; torch sums them when the tensor is coalesced), values divided by
+    the set's size for Average. Returns a callable that waits and gives the sparse result."""
+    _set_id(process_set, "sparse_allreduce_async")
     op = check_op(op)
     if op not in (Average, Sum):
         raise ValueError("sparse allreduce: op must be hvd.Average or hvd.Sum")
+    divisor = process_set.size() if op == Average else 1
     indices = allgather_async(tensor._indices().transpose(0, 1).contiguous(),
-                              name="%s.indices" % name)
-    values = allgather_async(tensor._values(), name="%s.values" % name)
+                              name="%s.indices" % name, process_set=process_set)
+    values = allgather_async(tensor._values(), name="%s.values" % name, process_set=process_set)
 
     def result():
         gathered_indices = synchronize(indices)
         gathered_values = synchronize(values)
         if op == Average:
-            gathered_values = gathered_values / size()
+            gathered_values = gathered_values / divisor
         return torch.sparse_coo_tensor(gathered_indices.transpose(0, 1), gathered_values,
                                        tensor.size())
 
@@ -730,9 +769,10 @@ def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
 # --- barrier, join, handles --------------------------------------------------------------------
 
 def barrier(process_set=global_process_set):
-    """Returns once every rank has called barrier()."""
-    check_process_set(process_set)
-    synchronize(_register([_submit(_capi.lib().barrier_async)], lambda _: None))
+    """Returns once every member of the set has called barrier() on it."""
+    set_id = _set_id(process_set, "barrier")
+    synchronize(_register([_submit(_capi.lib().process_set_barrier_async, set_id)],
+                          lambda _: None))
 
 
 def join(device=-1):

@@ -1,11 +1,13 @@
 """DistributedOptimizer (Horovod's horovod.torch.optimizer): wraps a torch optimizer so that
-every gradient is averaged over the ranks before step() applies it.
+every gradient is averaged over the ranks (of its process set) before step() applies it.
 
 Each parameter's gradient accumulator gets a hook: the moment the backward pass has produced
 the gradient (after backward_passes_per_step passes), its allreduce is submitted to the engine,
 so communication overlaps the rest of the backward pass. step() (or synchronize()) waits for
 them all; a parameter whose gradient this rank did not compute this step is reduced with zeros,
-so the ranks that did compute it do not stall.
+so the ranks that did compute it do not stall. With a process set, the gradients are averaged
+over its members only; on a rank outside the set the optimizer reduces nothing (Horovod: no
+hooks, synchronize() returns at once) and step() applies the local gradients.
 """
 
 import contextlib
@@ -17,7 +19,7 @@ from hvd.torch.basics import Average, check_op, size
 from hvd.torch.compression import Compression
 from hvd.torch.mpi_ops import (_WIDE_FLOATS, _allreduce_async, _is_fp16, allreduce_async_,
                                grouped_allreduce_async_, sparse_allreduce_async, synchronize)
-from hvd.torch.process_sets import check_process_set, global_process_set
+from hvd.torch.process_sets import _set_id, global_process_set
 
 
 def _split(items, parts):
@@ -37,8 +39,9 @@ class _DistributedMixin:
     checks against the original class still hold and super() reaches its step()."""
 
     def __init__(self, params, named_parameters, compression, backward_passes_per_step, op,
-                 gradient_predivide_factor, groups, sparse_as_dense):
+                 gradient_predivide_factor, groups, sparse_as_dense, process_set):
         super().__init__(params)
+        self.process_set = process_set
         self._compression = compression
         self.backward_passes_per_step = backward_passes_per_step
         self.op = op
@@ -55,8 +58,13 @@ class _DistributedMixin:
         self._synchronized = False
         self._should_synchronize = True
         self._grad_accs = []
-        if size() > 1:
+        if self._reduces():
             self._register_hooks()
+
+    def _reduces(self):
+        """Whether this rank takes part in the reductions: a member of the set, in a job of
+        more than one rank (Horovod's condition for registering the hooks)."""
+        return size() > 1 and bool(self.process_set.included())
 
     # --- names and groups ------------------------------------------------------------------
 
@@ -146,7 +154,7 @@ class _DistributedMixin:
 
     def _scale_factors(self):
         if self.op == Average:
-            # The engine's Average divides by size() after the postscale factor.
+            # The engine's Average divides by the set's size after the postscale factor.
             return 1.0 / self.gradient_predivide_factor, self.gradient_predivide_factor
         return 1.0, 1.0
 
@@ -160,15 +168,17 @@ class _DistributedMixin:
             if self.sparse_as_dense:
                 p.grad = p.grad.to_dense()
             else:
-                return sparse_allreduce_async(p.grad, name=name, op=self.op), None
+                return sparse_allreduce_async(p.grad, name=name, op=self.op,
+                                              process_set=self.process_set), None
         tensor = p.grad
         if _is_fp16(self._compression) and tensor.dtype in _WIDE_FLOATS:
             # The engine casts to float16 and back in place: no compressed copy of the grad.
-            return _allreduce_async(tensor, True, name, self.op, prescale, postscale,
-                                    fp16=True), None
+            set_id = _set_id(self.process_set, "DistributedOptimizer")
+            return _allreduce_async(tensor, True, name, self.op, prescale, postscale, fp16=True,
+                                    set_id=set_id), None
         compressed, ctx = self._compression.compress(tensor)
         handle = allreduce_async_(compressed, name=name, op=self.op, prescale_factor=prescale,
-                                  postscale_factor=postscale)
+                                  postscale_factor=postscale, process_set=self.process_set)
         return handle, (compressed, ctx)
 
     def _grouped_allreduce_async(self, group):
@@ -179,7 +189,8 @@ class _DistributedMixin:
                 p.grad = p.grad.to_dense()  # grouped reductions are dense
         pairs = [self._compression.compress(p.grad) for p in group]
         handle = grouped_allreduce_async_([c for c, _ in pairs],
-                                          name=self._parameter_names.get(group[0]), op=self.op)
+                                          name=self._parameter_names.get(group[0]), op=self.op,
+                                          process_set=self.process_set)
         return handle, pairs
 
     def _write_back(self, key, handle, ctx):
@@ -206,8 +217,9 @@ class _DistributedMixin:
 
     def synchronize(self):
         """Waits for every gradient's allreduce (submitting, with zeros where needed, those
-        this rank's backward pass did not reach) and writes the results into p.grad."""
-        if size() > 1:
+        this rank's backward pass did not reach) and writes the results into p.grad. On a rank
+        outside the process set there is nothing to wait for."""
+        if self._reduces():
             for p in self._requires_update:
                 group = self._group_of.get(p)
                 if group is not None:
@@ -285,9 +297,10 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     gradient_predivide_factor: the gradient is divided by it before the sum and by
     size()/factor after. groups: an int (that many groups of consecutive parameters) or a list
     of lists of parameters, each reduced as one grouped allreduce. sparse_as_dense: sparse
-    gradients are reduced as dense tensors.
+    gradients are reduced as dense tensors. process_set: the gradients are averaged over its
+    members only (the global set by default); on other ranks nothing is reduced.
     """
-    check_process_set(process_set)
+    _set_id(process_set, "DistributedOptimizer")
     check_op(op)  # Adasum raises here, naming the alternative
     if gradient_predivide_factor != 1.0 and op != Average:
         raise ValueError("gradient_predivide_factor not supported with op != Average")
@@ -302,7 +315,7 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     cls = type(base.__name__, (_DistributedMixin, base), {"__module__": __name__})
     wrapped = cls(optimizer.param_groups, named_parameters, compression,
                   backward_passes_per_step, op, gradient_predivide_factor, groups,
-                  sparse_as_dense)
+                  sparse_as_dense, process_set)
     if optimizer.state_dict()["state"]:
         wrapped.load_state_dict(optimizer.state_dict())  # e.g. a checkpoint loaded before
     return wrapped

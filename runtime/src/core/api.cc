@@ -57,8 +57,10 @@ void initWith(const std::function<void(core::Config&)>& adjust) {
   if (self.runtime) return;  // idempotent, like horovod.init()
   core::Config config = core::configFromEnvironment();
   adjust(config);
-  self.runtime = std::make_unique<core::Runtime>(config, self.generation);
-  ++self.generation;
+  // A failed init (a bad process set, say) has written this generation's keys already: the
+  // next try must not meet them, so the count moves on either way (every rank fails alike).
+  const int generation = self.generation++;
+  self.runtime = std::make_unique<core::Runtime>(config, generation);
 }
 
 }  // namespace
