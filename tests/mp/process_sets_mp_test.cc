@@ -97,6 +97,13 @@ TEST(ProcessSetsMp, AMemberDyingFailsItsSetAndTheJobButNotADisjointSet) {
   EXPECT_NE(o.out[1].find("set-ok=1 rank=1"), std::string::npos) << o.all();
 }
 
+TEST(ProcessSetsMp, AMemberFirstUsingItsSetLongAfterInitIsWaitedFor) {
+  // Longer apart than the start timeout: the sets connected inside init, as in Horovod.
+  const Outcome o =
+      runJob("late", {{"HVD_PROCESS_SETS", "0,1;2,3"}, {"HVD_START_TIMEOUT", "2"}}, 60s);
+  expectEveryRankOk(o, "late");
+}
+
 TEST(ProcessSetsMp, DynamicSetsAreAddedAndRemovedWhileOtherSetsAreBusy) {
   const Outcome o = runJob("dynamic", {{"HVD_DYNAMIC_PROCESS_SETS", "1"}}, 120s);
   expectEveryRankOk(o, "dynamic");

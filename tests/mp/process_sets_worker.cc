@@ -8,6 +8,9 @@
 //               rank 2's next op in {2,3} fails, {0,1} goes on, then the job's op fails
 //   dynamic     np 4, HVD_DYNAMIC_PROCESS_SETS=1: sets added and removed while others are busy,
 //               and every refusal (duplicate, disagreement, removed set, static mode)
+//   late        np 4, HVD_PROCESS_SETS="0,1;2,3", HVD_START_TIMEOUT=2: ranks 1 and 3 first use
+//               their set 4 s after init, ranks 0 and 2 at once; every op completes exactly
+//               (the sets connected inside init, not on their first op)
 // Prints "process-sets <mode> ok=1 rank=R" when every check passed. Exit codes: 0 success,
 // 1 wrong values or a missing refusal, 10 PeerError, 11 TimeoutError, 12 other hvd::Error.
 #include <unistd.h>
@@ -295,6 +298,18 @@ int die() {
   return 1;
 }
 
+int late() {
+  const int me = hvd::rank();
+  if (me % 2 == 1) std::this_thread::sleep_for(std::chrono::seconds(4));
+  hvd::OpOptions sum;
+  sum.op = hvd::ReduceOp::kSum;
+  sum.processSet = me < 2 ? 1 : 2;
+  float x = static_cast<float>(me + 1);
+  hvd::allreduceAsync("late", &x, &x, {1}, hvd::DataType::kFloat32, sum).wait();
+  expectEq(x, me < 2 ? 3 : 7, "the op a member submitted late");
+  return 0;
+}
+
 int dynamic() {
   const int me = hvd::rank();
   if (hvd::processSetIds() != std::vector<int>{0}) fail("a dynamic job starts with the global set");
@@ -383,6 +398,8 @@ int main(int argc, char** argv) {
       status = mismatch();
     } else if (mode == "die") {
       status = die();
+    } else if (mode == "late") {
+      status = late();
     } else if (mode == "dynamic") {
       status = dynamic();
     } else if (mode == "static-add") {

@@ -22,6 +22,24 @@ std::string describeRequest(const std::vector<int32_t>& request) {
   return "remove " + rankList(values);
 }
 
+// Throws `message` as an error of `kind`, so that callers catching by type (a TimeoutError when
+// a member never arrived) still can.
+[[noreturn]] void throwOfKind(ErrorKind kind, const std::string& message) {
+  switch (kind) {
+    case ErrorKind::kInvalidArgument:
+      throw InvalidArgumentError(message);
+    case ErrorKind::kTimeout:
+      throw TimeoutError(message);
+    case ErrorKind::kPeer:
+      throw PeerError(message);
+    case ErrorKind::kBackend:
+      throw BackendError(message);
+    case ErrorKind::kInternal:
+      break;
+  }
+  throw InternalError(message);
+}
+
 }  // namespace
 
 struct ProcessSetEngines::Slot {
@@ -31,6 +49,7 @@ struct ProcessSetEngines::Slot {
   std::string scope;
   std::mutex start;    // taken while the engine starts
   std::string failed;  // why starting it failed: later ops get the same error
+  ErrorKind failedKind = ErrorKind::kBackend;
   // Destroyed bottom-up: the engine first, then what it uses.
   std::unique_ptr<store::Store> store;
   std::unique_ptr<transport::Context> context;
@@ -90,17 +109,32 @@ std::shared_ptr<engine::Engine> ProcessSetEngines::engine(int id, const std::str
     return std::shared_ptr<engine::Engine>(std::shared_ptr<void>(), &setup_.jobEngine());
   }
   std::shared_ptr<Slot> slot = slotFor(id, what);
-  std::lock_guard<std::mutex> starting(slot->start);
-  if (!slot->failed.empty()) throw BackendError(slot->failed);
-  if (!slot->engine) {
-    try {
-      start(*slot);
-    } catch (const Error& e) {
-      slot->failed = slot->scope + ": could not start: " + e.what();
-      throw;
-    }
-  }
+  ensureStarted(*slot);
   return std::shared_ptr<engine::Engine>(slot, slot->engine.get());
+}
+
+void ProcessSetEngines::ensureStarted(Slot& slot) {
+  std::lock_guard<std::mutex> starting(slot.start);
+  if (!slot.failed.empty()) throwOfKind(slot.failedKind, slot.failed);
+  if (slot.engine) return;
+  try {
+    start(slot);
+  } catch (const Error& e) {
+    slot.failed = slot.scope + ": could not start: " + e.what();
+    slot.failedKind = e.kind();
+    throwOfKind(slot.failedKind, slot.failed);
+  }
+}
+
+void ProcessSetEngines::startOwn(std::vector<int> ids) {
+  // In increasing id order on every rank, so that no two members wait on each other in
+  // different sets: the lowest set not yet connected always has all its members at hand.
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  for (int id : ids) {
+    if (id == kGlobalProcessSet || rankIn(id) < 0) continue;
+    ensureStarted(*slotFor(id, "process set " + std::to_string(id)));
+  }
 }
 
 void ProcessSetEngines::start(Slot& slot) {
@@ -195,8 +229,15 @@ int ProcessSetEngines::add(const std::vector<int>& ranks) {
   std::vector<int32_t> request{kAddRequest};
   request.insert(request.end(), ranks.begin(), ranks.end());
   agree(request, what);
-  std::lock_guard<std::mutex> lock(mutex_);
-  return table_.add(table_.normalize(ranks, what), what);
+  int id = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    id = table_.add(table_.normalize(ranks, what), what);
+  }
+  // Like Horovod, the set is ready when the call returns: its members connect now, while every
+  // rank is in this call, not on its first op (which members may reach far apart).
+  startOwn({id});
+  return id;
 }
 
 bool ProcessSetEngines::remove(int id) {

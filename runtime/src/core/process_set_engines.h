@@ -3,9 +3,10 @@
 // detection, whose messages name job ranks and the set — on a context of its own: a channel of
 // the job's mesh between the set's members only (transport/mesh.h connectMembers), so a set
 // opens only the links it needs, and on GPUs its own NCCL communicator (its device backend's
-// unique ids travel under "ps<id>/" in the job's store). Like the job's engine, a set's engine
-// starts on its first op on this rank; its members connect then, so a member that never uses
-// the set makes the others' first op fail after HVD_START_TIMEOUT, naming it.
+// unique ids travel under "ps<id>/" in the job's store). A set's engine starts when the set is
+// made — at init for the sets fixed then, in add() for a dynamic one — while every rank is in
+// that collective call, as Horovod's sets are ready when init or add_process_set returns: a
+// member that never arrives fails the call after HVD_START_TIMEOUT, naming the set and the rank.
 //
 // Adding and removing a set at run time (HVD_DYNAMIC_PROCESS_SETS=1) is collective over the
 // whole job, in the same order on every rank: the ranks first agree on the request through the
@@ -59,8 +60,12 @@ class ProcessSetEngines {
   // Registers the sets fixed at init (every rank the same list) and returns their ids in the
   // list's order; a set equal to one registered before (the global set included) gets that id.
   std::vector<int> registerStatic(const std::vector<std::vector<int>>& sets);
+  // Starts the engines of those of `ids` this rank is a member of (connecting their members),
+  // in increasing id order; collective over each set's members. Throws what starting failed
+  // with, naming the set.
+  void startOwn(std::vector<int> ids);
 
-  // The engine of set `id` for an op this rank submits (starting it on first use). Throws
+  // The engine of set `id` for an op this rank submits (starting it if startOwn did not). Throws
   // InvalidArgumentError for a set that does not exist or that this rank is not a member of;
   // `what` starts the message ("allreduce 'x'").
   std::shared_ptr<engine::Engine> engine(int id, const std::string& what);
@@ -83,6 +88,7 @@ class ProcessSetEngines {
   // rank asked for the same (`request`: kind, then the kind's values).
   void agree(const std::vector<int32_t>& request, const std::string& what);
   std::shared_ptr<Slot> slotFor(int id, const std::string& what);
+  void ensureStarted(Slot& slot);  // under the slot's own lock; a failure sticks
   void start(Slot& slot);
 
   Setup setup_;

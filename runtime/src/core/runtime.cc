@@ -290,6 +290,7 @@ void Runtime::setUpProcessSets() {
   processSets_ = std::make_unique<ProcessSetEngines>(std::move(setup));
   if (config_.size > 1) checkSameProcessSets();
   const std::vector<int> ids = processSets_->registerStatic(config_.processSets);
+  processSets_->startOwn(ids);
   if (!ids.empty() || config_.dynamicProcessSets) {
     std::string listed;
     for (size_t i = 0; i < ids.size(); ++i) {

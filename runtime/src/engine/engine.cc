@@ -534,8 +534,9 @@ bool Engine::cycle(bool stop, bool joined) {
         options_.scope.empty()
             ? "hvd was shut down (hvd::shutdown() on some rank): the engine stopped before this "
               "op ran"
-            : options_.scope + " was removed (or hvd was shut down): its engine stopped before "
-                               "this op ran")));
+            : options_.scope +
+                  " was removed, or hvd was shut down on one of its ranks: its engine stopped "
+                  "before this op ran")));
     return false;
   }
   if (rank_ == 0 && stall_.enabled()) checkStalls(t);
