@@ -41,11 +41,11 @@ def init(comm=None, process_sets=None):
         raise NotImplementedError(
             "hvd.init(comm=...): hvd does not run on a caller's MPI communicator; launch the "
             "job with hvdrun (or mpirun/srun, which hvd.init() reads) and call hvd.init()")
-    from hvd.torch import mpi_ops
+    from hvd.torch import _engine
     try:
         process_sets_module._init(process_sets)
     finally:
-        mpi_ops._reset()  # the per-init naming counters start anew, on every rank alike
+        _engine._reset()  # the per-init naming counters start anew, on every rank alike
 
 
 def shutdown():

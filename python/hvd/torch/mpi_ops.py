@@ -3,10 +3,8 @@
 Every op is a named engine op: the engine matches it across ranks by name, checks that type,
 shape, op and root agree (a mismatch fails the op on every rank, naming the tensor and the
 ranks), fuses small tensors and runs them in the background. A name given by the caller is
-prefixed by the op ("allreduce.fc1.weight"); an unnamed op is numbered in the order this
-process submits unnamed ops ("allreduce.noname.7"), so ranks must submit their unnamed ops in
-the same order. (Horovod numbers them by handle, counting named ops too, so a named op that
-only some ranks submit shifts every later unnamed name; counting unnamed ops alone does not.)
+prefixed by the op ("allreduce.fc1.weight"); unnamed ops are numbered (_engine.py says how),
+so ranks must submit their unnamed ops in the same order.
 
 The *_async forms return an int handle for poll() and synchronize(); synchronize returns the
 op's output (the tensor itself for the in-place forms, a tuple for grouped ops, (output,
@@ -23,163 +21,19 @@ forms travel within the same set.
 """
 
 import ctypes
-import itertools
-import threading
 
 import torch
 
 from hvd import _capi
-from hvd.exceptions import HorovodInternalError
-from hvd.torch.basics import _NOT_INITIALIZED, Average, Sum, check_op, rank, size
-from hvd.torch.compression import Compression, FP16Compressor
+from hvd.torch._engine import (_WIDE_FLOATS, _abandon, _contiguous, _device_of, _dtype_code,
+                               _engine_output, _gathered, _is_fp16, _member_names, _op_name,
+                               _received_splits, _reducescatter_grad_scale, _reducescatter_op,
+                               _register, _resolve_op, _splits_list, _submit)
+# Horovod's mpi_ops offers these too: they live with the handles they work on.
+from hvd.torch._engine import barrier, join, poll, synchronize  # noqa: F401
+from hvd.torch.basics import Average, Sum, check_op, rank
+from hvd.torch.compression import Compression
 from hvd.torch.process_sets import _set_id, global_process_set
-
-_DTYPES = {
-    torch.uint8: _capi.UINT8,
-    torch.int8: _capi.INT8,
-    torch.int16: _capi.INT16,
-    torch.int32: _capi.INT32,
-    torch.int64: _capi.INT64,
-    torch.float16: _capi.FLOAT16,
-    torch.bfloat16: _capi.BFLOAT16,
-    torch.float32: _capi.FLOAT32,
-    torch.float64: _capi.FLOAT64,
-}
-_WIDE_FLOATS = (torch.float32, torch.float64)  # what the engine's fp16 compression applies to
-
-
-class _Pending:
-    """One Python handle: the engine handles behind it, how to turn them into the result, and
-    the buffers the engine reads until they are done."""
-
-    __slots__ = ("handles", "finish", "keep")
-
-    def __init__(self, handles, finish, keep):
-        self.handles = handles
-        self.finish = finish
-        self.keep = keep
-
-
-_lock = threading.Lock()
-_pending = {}
-_handle_ids = itertools.count(1)
-_unnamed_ids = {}  # process set id -> the counter of its unnamed ops
-
-
-def _reset():
-    """Unnamed ops are numbered from 1 again after init, on every rank alike."""
-    with _lock:
-        _unnamed_ids.clear()
-
-
-def _op_name(prefix, name, set_id=0):
-    """The engine's name of an op (unnamed ops are numbered on their own: the module's
-    comment says why). Each process set numbers its unnamed ops apart, since names are matched
-    within a set and only its members submit its ops."""
-    if not name:
-        with _lock:
-            counter = _unnamed_ids.setdefault(set_id, itertools.count(1))
-            return "%s.noname.%d" % (prefix, next(counter))
-    if not isinstance(name, str):
-        raise ValueError("%s: name must be a str, got %s" % (prefix, type(name).__name__))
-    return "%s.%s" % (prefix, name)
-
-
-def _dtype_code(tensor, what):
-    if not isinstance(tensor, torch.Tensor):
-        raise ValueError("%s: expected a torch.Tensor, got %s" % (what, type(tensor).__name__))
-    code = _DTYPES.get(tensor.dtype)
-    if code is None:
-        raise ValueError("%s: tensor type %s is not supported (supported: %s)" % (
-            what, tensor.dtype, ", ".join(str(t).replace("torch.", "") for t in _DTYPES)))
-    if tensor.layout != torch.strided:
-        raise ValueError("%s: %s tensors are not supported (dense tensors only)" %
-                         (what, tensor.layout))
-    return code
-
-
-def _device_of(tensor, what):
-    """(device index, stream) for the C ABI: -1 for host memory."""
-    device = tensor.device
-    if device.type == "cpu":
-        return -1, None
-    if device.type != "cuda":
-        raise ValueError("%s: tensors on %s are not supported (cpu or cuda)" % (what, device))
-    stream = torch.cuda.current_stream(device).cuda_stream
-    return device.index, (stream or None)
-
-
-def _contiguous(tensor):
-    return tensor if tensor.is_contiguous() else tensor.contiguous()
-
-
-def _submit(fn, *args):
-    handle = ctypes.c_void_p()
-    lib = _capi.lib()
-    status = fn(*args, ctypes.byref(handle))
-    if status != _capi.OK:
-        if not lib.is_initialized():
-            raise HorovodInternalError(_NOT_INITIALIZED)  # Horovod's error for ops before init
-        lib.check(status, submit=True)
-    return handle
-
-
-def _register(handles, finish, keep=None):
-    """The int handle of submitted engine handles, for poll() and synchronize()."""
-    with _lock:
-        hid = next(_handle_ids)
-        _pending[hid] = _Pending(handles, finish, keep)
-    return hid
-
-
-def _abandon(handles):
-    """A multi-part submit failed part-way: the parts already queued still read their buffers,
-    so wait for them (they fail or finish) before the buffers can go."""
-    lib = _capi.lib()
-    for h in handles:
-        lib.handle_wait(h)
-        lib.handle_release(h)
-
-
-def _engine_output(handle, dtype, device):
-    """The engine-allocated result of an op, as a tensor of `dtype` on `device`."""
-    lib = _capi.lib()
-    ndim = ctypes.c_int()
-    lib.check(lib.handle_output_shape(handle, None, 0, ctypes.byref(ndim)))
-    dims = (ctypes.c_int64 * max(ndim.value, 1))()
-    lib.check(lib.handle_output_shape(handle, dims, ndim.value, ctypes.byref(ndim)))
-    data = ctypes.c_void_p()
-    nbytes = ctypes.c_int64()
-    lib.check(lib.handle_output(handle, ctypes.byref(data), ctypes.byref(nbytes)))
-    out = torch.empty(tuple(dims[:ndim.value]), dtype=dtype)
-    if nbytes.value:
-        ctypes.memmove(out.data_ptr(), data.value, nbytes.value)
-    return out if device.type == "cpu" else out.to(device)
-
-
-def _received_splits(handle, like):
-    lib = _capi.lib()
-    count = ctypes.c_int()
-    lib.check(lib.handle_received_splits(handle, None, 0, ctypes.byref(count)))
-    splits = (ctypes.c_int64 * max(count.value, 1))()
-    lib.check(lib.handle_received_splits(handle, splits, count.value, ctypes.byref(count)))
-    if like is not None:  # Horovod: the received splits take the given splits' type and place
-        return torch.tensor(splits[:count.value], dtype=like.dtype, device=like.device)
-    return torch.tensor(splits[:count.value], dtype=torch.int32)
-
-
-def _resolve_op(op, average, what):
-    if op is not None and average is not None:
-        raise ValueError("%s: the op parameter supersedes average. Please provide only one of "
-                         "them." % what)
-    if op is None:
-        op = Average if average is None or average else Sum
-    return check_op(op)
-
-
-def _is_fp16(compression):
-    return compression is FP16Compressor or isinstance(compression, FP16Compressor)
-
 
 # --- allreduce ------------------------------------------------------------------------------
 
@@ -264,11 +118,6 @@ def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
 
 
 # --- grouped allreduce ------------------------------------------------------------------------
-
-def _member_names(prefix, name, n, set_id=0):
-    base = _op_name(prefix, name, set_id)
-    return ["%s_%dof%d" % (base, i + 1, n) for i in range(n)]
-
 
 def _grouped_allreduce_async(tensors, in_place, name, op, prescale, postscale, fp16=False,
                              set_id=0):
@@ -390,10 +239,6 @@ def _allgather_submit(tensor, op_name, set_id=0):
     h = _submit(_capi.lib().allgather_async, op_name.encode(), work.data_ptr(), shape, ndim,
                 dtype, ctypes.byref(o))
     return h, work
-
-
-def _gathered(handles, tensors):
-    return tuple(_engine_output(h, t.dtype, t.device) for h, t in zip(handles, tensors))
 
 
 def allgather_async(tensor, name=None, process_set=global_process_set):
@@ -543,20 +388,6 @@ def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
 
 # --- alltoall ----------------------------------------------------------------------------------
 
-def _splits_list(splits):
-    if splits is None:
-        return []
-    if isinstance(splits, torch.Tensor):
-        if splits.dim() != 1 or splits.dtype.is_floating_point or splits.dtype == torch.bool:
-            raise ValueError("alltoall: splits must be a 1-D integer tensor or a list of ints")
-        return [int(s) for s in splits.tolist()]
-    try:
-        return [int(s) for s in splits]
-    except (TypeError, ValueError):
-        raise ValueError("alltoall: splits must be a 1-D integer tensor or a list of ints, got "
-                         "%r" % (splits,)) from None
-
-
 def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set):
     """Starts an alltoall; synchronize() returns (output, received_splits). splits has one
     entry per member of the set, in the set's order."""
@@ -613,13 +444,6 @@ def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
 
 # --- reducescatter -----------------------------------------------------------------------------
 
-def _reducescatter_op(op):
-    op = check_op(op)
-    if op not in (Average, Sum):
-        raise ValueError("reducescatter: op must be hvd.Average or hvd.Sum")
-    return op
-
-
 def _reducescatter_submit(tensor, op_name, op, prescale, postscale, fp16=False, set_id=0):
     """Submits one reducescatter; returns (engine handle, the input the engine reads)."""
     what = "reducescatter"
@@ -649,12 +473,6 @@ def reducescatter_async(tensor, name=None, op=Average, process_set=global_proces
     set_id = _set_id(process_set, "reducescatter_async")
     return _reducescatter_async(tensor, name, _reducescatter_op(op), prescale_factor,
                                 postscale_factor, set_id=set_id)
-
-
-def _reducescatter_grad_scale(op, prescale, postscale, process_set):
-    # Horovod's backward: the gathered gradients times the set's size for Sum, as they are for
-    # Average; the scale factors apply to the gradient as they did to the input.
-    return (process_set.size() if op == Sum else 1) * prescale * postscale
 
 
 class _ReducescatterFn(torch.autograd.Function):
@@ -764,54 +582,3 @@ def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
                                        tensor.size())
 
     return result
-
-
-# --- barrier, join, handles --------------------------------------------------------------------
-
-def barrier(process_set=global_process_set):
-    """Returns once every member of the set has called barrier() on it."""
-    set_id = _set_id(process_set, "barrier")
-    synchronize(_register([_submit(_capi.lib().process_set_barrier_async, set_id)],
-                          lambda _: None))
-
-
-def join(device=-1):
-    """This rank has no more data: until every rank has joined it takes part in the others'
-    allreduces with zeros. Returns the rank that joined last, the same on every rank."""
-    lib = _capi.lib()
-    last = ctypes.c_int()
-    status = lib.join(ctypes.byref(last))
-    if status != _capi.OK:
-        raise HorovodInternalError(_NOT_INITIALIZED if not lib.is_initialized() else lib.error())
-    return last.value
-
-
-def poll(handle):
-    """True once the op of `handle` finished (its synchronize will not block)."""
-    with _lock:
-        pending = _pending.get(handle)
-    if pending is None:
-        raise ValueError("Handle %r was not created or has been cleared." % (handle,))
-    lib = _capi.lib()
-    return all(lib.handle_poll(h) for h in pending.handles)
-
-
-def synchronize(handle):
-    """Waits for the op of `handle` and returns its output; raises HorovodInternalError if it
-    failed. An unknown handle (already synchronized) gives None, as in Horovod."""
-    with _lock:
-        pending = _pending.pop(handle, None)
-    if pending is None:
-        return None
-    lib = _capi.lib()
-    try:
-        failure = None
-        for h in pending.handles:
-            if lib.handle_wait(h) != _capi.OK and failure is None:
-                failure = lib.error()
-        if failure is not None:
-            raise HorovodInternalError(failure)
-        return pending.finish(pending.handles)
-    finally:
-        for h in pending.handles:
-            lib.handle_release(h)
