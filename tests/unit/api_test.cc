@@ -7,6 +7,7 @@
 #include <string>
 
 #include "common/test_support.h"
+#include "hvd/error.hpp"
 #include "hvd/hvd.h"
 #include "hvd/hvd.hpp"
 
@@ -19,6 +20,33 @@ class Api : public ::testing::Test {
   void SetUp() override { setSingleRankEnvironment(); }
   void TearDown() override { hvd_shutdown(); }
 };
+
+// An error whose kind travelled (over the wire, between threads) is thrown again as its own
+// subclass, with its message.
+TEST(Errors, ThrowErrorThrowsTheSubclassOfEachKind) {
+  auto kindThrown = [](hvd::ErrorKind kind) {
+    try {
+      hvd::throwError(kind, "the message");
+    } catch (const hvd::InvalidArgumentError& e) {
+      EXPECT_STREQ(e.what(), "the message");
+      return std::string("invalid argument");
+    } catch (const hvd::TimeoutError&) {
+      return std::string("timeout");
+    } catch (const hvd::PeerError&) {
+      return std::string("peer failure");
+    } catch (const hvd::BackendError&) {
+      return std::string("backend error");
+    } catch (const hvd::InternalError& e) {
+      EXPECT_EQ(e.kind(), hvd::ErrorKind::kInternal);
+      return std::string("internal error");
+    }
+    return std::string("nothing");
+  };
+  for (auto kind : {hvd::ErrorKind::kInvalidArgument, hvd::ErrorKind::kTimeout,
+                    hvd::ErrorKind::kPeer, hvd::ErrorKind::kBackend, hvd::ErrorKind::kInternal}) {
+    EXPECT_EQ(kindThrown(kind), hvd::errorKindName(kind));
+  }
+}
 
 TEST_F(Api, SingleRankCollectivesThroughTheCApi) {
   ASSERT_EQ(hvd_init(), HVD_OK) << hvd_last_error();

@@ -262,9 +262,8 @@ std::vector<std::pair<uint64_t, uint64_t>> pausedRounds(const EngineOptions& opt
       for (int k = 0; k < ops; ++k) {
         auto& d = data[r * ops + k];
         for (size_t i = 0; i < d.size(); ++i) d[i] = static_cast<float>(valueOf(r, k + round, i));
-        handles.push_back(cluster.engine(r).allreduce("p." + std::to_string(k), d.data(),
-                                                      d.data(), {8}, DataType::kFloat32,
-                                                      {ReduceOp::kSum}));
+        handles.push_back(cluster.engine(r).allreduce("p." + std::to_string(k), d.data(), d.data(),
+                                                      {8}, DataType::kFloat32, {ReduceOp::kSum}));
       }
     }
     for (int r = 0; r < np; ++r) cluster.engine(r).setPaused(false);

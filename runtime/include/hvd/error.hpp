@@ -53,4 +53,8 @@ class InternalError : public Error {
   explicit InternalError(const std::string& m) : Error(ErrorKind::kInternal, m) {}
 };
 
+// Throws the Error subclass of `kind` (so that callers catching by type still can), for an
+// error whose kind was carried over a thread, a process or the wire.
+[[noreturn]] void throwError(ErrorKind kind, const std::string& message);
+
 }  // namespace hvd

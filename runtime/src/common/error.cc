@@ -18,4 +18,20 @@ const char* errorKindName(ErrorKind kind) {
   return "unknown error";
 }
 
+void throwError(ErrorKind kind, const std::string& message) {
+  switch (kind) {
+    case ErrorKind::kInvalidArgument:
+      throw InvalidArgumentError(message);
+    case ErrorKind::kTimeout:
+      throw TimeoutError(message);
+    case ErrorKind::kPeer:
+      throw PeerError(message);
+    case ErrorKind::kBackend:
+      throw BackendError(message);
+    case ErrorKind::kInternal:
+      break;
+  }
+  throw InternalError(message);
+}
+
 }  // namespace hvd

@@ -22,24 +22,6 @@ std::string describeRequest(const std::vector<int32_t>& request) {
   return "remove " + rankList(values);
 }
 
-// Throws `message` as an error of `kind`, so that callers catching by type (a TimeoutError when
-// a member never arrived) still can.
-[[noreturn]] void throwOfKind(ErrorKind kind, const std::string& message) {
-  switch (kind) {
-    case ErrorKind::kInvalidArgument:
-      throw InvalidArgumentError(message);
-    case ErrorKind::kTimeout:
-      throw TimeoutError(message);
-    case ErrorKind::kPeer:
-      throw PeerError(message);
-    case ErrorKind::kBackend:
-      throw BackendError(message);
-    case ErrorKind::kInternal:
-      break;
-  }
-  throw InternalError(message);
-}
-
 }  // namespace
 
 struct ProcessSetEngines::Slot {
@@ -115,14 +97,14 @@ std::shared_ptr<engine::Engine> ProcessSetEngines::engine(int id, const std::str
 
 void ProcessSetEngines::ensureStarted(Slot& slot) {
   std::lock_guard<std::mutex> starting(slot.start);
-  if (!slot.failed.empty()) throwOfKind(slot.failedKind, slot.failed);
+  if (!slot.failed.empty()) throwError(slot.failedKind, slot.failed);
   if (slot.engine) return;
   try {
     start(slot);
   } catch (const Error& e) {
     slot.failed = slot.scope + ": could not start: " + e.what();
     slot.failedKind = e.kind();
-    throwOfKind(slot.failedKind, slot.failed);
+    throwError(slot.failedKind, slot.failed);
   }
 }
 

@@ -74,20 +74,11 @@ HostPort splitAddress(const std::string& address) {
   return result;
 }
 
+// The server's error kind off the wire; a value this build does not know is a backend error.
 [[noreturn]] void throwKind(int64_t kind, const std::string& message) {
-  switch (static_cast<ErrorKind>(kind)) {
-    case ErrorKind::kInvalidArgument:
-      throw InvalidArgumentError(message);
-    case ErrorKind::kTimeout:
-      throw TimeoutError(message);
-    case ErrorKind::kPeer:
-      throw PeerError(message);
-    case ErrorKind::kInternal:
-      throw InternalError(message);
-    case ErrorKind::kBackend:
-      break;
-  }
-  throw BackendError(message);
+  const bool known = kind >= static_cast<int64_t>(ErrorKind::kInvalidArgument) &&
+                     kind <= static_cast<int64_t>(ErrorKind::kInternal);
+  throwError(known ? static_cast<ErrorKind>(kind) : ErrorKind::kBackend, message);
 }
 
 }  // namespace

@@ -561,18 +561,7 @@ namespace {
     const std::string text =
         message + " [seen by rank " + std::to_string(context.rank()) + " as: " + error.what() + "]";
     context.markBroken(text);
-    switch (kind) {
-      case ErrorKind::kTimeout:
-        throw TimeoutError(text);
-      case ErrorKind::kInvalidArgument:
-        throw InvalidArgumentError(text);
-      case ErrorKind::kBackend:
-        throw BackendError(text);
-      case ErrorKind::kInternal:
-        throw InternalError(text);
-      case ErrorKind::kPeer:
-        throw PeerError(text);
-    }
+    throwError(kind, text);
   }
   if (board != nullptr) {
     board->publish(error.kind(), "rank " + std::to_string(context.rank()) + ": " + error.what());
