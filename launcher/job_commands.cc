@@ -236,10 +236,6 @@ int runLogs(Session& session, const Options& options, const AgentTarget& target,
   grpc::ClientContext context;
   session.prepare(&context, agent::rpc::kJobLogsMethod, request, /*deadline=*/!request.follow());
   OutputRenderer renderer(std::max(1, job.np()), options.tagOutput, "", false);
-  if (attach) {
-    std::fprintf(stderr, "hvdrun: attached to job %s (%s); Ctrl-C detaches, the job goes on\n",
-                 job.job_id().c_str(), jobStateName(job.state()).c_str());
-  }
   std::optional<coord::JobResult> end;
   grpc::Status status;
   bool interrupted = false;
@@ -247,6 +243,13 @@ int runLogs(Session& session, const Options& options, const AgentTarget& target,
     InterruptWatch watch(&context);
     std::unique_ptr<grpc::ClientReader<v1::JobLogsEvent>> reader =
         session.stub(target).JobLogs(&context, request);
+    if (attach) {
+      // The agent answers with its metadata once it has marked where "from now" is: saying
+      // "attached" only then makes it true (every line after it is followed).
+      reader->WaitForInitialMetadata();
+      std::fprintf(stderr, "hvdrun: attached to job %s (%s); Ctrl-C detaches, the job goes on\n",
+                   job.job_id().c_str(), jobStateName(job.state()).c_str());
+    }
     v1::JobLogsEvent event;
     // Where the lines pass from one attempt to the next, the restart is said on stderr as an
     // attached run says it, with the failure that caused it when the record has it.

@@ -198,19 +198,23 @@ TEST_F(HvdrunJobsTest, AHundredThousandLinesFromFourRanksAreEachLoggedExactlyOnc
   }
 }
 
+// Attached once it says so on stderr (output is separate: ProcessOptions::kSeparate); attach
+// follows from that moment on.
+bool waitUntilAttached(Process& attach) {
+  return waitUntil(
+      [&] {
+        attach.waitForOutput([](const std::string&) { return false; }, 100ms);
+        return attach.err().find("attached to job") != std::string::npos;
+      },
+      10s);
+}
+
 TEST_F(HvdrunJobsTest, AttachFollowsFromNowAndCtrlCDetachesWithoutStoppingTheJob) {
   const std::string id = submit(1, kWaitForGo);
   ASSERT_TRUE(waitUntil(
       [&] { return hvdrun("logs", {id}).out.find("start 0") != std::string::npos; }, 20s));
   Process attach(argv("attach", {id}), options());
-  // Attached once it says so on stderr (output is separate: ProcessOptions::kSeparate).
-  ASSERT_TRUE(waitUntil(
-      [&] {
-        attach.waitForOutput([](const std::string&) { return false; }, 100ms);
-        return attach.err().find("attached to job") != std::string::npos;
-      },
-      10s))
-      << attach.err();
+  ASSERT_TRUE(waitUntilAttached(attach)) << attach.err();
   attach.kill(SIGINT);
   const ProcessResult detached = attach.finish(10s);
   EXPECT_EQ(detached.status, 0) << detached.err;
@@ -219,7 +223,8 @@ TEST_F(HvdrunJobsTest, AttachFollowsFromNowAndCtrlCDetachesWithoutStoppingTheJob
   EXPECT_NE(status(id).find(": RUNNING"), std::string::npos) << "detaching stops nothing";
 
   Process again(argv("attach", {id}), options());
-  std::this_thread::sleep_for(500ms);
+  // Released only once attached: a slow start (sanitizers) would otherwise miss "done 0".
+  ASSERT_TRUE(waitUntilAttached(again)) << again.err();
   touch("go");
   const ProcessResult followed = again.finish(20s);
   EXPECT_EQ(followed.status, 0) << followed.err;
