@@ -245,10 +245,13 @@ int runLogs(Session& session, const Options& options, const AgentTarget& target,
         session.stub(target).JobLogs(&context, request);
     if (attach) {
       // The agent answers with its metadata once it has marked where "from now" is: saying
-      // "attached" only then makes it true (every line after it is followed).
+      // "attached" only then makes it true (every line after it is followed). An error answer
+      // has no such key and is reported below instead.
       reader->WaitForInitialMetadata();
-      std::fprintf(stderr, "hvdrun: attached to job %s (%s); Ctrl-C detaches, the job goes on\n",
-                   job.job_id().c_str(), jobStateName(job.state()).c_str());
+      if (context.GetServerInitialMetadata().count(agent::rpc::kFollowingFromEndKey) != 0) {
+        std::fprintf(stderr, "hvdrun: attached to job %s (%s); Ctrl-C detaches, the job goes on\n",
+                     job.job_id().c_str(), jobStateName(job.state()).c_str());
+      }
     }
     v1::JobLogsEvent event;
     // Where the lines pass from one attempt to the next, the restart is said on stderr as an

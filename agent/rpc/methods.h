@@ -18,4 +18,8 @@ inline constexpr std::string_view kListJobsMethod = "/hvd.v1.Agent/ListJobs";
 inline constexpr std::string_view kGetJobMethod = "/hvd.v1.Agent/GetJob";
 inline constexpr std::string_view kJobLogsMethod = "/hvd.v1.Agent/JobLogs";
 
+// JobLogs' initial metadata when the request asked to follow from the end: the agent has marked
+// where "from now" is, so the client may say it is attached. An error answer carries no such key.
+inline constexpr char kFollowingFromEndKey[] = "hvd-following-from-end";
+
 }  // namespace hvd::agent::rpc

@@ -457,7 +457,10 @@ grpc::Status AgentService::runJobLogs(grpc::ServerContext* context,
         records::tailLogLines(*path, static_cast<size_t>(request.tail_lines()), filter, &offset);
     // Tells an attaching client that "from now" is marked (it says "attached" then), before
     // the first line, which may be long in coming.
-    if (request.from_end()) writer->SendInitialMetadata();
+    if (request.from_end()) {
+      context->AddInitialMetadata(rpc::kFollowingFromEndKey, "1");
+      writer->SendInitialMetadata();
+    }
     if (!emitLines(tail)) return {grpc::StatusCode::CANCELLED, "the client went away"};
   }
   const bool ok = jobs::streamJobLog(
