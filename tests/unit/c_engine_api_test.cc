@@ -229,7 +229,7 @@ TEST_F(CEngineApi, SubmitErrorsAreInvalidArgumentsWithTheCppMessage) {
             HVD_ERR_INVALID_ARGUMENT);
   int32_t ints[2] = {1, 2};
   o = sum();
-  o.prescale_factor = 2.0;
+  o.fp16_compression = 1;
   EXPECT_EQ(hvd_allreduce_async("n", ints, ints, shape, 1, HVD_INT32, &o, &h),
             HVD_ERR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(hvd_last_error()).find("floating-point"), std::string::npos);

@@ -249,14 +249,21 @@ TEST(Fusion, ConvertScaledCastsAndScales) {
   int32_t ints[2] = {1, 2}, copy[2];
   convertScaled(DataType::kInt32, ints, DataType::kInt32, copy, 2, 1.0, 1);
   EXPECT_EQ(copy[1], 2);
-  EXPECT_THROW(convertScaled(DataType::kInt32, ints, DataType::kInt32, copy, 2, 2.0, 1),
-               InternalError);
+  // Integers are scaled in float64 and truncated toward zero, as Horovod scales them.
+  convertScaled(DataType::kInt32, ints, DataType::kInt32, copy, 2, 2.5, 1);
+  EXPECT_EQ(copy[0], 2);
+  EXPECT_EQ(copy[1], 5);
   int16_t shorts[2] = {-7, 32767}, shortCopy[2];
   convertScaled(DataType::kInt16, shorts, DataType::kInt16, shortCopy, 2, 1.0, 1);
   EXPECT_EQ(shortCopy[0], -7);
   EXPECT_EQ(shortCopy[1], 32767);
-  EXPECT_THROW(convertScaled(DataType::kInt16, shorts, DataType::kFloat16, shortCopy, 2, 1.0, 1),
-               InternalError);  // fp16 compression is for floating point only
+  convertScaled(DataType::kInt16, shorts, DataType::kInt16, shortCopy, 2, 0.5, 1);
+  EXPECT_EQ(shortCopy[0], -3);  // -3.5 toward zero
+  EXPECT_EQ(shortCopy[1], 16383);
+  int64_t longs[2] = {7, -9}, longCopy[2];
+  convertScaled(DataType::kInt64, longs, DataType::kInt64, longCopy, 2, 3.0, 2);  // v / 2 * 3
+  EXPECT_EQ(longCopy[0], 10);   // 10.5
+  EXPECT_EQ(longCopy[1], -13);  // -13.5
 }
 
 // The controller driven by hand for 3 ranks: what every rank computes from the same inputs.

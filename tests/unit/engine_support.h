@@ -58,10 +58,15 @@ class Cluster {
       engines_.push_back(std::make_unique<Engine>(*context, options));
     }
   }
-  ~Cluster() { engines_.clear(); }
+  ~Cluster() { engines_.clear(); }  // (a destroyed rank's slot is null: clear skips nothing)
 
   int size() const { return static_cast<int>(engines_.size()); }
   Engine& engine(int rank) { return *engines_[rank]; }
+  // Destroys one rank's engine (after `reason`, if given): every rank's engine stops with it.
+  void destroy(int rank, const std::string& reason = "") {
+    if (!reason.empty()) engines_[rank]->setStopReason(reason);
+    engines_[rank].reset();
+  }
 
   // Runs body(rank, engine) on one thread per rank; fails the test with each rank's exception.
   void run(const std::function<void(int, Engine&)>& body) {

@@ -2,6 +2,7 @@
 // from two threads per rank, grouping, scaling, compression, every reduce op, cache and fusion
 // on and off (identical results), and that fusion really fuses.
 #include <algorithm>
+#include <cmath>
 #include <condition_variable>
 #include <functional>
 #include <iterator>
@@ -415,15 +416,50 @@ TEST(Engine, PrescaleAndPostscaleApplyBeforeAndAfterTheReduction) {
         EXPECT_EQ(loadElement(t, in.data(), 3), valueOf(rank, 1, 3));
       }
     }
-    // Integers refuse factors at submit; the job stays usable.
-    int32_t x[2] = {1, 2};
-    EXPECT_THROW(
-        engine.allreduce("int.scaled", x, x, {2}, DataType::kInt32, {ReduceOp::kSum, 2.0, 1.0}),
-        InvalidArgumentError);
-    int16_t s[2] = {1, 2};
-    EXPECT_THROW(
-        engine.allreduce("int16.scaled", s, s, {2}, DataType::kInt16, {ReduceOp::kSum, 1.0, 0.5}),
-        InvalidArgumentError);
+  });
+}
+
+// Horovod scales integers in float64 and truncates toward zero: each rank's input by the
+// prescale, then the sum (divided by the ranks for an average) by the postscale, rounded once
+// at the end — in a fused allreduce, alone, and in a reducescatter.
+TEST(Engine, IntegerPrescaleAndPostscaleTruncateTowardZeroAsHorovodDoes) {
+  Cluster cluster(3);
+  cluster.run([&](int rank, Engine& engine) {
+    auto input = [&](int r, size_t i) { return static_cast<double>((r * 5 + i * 3) % 11) - 5; };
+    for (DataType t : {DataType::kInt32, DataType::kInt64, DataType::kInt16, DataType::kInt8}) {
+      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
+        for (auto [pre, post] : {std::pair{1.5, 1.0}, {1.0, 0.7}, {2.5, -1.5}, {0.5, 3.0}}) {
+          auto want = [&](size_t i) {
+            double sum = 0;
+            for (int r = 0; r < 3; ++r) sum += std::trunc(input(r, i) * pre);
+            // An average without a postscale divides the integers as C does (toward zero).
+            if (op == ReduceOp::kAverage) sum /= 3;
+            return std::trunc(sum * post);
+          };
+          auto in = buffer(t, 9, [&](size_t i) { return input(rank, i); });
+          auto out = in;
+          auto alone = in;
+          const std::string n = std::string("int.") + dataTypeName(t) + "." +
+                                std::to_string(static_cast<int>(op)) + "." + std::to_string(pre) +
+                                "." + std::to_string(post);
+          OpOptions o{op, pre, post};
+          Handle fused = engine.allreduce(n + ".a", in.data(), out.data(), {9}, t, o);
+          Handle other = engine.allreduce(n + ".b", alone.data(), alone.data(), {9}, t, o);
+          Handle scattered = engine.reducescatter(n + ".rs", in.data(), {9}, t, o);
+          fused.wait();
+          other.wait();
+          scattered.wait();
+          for (size_t i = 0; i < 9; ++i) {
+            EXPECT_EQ(loadElement(t, out.data(), i), want(i)) << n << " element " << i;
+            EXPECT_EQ(loadElement(t, alone.data(), i), want(i)) << n << " element " << i;
+          }
+          for (size_t i = 0; i < 3; ++i) {  // 9 rows over 3 ranks: rows 3r..3r+2
+            EXPECT_EQ(loadElement(t, scattered.output().data(), i), want(3 * rank + i))
+                << n << " reducescatter element " << i;
+          }
+        }
+      }
+    }
   });
 }
 
@@ -657,7 +693,59 @@ TEST(Engine, StopsInStepWithPendingOpsFailingClearly) {
     // Only rank 0 submits: the op can never run; shutting down fails it instead of hanging.
     pending = cluster.engine(0).allreduce("never", x, x, {4}, DataType::kFloat32, {});
   }
-  EXPECT_NE(errorOf(pending).find("shut down"), std::string::npos) << errorOf(pending);
+  EXPECT_NE(errorOf(pending).find("shut hvd down"), std::string::npos) << errorOf(pending);
+}
+
+// A peer that goes away is a failure of the job (PeerError: HorovodInternalError in Python), on
+// the op pending here and on every later submit, naming the rank and what it did — never an
+// invalid argument of this rank's caller.
+TEST(Engine, APeerThatExitsOrShutsDownFailsPendingOpsAndLaterSubmitsNamingIt) {
+  for (const char* reason : {engine::kStopExiting, engine::kStopShutdown}) {
+    Cluster cluster(3);
+    float x[4] = {1, 2, 3, 4};
+    Handle pending = cluster.engine(0).allreduce("never", x, x, {4}, DataType::kFloat32, {});
+    cluster.destroy(2, reason);
+    try {
+      pending.wait();
+      ADD_FAILURE() << "the pending op succeeded";
+    } catch (const PeerError& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("rank 2 ") + reason), std::string::npos)
+          << e.what();
+    }
+    // Rank 1 may submit before its engine thread has taken in the stop (then the op fails at
+    // wait) or after (then the submit throws): the same error either way.
+    try {
+      cluster.engine(1).allreduce("later", x, x, {4}, DataType::kFloat32, {}).wait();
+      ADD_FAILURE() << "an op submitted after the stop succeeded";
+    } catch (const PeerError& e) {
+      EXPECT_NE(std::string(e.what()).find("rank 2 "), std::string::npos) << e.what();
+    }
+  }
+}
+
+// A name stays taken until its handle was waited on, however fast the engine ran the op: the
+// second submit of a name is refused even when the first op has finished on every rank (polled
+// until done, which gives nothing back), 200 times in a row.
+TEST(Engine, ANameStaysInFlightUntilItsHandleIsWaitedOnNotUntilTheOpRan) {
+  Cluster cluster(2);
+  cluster.run([&](int rank, Engine& engine) {
+    float x[2] = {1, 2};
+    for (int round = 0; round < 200; ++round) {
+      Handle first = engine.allreduce("dup", x, x, {2}, DataType::kFloat32, {ReduceOp::kSum});
+      while (!first.poll()) std::this_thread::yield();  // the op ran on every rank
+      EXPECT_THROW(engine.allreduce("dup", x, x, {2}, DataType::kFloat32, {}),
+                   InvalidArgumentError)
+          << "rank " << rank << " round " << round;
+      first.wait();  // gives the name back: the next round may submit it again
+    }
+    // A handle dropped without a wait gives its name back once the op has finished too.
+    {
+      Handle dropped = engine.allreduce("dropped", x, x, {2}, DataType::kFloat32, {});
+      while (!dropped.poll()) std::this_thread::yield();
+    }
+    Handle again = engine.allreduce("dropped", x, x, {2}, DataType::kFloat32, {});
+    again.wait();
+  });
 }
 
 // hvd::engineStats(): an InvalidArgumentError before init, zeros until the first async op

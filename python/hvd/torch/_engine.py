@@ -68,6 +68,9 @@ def _op_name(prefix, name, set_id=0):
             return "%s.noname.%d" % (prefix, next(counter))
     if not isinstance(name, str):
         raise ValueError("%s: name must be a str, got %s" % (prefix, type(name).__name__))
+    if "\0" in name:
+        # The C ABI ends a name at its first NUL: two different names would meet as one.
+        raise ValueError("%s: name %r contains a NUL character" % (prefix, name))
     return "%s.%s" % (prefix, name)
 
 
@@ -97,6 +100,17 @@ def _device_of(tensor, what):
 
 def _contiguous(tensor):
     return tensor if tensor.is_contiguous() else tensor.contiguous()
+
+
+def _mark_modified(tensor):
+    """An in-place op changes `tensor` as torch's own in-place ops do: its autograd version
+    moves on at submit, so a backward pass that saved the old values raises instead of
+    computing a wrong gradient. (copy_ of a tensor onto itself moves no data: ATen returns at
+    once, after autograd has counted the write.)"""
+    if tensor.is_inference():
+        return  # outside inference mode it cannot be written by torch at all, nor versioned
+    with torch.no_grad():
+        tensor.copy_(tensor)
 
 
 def _submit(fn, *args):

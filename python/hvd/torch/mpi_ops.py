@@ -26,9 +26,10 @@ import torch
 
 from hvd import _capi
 from hvd.torch._engine import (_WIDE_FLOATS, _abandon, _contiguous, _device_of, _dtype_code,
-                               _engine_output, _gathered, _is_fp16, _member_names, _op_name,
-                               _received_splits, _reducescatter_grad_scale, _reducescatter_op,
-                               _register, _resolve_op, _splits_list, _submit)
+                               _engine_output, _gathered, _is_fp16, _mark_modified,
+                               _member_names, _op_name, _received_splits,
+                               _reducescatter_grad_scale, _reducescatter_op, _register,
+                               _resolve_op, _splits_list, _submit)
 # Horovod's mpi_ops offers these too: they live with the handles they work on.
 from hvd.torch._engine import barrier, join, poll, synchronize  # noqa: F401
 from hvd.torch.basics import Average, Sum, check_op, rank
@@ -48,6 +49,8 @@ def _allreduce_async(tensor, in_place, name, op, prescale, postscale, fp16=False
                       stream=stream, process_set=set_id)
     h = _submit(_capi.lib().allreduce_async, _op_name("allreduce", name, set_id).encode(),
                 work.data_ptr(), target.data_ptr(), shape, ndim, dtype, ctypes.byref(o))
+    if in_place:
+        _mark_modified(tensor)
 
     def finish(_handles):
         if in_place and target is not tensor:
@@ -152,6 +155,9 @@ def _grouped_allreduce_async(tensors, in_place, name, op, prescale, postscale, f
     except Exception:
         _abandon(handles)
         raise
+    if in_place:
+        for t in tensors:
+            _mark_modified(t)
 
     def finish(_handles):
         if not in_place:
@@ -333,6 +339,8 @@ def _broadcast_async(tensor, root_rank, name, in_place, set_id=0):
     o = _capi.options(root=root_rank, device=device, stream=stream, process_set=set_id)
     h = _submit(_capi.lib().broadcast_async, _op_name("broadcast", name, set_id).encode(),
                 target.data_ptr(), shape, ndim, dtype, ctypes.byref(o))
+    if in_place:
+        _mark_modified(tensor)
 
     def finish(_handles):
         if in_place and target is not tensor:

@@ -1,9 +1,12 @@
 // The C++ API (hvd.hpp and engine.hpp): free functions over the process's one Runtime instance.
 // Host buffers go to the runtime's CPU collectives (hvd's transports, or MPI with
 // HVD_CPU_BACKEND=mpi), device buffers to its GPU backend.
+#include <unistd.h>
+
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 
 #include "collectives/host_collectives.h"
 #include "core/runtime.h"
@@ -16,10 +19,27 @@ namespace {
 
 // The process's runtime. Collectives are not reentrant: callers serialise them (the engine of
 // a later layer does this for multi-threaded programs); init/shutdown take the lock.
+//
+// A child forked after init has a copy of the runtime but none of its threads (the engine's, the
+// transports'): an op there would wait forever for an engine that does not run, and destroying
+// the copy would join threads that are not there. So the child may read its rank and size, every
+// other call fails at once, and at its exit the copy is left alone.
 struct Instance {
   std::mutex mutex;
   std::unique_ptr<core::Runtime> runtime;
   int generation = 0;
+  pid_t owner = 0;  // the process that made `runtime`
+
+  bool forked() const { return runtime && getpid() != owner; }
+  // Static destruction: the program is ending without hvd::shutdown() (a script that ended or
+  // raised); the other ranks' errors say so.
+  ~Instance() {
+    if (forked()) {
+      (void)runtime.release();
+    } else if (runtime) {
+      runtime->setStopReason(engine::kStopExiting);
+    }
+  }
 };
 
 Instance& instance() {
@@ -27,10 +47,27 @@ Instance& instance() {
   return global;
 }
 
-core::Runtime& runtime() {
+// For rank/size queries: also in a forked child.
+core::Runtime& initialized() {
   auto& self = instance();
   if (!self.runtime) throw InvalidArgumentError("hvd is not initialised: call hvd::init() first");
   return *self.runtime;
+}
+
+InternalError forkedError(pid_t owner) {
+  return InternalError(
+      "hvd cannot be used in this process (pid " + std::to_string(getpid()) +
+      "): it was forked from rank process " + std::to_string(owner) +
+      " after hvd.init(), and hvd's background threads and connections stay with that process "
+      "(use hvd in the process that called init, or start workers before init)");
+}
+
+// For everything that communicates or starts threads.
+core::Runtime& runtime() {
+  auto& self = instance();
+  core::Runtime& r = initialized();
+  if (self.forked()) throw forkedError(self.owner);
+  return r;
 }
 
 coll::HostCollectives& cpu() { return runtime().collectives(); }
@@ -61,6 +98,7 @@ void initWith(const std::function<void(core::Config&)>& adjust) {
   // next try must not meet them, so the count moves on either way (every rank fails alike).
   const int generation = self.generation++;
   self.runtime = std::make_unique<core::Runtime>(config, generation);
+  self.owner = getpid();
 }
 
 }  // namespace
@@ -79,6 +117,11 @@ void init(const std::vector<std::vector<int>>& processSets, bool dynamic) {
 void shutdown() {
   auto& self = instance();
   std::lock_guard<std::mutex> lock(self.mutex);
+  if (self.forked()) {
+    (void)self.runtime.release();  // the parent's: nothing of it runs here
+    return;
+  }
+  if (self.runtime) self.runtime->setStopReason(engine::kStopShutdown);
   self.runtime.reset();
 }
 
@@ -88,12 +131,12 @@ bool isInitialized() {
   return self.runtime != nullptr;
 }
 
-int rank() { return runtime().config().rank; }
-int size() { return runtime().config().size; }
-int localRank() { return runtime().config().localRank; }
-int localSize() { return runtime().config().localSize; }
-int crossRank() { return runtime().config().crossRank; }
-int crossSize() { return runtime().config().crossSize; }
+int rank() { return initialized().config().rank; }
+int size() { return initialized().config().size; }
+int localRank() { return initialized().config().localRank; }
+int localSize() { return initialized().config().localSize; }
+int crossRank() { return initialized().config().crossRank; }
+int crossSize() { return initialized().config().crossSize; }
 
 void allreduce(const void* input, void* output, size_t count, DataType type,
                const AllreduceOptions& options) {
@@ -214,14 +257,14 @@ int addProcessSet(const std::vector<int>& ranks) { return runtime().processSets(
 
 bool removeProcessSet(int id) { return runtime().processSets().remove(id); }
 
-std::vector<int> processSetIds() { return runtime().processSets().ids(); }
+std::vector<int> processSetIds() { return initialized().processSets().ids(); }
 
-std::vector<int> processSetRanks(int id) { return runtime().processSets().ranks(id); }
+std::vector<int> processSetRanks(int id) { return initialized().processSets().ranks(id); }
 
 int processSetSize(int id) { return static_cast<int>(processSetRanks(id).size()); }
 
 int processSetRank(int id) {
-  const int index = runtime().processSets().rankIn(id);
+  const int index = initialized().processSets().rankIn(id);
   if (index < 0) {
     throw InvalidArgumentError("process set " + std::to_string(id) + ": rank " +
                                std::to_string(rank()) + " is not part of it");
@@ -229,6 +272,6 @@ int processSetRank(int id) {
   return index;
 }
 
-bool processSetIncluded(int id) { return runtime().processSets().rankIn(id) >= 0; }
+bool processSetIncluded(int id) { return initialized().processSets().rankIn(id) >= 0; }
 
 }  // namespace hvd

@@ -245,8 +245,24 @@ bool ProcessSetEngines::remove(int id) {
     }
   }
   // Outside the lock: the last owner's reset stops the set's engine in step with its members.
+  if (slot) {
+    std::lock_guard<std::mutex> started(slot->start);
+    if (slot->engine) slot->engine->setStopReason(engine::kStopRemoved);
+  }
   slot.reset();
   return removed;
+}
+
+void ProcessSetEngines::setStopReason(const std::string& reason) {
+  std::vector<std::shared_ptr<Slot>> slots;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& [id, slot] : slots_) slots.push_back(slot);
+  }
+  for (const auto& slot : slots) {
+    std::lock_guard<std::mutex> started(slot->start);
+    if (slot->engine) slot->engine->setStopReason(reason);
+  }
 }
 
 std::vector<int> ProcessSetEngines::ranks(int id) const {

@@ -77,6 +77,9 @@ class ProcessSetEngines {
   int add(const std::vector<int>& ranks);
   bool remove(int id);
 
+  // Runtime::setStopReason for every set's engine that runs.
+  void setStopReason(const std::string& reason);
+
   std::vector<int> ranks(int id) const;
   std::vector<int> ids() const;
   // This rank's index in set `id`, -1 when it is not a member.

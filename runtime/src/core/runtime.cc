@@ -427,6 +427,14 @@ void Runtime::stopTimeline() {
   running->stopTimeline();
 }
 
+void Runtime::setStopReason(const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> lock(engineMutex_);
+    if (engine_) engine_->setStopReason(reason);
+  }
+  if (processSets_) processSets_->setStopReason(reason);
+}
+
 engine::EngineStats Runtime::engineStats() {
   std::lock_guard<std::mutex> lock(engineMutex_);
   return engine_ ? engine_->stats() : engine::EngineStats{};

@@ -59,6 +59,9 @@ class Runtime {
   void stopTimeline();
   // The engine's counters; zeros while it has not started (never starts it).
   engine::EngineStats engineStats();
+  // Why this rank is about to shut down (engine::kStop*), for the other ranks' errors: given to
+  // every engine that runs. Call before destroying the runtime.
+  void setStopReason(const std::string& reason);
   // The process sets and their engines (set 0's is engine()).
   ProcessSetEngines& processSets() { return *processSets_; }
 

@@ -62,13 +62,9 @@ std::string deviceText(int device) {
   return device < 0 ? std::string("the host") : "GPU " + std::to_string(device);
 }
 
+// Scale factors apply to every type (integers are scaled in float64 and truncated, as in
+// Horovod); fp16 compression only to floating point.
 void checkScaling(const std::string& what, DataType type, const OpOptions& o) {
-  if (!isFloat(type) && (o.prescaleFactor != 1.0 || o.postscaleFactor != 1.0)) {
-    throw InvalidArgumentError(what +
-                               ": prescale/postscale factors apply to floating-point "
-                               "types only (got " +
-                               std::string(dataTypeName(type)) + ")");
-  }
   if (o.fp16Compression && !isFloat(type)) {
     throw InvalidArgumentError(what + ": fp16 compression applies to floating-point types only");
   }
@@ -117,6 +113,11 @@ Engine::~Engine() {
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+}
+
+void Engine::setStopReason(const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (stopReason_.empty()) stopReason_ = reason;
 }
 
 Clock::time_point Engine::now() const { return options_.clock ? options_.clock() : Clock::now(); }
@@ -242,25 +243,22 @@ std::unique_ptr<LocalOp> Engine::makeOp(const std::string& name, OpType type, co
 
 Handle Engine::submit(std::vector<std::unique_ptr<LocalOp>> ops, std::shared_ptr<OpState> state) {
   for (auto& op : ops) op->state = state;
+  std::vector<const std::string*> names;
+  for (const auto& op : ops) names.push_back(&op->request.name);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (failure_) std::rethrow_exception(failure_);
-    for (size_t i = 0; i < ops.size(); ++i) {
-      const Request& r = ops[i]->request;
-      bool duplicate = inFlight_.count(r.name) > 0;
-      for (size_t j = 0; j < i; ++j) duplicate = duplicate || ops[j]->request.name == r.name;
-      if (duplicate) {
-        throw InvalidArgumentError(std::string(opTypeName(r.type)) + " '" + r.name +
-                                   "': an op of this name is already in flight on rank " +
-                                   std::to_string(rank_) +
-                                   " (a name identifies one op across ranks: wait for the "
-                                   "first before submitting it again)");
-      }
+    if (const std::string* taken = names_->take(names)) {
+      throw InvalidArgumentError(std::string(opTypeName(ops.front()->request.type)) + " '" +
+                                 *taken + "': an op of this name is already in flight on rank " +
+                                 std::to_string(rank_) +
+                                 " (a name identifies one op across ranks: synchronize the "
+                                 "first before submitting it again)");
     }
-    for (auto& op : ops) {
-      inFlight_.insert(op->request.name);
-      incoming_.push_back(std::move(op));
-    }
+    std::vector<std::string> held;
+    for (const std::string* name : names) held.push_back(*name);
+    state->holdNames(std::make_unique<NameLease>(names_, std::move(held)));
+    for (auto& op : ops) incoming_.push_back(std::move(op));
     wake_ = true;
   }
   cv_.notify_all();
@@ -437,6 +435,7 @@ void Engine::loop() {
         incoming_.clear();
       }
       stop = stopRequested_;
+      if (stop) stopReasonMine_ = stopReason_.empty() ? kStopShutdown : stopReason_;
       joined = joinOp_ != nullptr;
     }
     next = Clock::now() + options_.cycleTime;
@@ -529,14 +528,7 @@ bool Engine::cycle(bool stop, bool joined) {
     controller_.resetJoin();
   }
   if (any.stop) {
-    // A process set's engine also stops when the set is removed.
-    failAll(std::make_exception_ptr(InvalidArgumentError(
-        options_.scope.empty()
-            ? "hvd was shut down (hvd::shutdown() on some rank): the engine stopped before this "
-              "op ran"
-            : options_.scope +
-                  " was removed, or hvd was shut down on one of its ranks: its engine stopped "
-                  "before this op ran")));
+    failAll(stopError(stop));
     return false;
   }
   if (rank_ == 0 && stall_.enabled()) checkStalls(t);
@@ -599,10 +591,6 @@ void Engine::complete(LocalOp* op, std::exception_ptr error) {
   std::shared_ptr<OpState> state = op->state;
   activeOrder_.erase(std::find(activeOrder_.begin(), activeOrder_.end(), op));
   active_.erase(name);  // destroys *op
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    inFlight_.erase(name);
-  }
   state->finishMember(error);
 }
 
@@ -616,11 +604,39 @@ void Engine::failAll(std::exception_ptr error) {
     if (!failure_) failure_ = error;
     for (auto& op : incoming_) states.push_back(op->state);
     incoming_.clear();
-    inFlight_.clear();
     if (joinOp_) states.push_back(std::move(joinOp_));
     joinOp_.reset();
   }
   for (auto& state : states) state->fail(error);
+}
+
+std::exception_ptr Engine::stopError(bool stopping) {
+  // Every rank is in this cycle (the stop bit reached all of them at once), so one more
+  // allgather is safe; it costs nothing but at the end.
+  const std::string mine = stopping ? stopReasonMine_ : std::string();
+  const std::vector<size_t> counts = coll::allgatherCounts(context_, mine.size());
+  size_t total = 0;
+  for (size_t c : counts) total += c;
+  std::vector<char> all(total);
+  coll::allgather(context_, mine.data(), mine.size(), all.data(), counts, DataType::kUInt8);
+  std::string who;
+  bool removed = false;
+  size_t offset = 0;
+  for (size_t r = 0; r < counts.size(); ++r) {
+    const std::string reason(all.data() + offset, counts[r]);
+    offset += counts[r];
+    if (reason.empty()) continue;
+    removed = removed || reason == kStopRemoved;
+    const int jobRank = options_.jobRanks.empty() ? static_cast<int>(r) : options_.jobRanks[r];
+    if (!who.empty()) who += "; ";
+    who += "rank " + std::to_string(jobRank) + (static_cast<int>(r) == rank_ ? " (this rank) " : " ") + reason;
+  }
+  const std::string tail = ": the engine stopped before this op ran";
+  if (removed && !options_.scope.empty()) {
+    return std::make_exception_ptr(InvalidArgumentError(options_.scope + " was removed" + tail));
+  }
+  return std::make_exception_ptr(
+      PeerError((options_.scope.empty() ? who : options_.scope + ": " + who) + tail));
 }
 
 void Engine::checkStalls(Clock::time_point t) {

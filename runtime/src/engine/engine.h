@@ -3,16 +3,21 @@
 // the user-visible semantics and controller.h for the negotiation protocol.
 //
 // Threads: submit calls, join(), stats() and the timeline calls may come from any thread; they
-// touch only the submission queue, the in-flight name set, the join request and a timeline
-// swap request, under `mutex_`. Everything
+// touch only the submission queue, the join request and a timeline swap request, under
+// `mutex_`, and the in-flight names (in_flight_names.h: taken at submit, given back by the
+// handle's waiter). Everything
 // else — the replicated negotiation state, the ops being negotiated, the fusion buffer, the
 // Context — belongs to the engine thread alone. Handles are completed through their OpState's
-// own mutex, after the name has left the in-flight set (so a waiter may resubmit the name at
-// once). Lock order: mutex_ before an OpState's mutex, never the reverse.
+// own mutex; a waiter that saw its op finish gives the name back and may resubmit it at once.
+// Lock order: mutex_ before an OpState's mutex, never the reverse.
 //
 // Lifetime: the destructor asks every rank to stop (a flag in the next cycle's bit vector) and
 // joins the thread; all ranks leave the cycle loop in the same cycle, so no rank is left
-// waiting in a collective. Ops still pending then fail with an error saying hvd was shut down.
+// waiting in a collective. In that cycle the ranks also gather why each stopping rank stops
+// (setStopReason), so that the ops still pending on the others, and every later submit there,
+// fail with a PeerError naming the rank and what it did (shut down, exited) — a peer that went
+// away is a failure of the job, not a wrong argument of the caller. Only a removed process set
+// is an InvalidArgumentError (submitting to it is the caller's mistake).
 // A failing collective (a peer died or timed out) fails every pending op and every later submit
 // with that error; a stall shutdown fails them with an hvd::TimeoutError naming the stalled ops.
 //
@@ -42,6 +47,7 @@
 #include "collectives/host_collectives.h"
 #include "engine/controller.h"
 #include "engine/executor.h"
+#include "engine/in_flight_names.h"
 #include "engine/op_state.h"
 #include "engine/stall.h"
 #include "gpu/device_backend.h"
@@ -76,6 +82,13 @@ struct EngineOptions {
   // Called on rank 0 with each stall warning, besides the log (tests capture it here).
   std::function<void(const std::string&)> onStallWarning;
 };
+
+// Why a rank's engine stops (Engine::setStopReason), as the other ranks' errors say it after
+// "rank N ".
+inline constexpr const char* kStopShutdown = "shut hvd down (called shutdown())";
+inline constexpr const char* kStopExiting =
+    "exited without shutting hvd down (its program ended or raised: see that rank's output)";
+inline constexpr const char* kStopRemoved = "removed the process set";
 
 // The counters are public (hvd/engine.hpp); the engine's own name stays for its callers.
 using EngineStats = hvd::EngineStats;
@@ -112,6 +125,10 @@ class Engine {
 
   EngineStats stats() const;
 
+  // Why this rank's engine will stop (one of kStop*), said to the other ranks in the stop cycle;
+  // call before destroying the engine. The first reason given wins; none: kStopShutdown.
+  void setStopReason(const std::string& reason);
+
   // hvd::startTimeline / hvd::stopTimeline (hvd/engine.hpp); any thread. On ranks other than 0
   // they only check the path.
   void startTimeline(const std::string& path, bool markCycles);
@@ -135,6 +152,8 @@ class Engine {
   void complete(LocalOp* op, std::exception_ptr error);
   // Fails every pending op (and join) with `error`; later submits throw it.
   void failAll(std::exception_ptr error);
+  // The stop cycle: gathers every rank's reason and builds the error the pending ops get.
+  std::exception_ptr stopError(bool stopping);
   void checkStalls(Clock::time_point now);
   Clock::time_point now() const;
   // Posts a timeline change and waits until it took effect; returns the timeline it replaced.
@@ -154,10 +173,11 @@ class Engine {
   mutable std::mutex mutex_;
   std::condition_variable cv_;
   std::vector<std::unique_ptr<LocalOp>> incoming_;
-  std::set<std::string> inFlight_;
+  const std::shared_ptr<InFlightNames> names_ = std::make_shared<InFlightNames>();
   std::shared_ptr<OpState> joinOp_;
   std::exception_ptr failure_;  // set once the engine stopped: later submits throw it
   bool stopRequested_ = false;
+  std::string stopReason_;  // setStopReason; copied to stopReasonMine_ by the engine thread
   bool paused_ = false;
   bool wake_ = false;  // something for the engine thread: start a cycle now
   uint64_t barriers_ = 0;
@@ -185,6 +205,7 @@ class Engine {
   std::map<std::string, std::unique_ptr<LocalOp>> active_;
   std::vector<LocalOp*> activeOrder_;  // submission order
   bool stallShutdownDue_ = false;
+  std::string stopReasonMine_;  // this rank's reason, once it asked to stop
 
   std::thread thread_;
 };

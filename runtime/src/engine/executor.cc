@@ -38,9 +38,8 @@ void convertScaled(DataType srcType, const void* src, DataType dstType, void* ds
     if (src != dst) std::memcpy(dst, src, count * dataTypeSize(srcType));
     return;
   }
-  if (!isFloat(srcType) || !isFloat(dstType)) {
-    throw InternalError("engine: cannot scale or convert integer data");
-  }
+  // Integers go through float64 too and are truncated toward zero on the way back, as
+  // Horovod scales them.
   // Fast paths for the common float32 cases (the compiler vectorises them).
   if (srcType == DataType::kFloat32 && dstType == DataType::kFloat32 && divisor <= 1) {
     const float f = static_cast<float>(factor);
@@ -295,6 +294,13 @@ void Executor::hostAllreduceBatch(const std::vector<const Response*>& batch,
   const DataType wire = wireType(meta);
   const bool compressed = wire != type;
   const int n = context_.size();
+  // An average that must not be rounded before the postscale: summed, then divided by n in
+  // float64 with the postscale (compressed data is summed in float16 and divided after the
+  // cast back; integers are rounded once, after both, as Horovod's float64 scaling does).
+  const bool divideLate = meta.reduceOp == ReduceOp::kAverage &&
+                          (compressed || (!isFloat(type) && meta.postscale != 1.0));
+  const ReduceOp op = divideLate ? ReduceOp::kSum : meta.reduceOp;
+  const int divisor = divideLate ? n : 1;
 
   // Nothing to convert on the way in: one segmented allreduce straight from the members'
   // inputs to their outputs (no fusion buffer copies; a rank that has joined reduces zeros),
@@ -319,11 +325,11 @@ void Executor::hostAllreduceBatch(const std::vector<const Response*>& batch,
       }
     }
     for (LocalOp* local : locals) phaseBegin(local, "HVD_ALLREDUCE");
-    host_.allreduceSegments(segments, type, {meta.reduceOp});
+    host_.allreduceSegments(segments, type, {op});
     for (LocalOp* local : locals) phaseEnd(local);
     if (meta.postscale != 1.0) {
       for (const auto& s : segments) {
-        convertScaled(type, s.output, type, s.output, s.count, meta.postscale, 1);
+        convertScaled(type, s.output, type, s.output, s.count, meta.postscale, divisor);
       }
     }
     return;
@@ -346,13 +352,9 @@ void Executor::hostAllreduceBatch(const std::vector<const Response*>& batch,
     }
     offset += count;
   }
-  // Compressed averages are summed in float16 and divided after the cast back.
-  const ReduceOp op =
-      compressed && meta.reduceOp == ReduceOp::kAverage ? ReduceOp::kSum : meta.reduceOp;
   for (LocalOp* local : locals) phaseBegin(local, "HVD_ALLREDUCE");
   host_.allreduce(buffer, buffer, total, wire, {op});
   for (LocalOp* local : locals) phaseEnd(local);
-  const int divisor = compressed && meta.reduceOp == ReduceOp::kAverage ? n : 1;
   offset = 0;
   for (size_t i = 0; i < batch.size(); ++i) {
     const size_t count = static_cast<size_t>(batch[i]->request.elements());
@@ -417,12 +419,16 @@ void Executor::reducescatter(const Response& response, LocalOp* local) {
   out.resize(mine * elem);
   ++counters_.collectives;
   counters_.bytes += count * elem;
+  // As in hostAllreduceBatch: an integer average with a postscale is rounded once, at the end.
+  const bool divideLate = meta.reduceOp == ReduceOp::kAverage && !isFloat(meta.dtype) &&
+                          meta.postscale != 1.0;
   ReducescatterOptions options;
-  options.op = meta.reduceOp;
+  options.op = divideLate ? ReduceOp::kSum : meta.reduceOp;
   options.rowElements = rowElements;
   host_.reducescatter(input, dataOf(out), count, meta.dtype, options);
   if (meta.postscale != 1.0) {
-    convertScaled(meta.dtype, out.data(), meta.dtype, out.data(), mine, meta.postscale, 1);
+    convertScaled(meta.dtype, out.data(), meta.dtype, out.data(), mine, meta.postscale,
+                  divideLate ? context_.size() : 1);
   }
   Shape shape = meta.shape;
   shape[0] = static_cast<int64_t>(mine / rowElements);

@@ -123,8 +123,8 @@ class Executor {
   uint8_t emptyByte_ = 0;
 };
 
-// dst[i] = src[i] * factor / divisor, converting between data types (any float type, or equal
-// integer types with factor 1 and divisor 1). Exposed for tests.
+// dst[i] = src[i] / divisor * factor, converting between data types, computed in float64 (an
+// integer result is truncated toward zero, as Horovod scales integers). Exposed for tests.
 void convertScaled(DataType srcType, const void* src, DataType dstType, void* dst, size_t count,
                    double factor, int divisor);
 

@@ -30,12 +30,14 @@ bool OpState::done() const {
 void OpState::wait() const {
   std::unique_lock<std::mutex> lock(mutex_);
   cv_.wait(lock, [&] { return done_; });
+  if (lease_) lease_->release();
   if (error_) std::rethrow_exception(error_);
 }
 
 bool OpState::waitFor(std::chrono::milliseconds timeout) const {
   std::unique_lock<std::mutex> lock(mutex_);
   if (!cv_.wait_for(lock, timeout, [&] { return done_; })) return false;
+  if (lease_) lease_->release();
   if (error_) std::rethrow_exception(error_);
   return true;
 }

@@ -2,15 +2,21 @@
 // completion, error and engine-allocated results. The engine thread fills the results and then
 // completes the state under its mutex; waiters read them only after seeing `done`, so the mutex
 // orders every access (no data race on the outputs).
+//
+// The state also holds the names of its ops (in_flight_names.h): they stay taken until a waiter
+// has seen the op finish, or until the state is destroyed (every handle dropped, the engine done
+// with it).
 #pragma once
 
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "engine/in_flight_names.h"
 #include "hvd/engine.hpp"
 
 namespace hvd::engine {
@@ -22,6 +28,8 @@ class OpState {
   OpState(std::string name, int members) : name_(std::move(name)), remaining_(members) {}
 
   const std::string& name() const { return name_; }
+  // Engine side, at submit: the names this op holds until a waiter sees it finish.
+  void holdNames(std::unique_ptr<NameLease> lease) { lease_ = std::move(lease); }
 
   // Engine side (the engine thread, or a submit call failing at once). One member finished;
   // `error` (may be null) is kept if it is the first. The last member completes the handle.
@@ -37,6 +45,7 @@ class OpState {
 
   // User side.
   bool done() const;
+  // Both give the names back once they have seen the op finish (successfully or not).
   void wait() const;  // rethrows the error
   bool waitFor(std::chrono::milliseconds timeout) const;
   const std::vector<uint8_t>& output() const { return output_; }
@@ -55,6 +64,7 @@ class OpState {
   Shape outputShape_;
   std::vector<int64_t> splits_;
   int64_t value_ = -1;
+  std::unique_ptr<NameLease> lease_;  // set before the op is queued, never replaced
 };
 
 }  // namespace hvd::engine

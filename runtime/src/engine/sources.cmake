@@ -5,6 +5,7 @@ target_sources(hvd PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/engine.cc
   ${CMAKE_CURRENT_LIST_DIR}/executor.cc
   ${CMAKE_CURRENT_LIST_DIR}/handle.cc
+  ${CMAKE_CURRENT_LIST_DIR}/in_flight_names.cc
   ${CMAKE_CURRENT_LIST_DIR}/mismatch.cc
   ${CMAKE_CURRENT_LIST_DIR}/request.cc
   ${CMAKE_CURRENT_LIST_DIR}/response_cache.cc
