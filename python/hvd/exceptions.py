@@ -3,8 +3,9 @@
 
 class HorovodInternalError(RuntimeError):
     """A collective failed while it ran: a peer died or timed out, the ranks disagreed on an
-    op (the message names the tensor, the field and the ranks), or hvd was shut down. Raised
-    when a handle is waited on (synchronize, or the sync form of an op)."""
+    op (the message names the tensor, the field and the ranks), or a peer is gone (exited, was
+    killed or shut hvd down: the message names it). Raised when a handle is waited on
+    (synchronize, or the sync form of an op), and at submit once a peer is gone."""
 
 
 class HostsUpdatedInterrupt(RuntimeError):

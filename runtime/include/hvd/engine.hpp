@@ -17,7 +17,10 @@
 //   the ranks that differ, e.g. "allreduce 'fc1.weight': shape [17,18] on rank 1, [17,17] on
 //   ranks 0,2". The job stays usable.
 // * Submitting a name that is already in flight on this rank fails at once (InvalidArgument,
-//   thrown by the submit call); the job stays usable.
+//   thrown by the submit call); the job stays usable. A name is in flight from its submit until
+//   a wait()/waitFor() on its handle has seen the op finish, or until every copy of the handle
+//   is gone and the op has finished — however early the engine ran it — so whether a second
+//   submit is refused never depends on the engine's speed.
 // * Buffers passed to a submit call must stay valid and untouched until the handle is done.
 //   Input and output may be the same buffer (in place).
 // * A stall (some ranks submitted a name, others did not, for HVD_STALL_CHECK_TIME seconds) is
@@ -28,8 +31,11 @@
 // * If a peer dies or times out, every pending handle fails with that error (PeerError,
 //   TimeoutError), and so does every later submit (it throws). After a stall shutdown, pending
 //   handles fail and later submits throw an hvd::TimeoutError naming the stalled ops. After
-//   hvd::shutdown() on any rank the engine stops on every rank: pending ops fail with an error
-//   saying so. Calling these functions before hvd::init() throws InvalidArgumentError.
+//   hvd::shutdown() on any rank, or the end of a rank's program without it, the engine stops on
+//   every rank: pending ops fail, and later submits throw, a PeerError naming the rank and what
+//   it did ("rank 1 shut hvd down (called shutdown())", "rank 1 exited without shutting hvd
+//   down ..."). Calling these functions before hvd::init() throws InvalidArgumentError; in a
+//   process forked after init, an InternalError (its threads stayed with the parent).
 // * Tuning (environment, also under the HOROVOD_* names): HVD_CYCLE_TIME (ms, default 1),
 //   HVD_FUSION_THRESHOLD (bytes, default 128 MiB, 0 = no fusion), HVD_CACHE_CAPACITY (default
 //   1024, 0 = no response cache), HVD_STALL_CHECK_TIME / HVD_STALL_SHUTDOWN_TIME (seconds,
@@ -55,7 +61,9 @@ using Shape = std::vector<int64_t>;
 struct OpOptions {
   ReduceOp op = ReduceOp::kAverage;  // allreduce and reducescatter
   // Inputs are multiplied by prescaleFactor before the reduction and the result by
-  // postscaleFactor after it (floating-point types only; 1.0 for integers).
+  // postscaleFactor after it. Integers are scaled as Horovod scales them: in float64, each
+  // rank's scaled input truncated toward zero, the result (an average: the sum divided by the
+  // size) scaled and truncated once at the end.
   double prescaleFactor = 1.0;
   double postscaleFactor = 1.0;
   // float32/float64 allreduce sent as float16 and cast back: half the bytes on the wire (sums

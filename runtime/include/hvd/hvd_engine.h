@@ -17,10 +17,13 @@
  *  - a submit call (hvd_*_async, hvd_join) returns HVD_ERR_INVALID_ARGUMENT for arguments that
  *    are wrong on this rank alone (bad shape, null buffer, a name already in flight, splits that
  *    do not add up, hvd not initialised); any other status means the engine had already failed
- *    (a peer died, a stall shutdown) and no op was submitted;
+ *    (a peer died, exited or shut hvd down: HVD_ERR_PEER naming it; a stall shutdown) or the
+ *    process was forked after init (HVD_ERR_INTERNAL), and no op was submitted;
  *  - hvd_handle_wait / hvd_handle_wait_for return the op's failure: a mismatch across ranks
  *    (HVD_ERR_INVALID_ARGUMENT, naming the tensor, the field and the ranks), a peer failure or
- *    timeout, a shutdown.
+ *    timeout, a shutdown (HVD_ERR_PEER, naming the rank).
+ * A name stays in flight until hvd_handle_wait (or a hvd_handle_wait_for that saw the op done)
+ * has returned for its handle, or the handle was released and the op finished.
  * Either way hvd_last_error() holds the C++ API's message for the calling thread.
  *
  * Threads: every call may come from any thread. No call holds a lock of libhvd's while it
