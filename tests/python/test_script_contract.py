@@ -219,3 +219,27 @@ def test_a_child_forked_after_init_fails_at_once_and_exits_cleanly():
     # The parent's hvd is untouched.
     assert hvd.allreduce(torch.ones(2), op=hvd.Sum, name="after.fork").tolist() == [
         float(hvd.size())] * 2
+
+
+@pytest.mark.parametrize("change", ["resize", "set"])
+def test_a_tensor_changed_while_its_op_is_in_flight_fails_that_op_not_the_job(change):
+    # Rank 0's op cannot run before the others submit theirs, after the barrier that rank 0
+    # enters once it has changed the tensor: the change surely happens while it is in flight.
+    # (Shrinking keeps the memory; set_ gives the tensor another storage, while hvd keeps the
+    # old one alive for the engine.)
+    t = torch.ones(64)
+    if hvd.rank() == 0:
+        handle = hvd.allreduce_async_(t, name="moved.%s" % change, op=hvd.Sum)
+        if change == "resize":
+            t.resize_(16)
+        else:
+            t.set_(torch.zeros(64))
+        hvd.barrier()
+        with pytest.raises(hvd.HorovodInternalError, match="resized or given new storage"):
+            hvd.synchronize(handle)
+    else:
+        hvd.barrier()
+        handle = hvd.allreduce_async_(t, name="moved.%s" % change, op=hvd.Sum)
+        assert hvd.synchronize(handle).tolist() == [float(hvd.size())] * 64
+    assert hvd.allreduce(torch.ones(2), op=hvd.Sum, name="after.moved.%s" % change).tolist() \
+        == [float(hvd.size())] * 2

@@ -36,14 +36,34 @@ _WIDE_FLOATS = (torch.float32, torch.float64)  # what the engine's fp16 compress
 
 class _Pending:
     """One Python handle: the engine handles behind it, how to turn them into the result, and
-    the buffers the engine reads until they are done."""
+    the buffers the engine reads until they are done, with where their memory was at submit."""
 
-    __slots__ = ("handles", "finish", "keep")
+    __slots__ = ("handles", "finish", "keep", "places")
 
     def __init__(self, handles, finish, keep):
         self.handles = handles
         self.finish = finish
-        self.keep = keep
+        kept = keep if isinstance(keep, (list, tuple)) else [keep]
+        tensors = [t for t in kept if isinstance(t, torch.Tensor)]
+        # The storages too: a tensor given another storage (set_) while its op is in flight
+        # leaves the engine's memory alive with them. (A resize_ that grows a tensor
+        # reallocates inside its storage; nothing outside torch can keep that memory.)
+        self.keep = (keep, [_storage(t) for t in tensors])
+        self.places = [(t, t.data_ptr(), tuple(t.shape)) for t in tensors]
+
+    def moved(self):
+        """A kept tensor whose memory or shape changed while the op was in flight (resize_,
+        set_), or None. The engine used the memory the tensor had at submit."""
+        for t, pointer, shape in self.places:
+            if t.data_ptr() != pointer or tuple(t.shape) != shape:
+                return t
+        return None
+
+
+def _storage(tensor):
+    # untyped_storage() from torch 2.0 on; storage() before (deprecated after).
+    get = getattr(tensor, "untyped_storage", None)
+    return get() if get is not None else tensor.storage()
 
 
 _lock = threading.Lock()
@@ -262,6 +282,16 @@ def synchronize(handle):
                 failure = lib.error()
         if failure is not None:
             raise HorovodInternalError(failure)
+        moved = pending.moved()
+        if moved is not None:
+            # Its result went to (or its input came from) memory the tensor no longer owns:
+            # fail the op rather than return values that are not the collective's.
+            name = lib.handle_name(pending.handles[0])
+            raise HorovodInternalError(
+                "%s: the tensor was resized or given new storage while its op was in flight "
+                "(now %s); the op used the memory it had at submit, so its result is lost. "
+                "Synchronize an op before changing its tensor." % (
+                    (name or b"op").decode("utf-8", "replace"), list(moved.shape)))
         return pending.finish(pending.handles)
     finally:
         for h in pending.handles:
