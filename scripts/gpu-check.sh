@@ -10,7 +10,8 @@
 #      --backend host; NCCL itself refuses two ranks on one GPU);
 #   4. hvd-gpu-bench: hvd::allreduce on device buffers, 64 KiB .. 1 GiB, beside a plain
 #      ncclAllReduce loop at np 1, as a table;
-#   5. hvd.torch on CUDA tensors with the machine's own torch (tests/python/gpu/cuda_check.py):
+#   5. hvd.torch on CUDA tensors with the machine's own torch (tests/python/gpu/cuda_check.py,
+#      integer scale factors and in-flight names included):
 #      np 1 over NCCL, np 2 sharing the GPU over the host-staged path; the ranks meet through a
 #      file store (HVD_STORE_FILE), since hvdrun needs gRPC, which this machine lacks;
 #   6. process sets on CUDA tensors (tests/python/gpu/cuda_process_sets.py): np 2 over NCCL,

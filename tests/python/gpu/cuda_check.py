@@ -112,6 +112,30 @@ def distributed_optimizer_matches_one_process():
         assert torch.allclose(p.detach().cpu(), q.detach(), rtol=1e-4, atol=1e-5)
 
 
+@check
+def integer_scale_factors_and_names_held_until_synchronized():
+    # Integers scaled as Horovod scales them (float64, truncated toward zero) on CUDA tensors
+    # too, and a second submit of a name refused until the first is synchronized, however fast
+    # the GPU ran it.
+    base = torch.arange(12, dtype=torch.float64) % 7 - 3
+    for dtype in (torch.int32, torch.int64):
+        x = (base + hvd.rank()).to(dtype).to(device())
+        want = torch.trunc(sum(torch.trunc((base + r) * 1.5) for r in range(hvd.size())) * 0.5)
+        out = hvd.allreduce(x, op=hvd.Sum, prescale_factor=1.5, postscale_factor=0.5,
+                            name="cuda.int.scaled.%s" % dtype)
+        assert torch.equal(out.cpu(), want.to(dtype)), (dtype, out.cpu(), want)
+    for i in range(50):
+        h = hvd.allreduce_async(torch.ones(4, device=device()), name="cuda.dup", op=hvd.Sum)
+        while not hvd.poll(h):
+            pass
+        try:
+            hvd.allreduce_async(torch.ones(4, device=device()), name="cuda.dup")
+            raise AssertionError("round %d: a second in-flight submit was accepted" % i)
+        except ValueError:
+            pass
+        assert hvd.synchronize(h).cpu().tolist() == [float(hvd.size())] * 4
+
+
 def main():
     if not torch.cuda.is_available():
         print("SKIP: torch sees no CUDA device")
