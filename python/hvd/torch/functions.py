@@ -8,6 +8,8 @@ import pickle
 
 import torch
 
+from hvd.torch._engine import _DTYPES
+from hvd.torch.basics import rank
 from hvd.torch.mpi_ops import allgather, broadcast_, broadcast_async_, synchronize
 from hvd.torch.process_sets import _set_id, global_process_set
 
@@ -49,71 +51,134 @@ def broadcast_parameters(params, root_rank, prefix=None, process_set=global_proc
 
 
 def _initialise_state(optimizer):
-    """A new optimizer has no state until its first step, and every rank needs the same state
-    entries before they can be broadcast. One local step on zero gradients creates them (Adam's
-    moments, SGD's momentum buffers); the parameters are put back afterwards, since weight
-    decay would move them even on a zero gradient."""
-    saved = {}
+    """A new optimizer has no state until its first step. As in Horovod, one local step on
+    zero gradients creates it (Adam's moments, SGD's momentum buffers), and the zero gradients
+    stay behind (a parameter that does not require grad keeps its own); the parameters' values
+    are put back, since weight decay would move them even on a zero gradient."""
+    values = {}
     for group in optimizer.param_groups:
         for p in group["params"]:
             if p.requires_grad:
-                saved[p] = p.grad
-                p.grad = torch.zeros_like(p.data)
-                if isinstance(optimizer, torch.optim.SparseAdam):
-                    p.grad = p.grad.to_sparse()
-    values = {p: p.data.clone() for p in saved}
+                values[p] = p.data.clone()
+                zeros = torch.zeros_like(p.data)
+                # SparseAdam accepts sparse gradients only: an empty sparse tensor is its zero.
+                p.grad = zeros.to_sparse() if isinstance(optimizer, torch.optim.SparseAdam) \
+                    else zeros
     # A DistributedOptimizer's own step() would allreduce: call the wrapped class's step.
     step = getattr(optimizer, "_hvd_local_step", optimizer.step)
     step()
-    for p, grad in saved.items():
-        p.data.copy_(values[p])  # weight decay on a zero gradient must not change the model
-        p.grad = grad
+    with torch.no_grad():
+        for p, value in values.items():
+            p.data.copy_(value)  # weight decay on a zero gradient must not change the model
+
+
+class _Slot:
+    """Stands for a state tensor of the root in the description every rank receives: the
+    tensor itself travels separately, broadcast in place."""
+
+    __slots__ = ("shape", "dtype", "on_cpu")
+
+    def __init__(self, tensor):
+        self.shape = tuple(tensor.shape)
+        self.dtype = tensor.dtype
+        self.on_cpu = tensor.device.type == "cpu"
+
+    def __getstate__(self):
+        return self.shape, self.dtype, self.on_cpu
+
+    def __setstate__(self, state):
+        self.shape, self.dtype, self.on_cpu = state
+
+    def fits(self, value):
+        """Whether `value` can receive the root's tensor in place."""
+        return (torch.is_tensor(value) and value.layout == torch.strided
+                and value.dtype == self.dtype and tuple(value.shape) == self.shape
+                and (value.device.type == "cpu") == self.on_cpu)
+
+
+def _travels_in_place(value):
+    # Sparse tensors and dtypes the engine does not carry (bool, complex) go with the pickle.
+    return torch.is_tensor(value) and value.layout == torch.strided and value.dtype in _DTYPES
+
+
+def _describe(optimizer, params):
+    """The root's optimizer as one picklable object: every param group's options, and every
+    parameter's state with its tensors replaced by _Slots."""
+    groups = [{k: v for k, v in g.items() if k != "params"} for g in optimizer.param_groups]
+    sizes = [len(g["params"]) for g in optimizer.param_groups]
+    state = []
+    for index, p in enumerate(params):
+        if p in optimizer.state:
+            entries = optimizer.state[p]
+            state.append((index, {key: _Slot(value) if _travels_in_place(value) else value
+                                  for key, value in entries.items()}))
+    return {"groups": groups, "sizes": sizes, "state": state}
 
 
 def broadcast_optimizer_state(optimizer, root_rank, prefix="Parameter.",
                               process_set=global_process_set):
-    """Copies root_rank's optimizer state (per-parameter buffers and the param groups'
-    options, such as lr) into every member's optimizer."""
+    """Copies root_rank's optimizer state into every member's optimizer: each param group's
+    options (lr, momentum, betas, ...) and each parameter's state entries, with their types.
+    A new optimizer first takes one local step on zero gradients to create its state (the
+    zero gradients stay, the parameters do not move).
+
+    The root's options and non-tensor state (None, numbers, ...) travel in one pickled
+    object, together with a description of its state tensors; those are then broadcast in
+    place, so every rank submits the same collectives whatever its own state looks like."""
     _set_id(process_set, "broadcast_optimizer_state")
     if isinstance(optimizer, torch.optim.LBFGS):
         raise ValueError("cannot broadcast torch.optim.LBFGS state")
-    if len(optimizer.state_dict()["state"]) == 0:
+    if len(optimizer.state) == 0:
         _initialise_state(optimizer)
-    state_dict = optimizer.state_dict()
-    if len(state_dict["state"]) == 0:
-        return  # a stateless optimizer (plain SGD): only the options below
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    layout = _describe(optimizer, params) if rank() == root_rank else None
+    layout = broadcast_object(layout, root_rank, name="%sstate" % prefix,
+                              process_set=process_set)
 
-    # Tensors in place, keyed by the parameter's position and the state's name, so every rank
-    # submits the same names; scalars (Adam's step in torch < 1.12) travel as float64 tensors.
+    mismatch = None
+    if layout["sizes"] != [len(g["params"]) for g in optimizer.param_groups]:
+        mismatch = ("broadcast_optimizer_state: the root's optimizer has param groups of %s "
+                    "parameters, this rank's of %s" %
+                    (layout["sizes"], [len(g["params"]) for g in optimizer.param_groups]))
+
+    # Every rank broadcasts one tensor per slot of the root's description, in its order: its
+    # own state tensor where it fits, a new one otherwise.
     tensors = []
-    scalars = []
-    for index, group in enumerate(state_dict["param_groups"]):
-        for pid in group["params"]:
-            if pid not in state_dict["state"]:
-                continue
-            for key, value in sorted(state_dict["state"][pid].items()):
-                name = "%s%d.%d.%s" % (prefix, index, pid, key)
-                if torch.is_tensor(value):
-                    tensors.append((name, value))
-                else:
-                    holder = torch.tensor([float(value)], dtype=torch.float64)
-                    tensors.append((name, holder))
-                    scalars.append((pid, key, type(value), holder))
+    received = []
+    for index, entries in layout["state"]:
+        p = params[index] if mismatch is None else None
+        own = optimizer.state.get(p, {}) if p is not None else {}
+        values = {}
+        for key, value in entries.items():
+            if isinstance(value, _Slot):
+                current = own.get(key)
+                if not value.fits(current):
+                    device = "cpu" if value.on_cpu or p is None else p.device
+                    current = torch.empty(value.shape, dtype=value.dtype, device=device)
+                tensors.append(("%s%d.%s" % (prefix, index, key), current.detach()))
+                value = current
+            values[key] = value
+        received.append((p, values))
     broadcast_parameters(tensors, root_rank, process_set=process_set)
-    options = broadcast_object([{k: v for k, v in g.items() if k != "params"}
-                                for g in state_dict["param_groups"]], root_rank,
-                               name="%soptions" % prefix, process_set=process_set)
-    for group, root_options in zip(state_dict["param_groups"], options):
-        group.update(root_options)
-    for pid, key, kind, holder in scalars:
-        state_dict["state"][pid][key] = kind(holder.item())
-    optimizer.load_state_dict(state_dict)
+    if mismatch is not None:
+        raise ValueError(mismatch)
+
+    for group, options in zip(optimizer.param_groups, layout["groups"]):
+        for key in [k for k in group if k != "params" and k not in options]:
+            del group[key]
+        group.update(options)
+    for p, values in received:
+        entries = optimizer.state.setdefault(p, {})
+        entries.clear()
+        entries.update(values)
+    kept = {id(p) for p, _ in received}
+    for p in [p for p in optimizer.state if id(p) not in kept]:
+        del optimizer.state[p]  # no state on the root: none here either
 
 
 def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set):
     """root_rank's `obj` (anything picklable), on every member (root_rank: a job rank)."""
     _set_id(process_set, "broadcast_object")
-    from hvd.torch.basics import rank
     name = name or type(obj).__name__
     if rank() == root_rank:
         buffer = io.BytesIO()
