@@ -570,23 +570,39 @@ def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=A
 
 def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
     """Horovod's reduction of a sparse COO tensor: every member's indices and values are
-    gathered (duplicates stay; torch sums them when the tensor is coalesced), values divided by
-    the set's size for Average. Returns a callable that waits and gives the sparse result."""
+    gathered (two allgathers, "<name>.indices" and "<name>.values"; the members' counts of
+    entries may differ, and may be zero), values divided by the set's size for Average. Returns
+    a callable that waits and gives the result: a sparse tensor of `tensor`'s size holding every
+    member's entries in set order, uncoalesced (an index held by several members, or several
+    times by one, appears that often; coalesce() sums them). Calling it again gives the same
+    tensor. Every member must give the same sparse_dim, dense sizes and dtype."""
     _set_id(process_set, "sparse_allreduce_async")
+    if not isinstance(tensor, torch.Tensor) or tensor.layout != torch.sparse_coo:
+        raise ValueError("sparse_allreduce_async: expected a sparse COO tensor, got %s" % (
+            tensor.layout if isinstance(tensor, torch.Tensor) else type(tensor).__name__))
     op = check_op(op)
     if op not in (Average, Sum):
         raise ValueError("sparse allreduce: op must be hvd.Average or hvd.Sum")
     divisor = process_set.size() if op == Average else 1
+    size = tensor.size()
+    # Allgather concatenates along dimension 0: the indices travel as [nnz, sparse_dim].
+    # Unnamed, each part is numbered like any unnamed op (the same order on every rank).
     indices = allgather_async(tensor._indices().transpose(0, 1).contiguous(),
-                              name="%s.indices" % name, process_set=process_set)
-    values = allgather_async(tensor._values(), name="%s.values" % name, process_set=process_set)
+                              name=None if name is None else "%s.indices" % name,
+                              process_set=process_set)
+    values = allgather_async(tensor._values(),
+                             name=None if name is None else "%s.values" % name,
+                             process_set=process_set)
+    done = []
 
     def result():
-        gathered_indices = synchronize(indices)
-        gathered_values = synchronize(values)
-        if op == Average:
-            gathered_values = gathered_values / divisor
-        return torch.sparse_coo_tensor(gathered_indices.transpose(0, 1), gathered_values,
-                                       tensor.size())
+        if not done:
+            gathered_indices = synchronize(indices)
+            gathered_values = synchronize(values)
+            if op == Average:
+                gathered_values = gathered_values / divisor
+            done.append(torch.sparse_coo_tensor(gathered_indices.transpose(0, 1),
+                                                gathered_values, size))
+        return done[0]
 
     return result

@@ -8,6 +8,18 @@ them all; a parameter whose gradient this rank did not compute this step is redu
 so the ranks that did compute it do not stall. With a process set, the gradients are averaged
 over its members only; on a rank outside the set the optimizer reduces nothing (Horovod: no
 hooks, synchronize() returns at once) and step() applies the local gradients.
+
+Sparse gradients (nn.Embedding(sparse=True)) stay sparse, so sparse optimizers (SparseAdam)
+work: by default every member's rows are gathered (sparse_allreduce_async) and the parameter
+gets their average, coalesced; with sparse_as_dense=True a dense copy is allreduced and the
+parameter gets the result back sparse (its rows with a nonzero entry), as in Horovod; members
+of a group are reduced densely that way too. They travel as row-sparse tensors (sparse_dim 1),
+whatever layout this rank's gradient has (an accumulation into a zeroed gradient has sparse_dim
+2), so that every rank's allgathers agree. A rank whose backward pass did not reach a sparse
+parameter takes part with no rows if it saw a sparse gradient of it at an earlier step (a
+tensor hook sees each parameter's first gradient); before that it cannot know the gradient
+would be sparse and, as Horovod does, takes part with dense zeros, which only matches the other
+ranks under sparse_as_dense=True (and gives it a dense gradient that step).
 """
 
 import contextlib
@@ -15,11 +27,28 @@ import warnings
 
 import torch
 
-from hvd.torch.basics import Average, check_op, size
+from hvd.torch.basics import Average, Sum, check_op, size
 from hvd.torch.compression import Compression
 from hvd.torch.mpi_ops import (_WIDE_FLOATS, _allreduce_async, _is_fp16, allreduce_async_,
                                grouped_allreduce_async_, sparse_allreduce_async, synchronize)
 from hvd.torch.process_sets import _set_id, global_process_set
+
+
+def _row_sparse(grad):
+    """(row indices [n], rows [n, *grad.shape[1:]]) of a gradient, each row once: the form
+    in which sparse gradients travel. The layout of a sparse gradient depends on how it came
+    about (an Embedding's has sparse_dim 1, a zeroed one sparse_dim = ndim, and accumulating
+    an empty batch's gradient into that keeps it), while the ranks' allgathers must agree."""
+    if not grad.is_sparse:
+        grad = grad.to_sparse(1)
+    grad = grad.coalesce()
+    indices, values = grad._indices(), grad._values()
+    if grad.sparse_dim() == 1:
+        return indices[0], values
+    rows, inverse = torch.unique(indices[0], sorted=True, return_inverse=True)
+    dense_rows = values.new_zeros((rows.numel(),) + tuple(grad.shape[1:]))
+    dense_rows.index_put_((inverse,) + tuple(indices[1:]), values, accumulate=True)
+    return rows, dense_rows
 
 
 def _split(items, parts):
@@ -55,6 +84,9 @@ class _DistributedMixin:
         self._allreduce_delay = {p: backward_passes_per_step for p in self._requires_update}
         self._handles = {}  # parameter (or group tuple) -> (handle, compression context)
         self._ready = {}    # group -> parameters of it whose gradients are ready
+        self._sparse = set()  # parameters this rank has seen a sparse gradient of
+        self._probes = {}     # parameter -> its probe's handle, until the probe has seen one
+        self._probed = set()  # parameters whose probe has seen a gradient
         self._synchronized = False
         self._should_synchronize = True
         self._grad_accs = []
@@ -127,6 +159,17 @@ class _DistributedMixin:
                 accumulator = p.expand_as(p).grad_fn.next_functions[0][0]
                 accumulator.register_hook(self._make_hook(p))
                 self._grad_accs.append(accumulator)  # it would be freed, and the hook with it
+            self._probes[p] = p.register_hook(self._make_probe(p))
+
+    def _make_probe(self, p):
+        """Sees p's first gradient before it is accumulated, to tell whether p's gradients
+        are sparse even when p.grad is dense (a sparse gradient added to a dense p.grad, such
+        as the dense zeros a rank reduced for it before it knew, stays dense)."""
+        def probe(grad):
+            self._probed.add(p)
+            if grad.is_sparse:
+                self._sparse.add(p)
+        return probe
 
     def _make_hook(self, p):
         def hook(*_ignored):
@@ -158,19 +201,31 @@ class _DistributedMixin:
             return 1.0 / self.gradient_predivide_factor, self.gradient_predivide_factor
         return 1.0, 1.0
 
-    def _allreduce_grad_async(self, p):
+    def _is_sparse(self, p):
+        """Whether p's gradients are sparse: this one, or one at an earlier step."""
+        if p.grad is not None and p.grad.is_sparse:
+            self._sparse.add(p)
+        return p in self._sparse
+
+    def _dense_grad(self, p):
+        """The dense tensor to reduce for p: p.grad itself when it is dense (reduced in
+        place); a dense copy of a sparse gradient, which stays; zeros where this rank did not
+        compute it (another rank may have), which become p.grad unless p's are sparse."""
         if p.grad is None:
-            # This rank did not compute it, another may have: take part with zeros.
-            p.grad = torch.zeros_like(p.data)
+            zeros = torch.zeros_like(p.data)
+            if p not in self._sparse:
+                p.grad = zeros
+            return zeros
+        if p.grad.is_sparse:
+            return p.grad.to_dense()
+        return p.grad
+
+    def _allreduce_grad_async(self, p):
         name = self._parameter_names.get(p)
         prescale, postscale = self._scale_factors()
-        if p.grad.is_sparse:
-            if self.sparse_as_dense:
-                p.grad = p.grad.to_dense()
-            else:
-                return sparse_allreduce_async(p.grad, name=name, op=self.op,
-                                              process_set=self.process_set), None
-        tensor = p.grad
+        if self._is_sparse(p) and not self.sparse_as_dense:
+            return self._sparse_allreduce_grad_async(p, name, prescale, postscale), None
+        tensor = self._dense_grad(p)
         if _is_fp16(self._compression) and tensor.dtype in _WIDE_FLOATS:
             # The engine casts to float16 and back in place: no compressed copy of the grad.
             set_id = _set_id(self.process_set, "DistributedOptimizer")
@@ -181,13 +236,43 @@ class _DistributedMixin:
                                   postscale_factor=postscale, process_set=self.process_set)
         return handle, (compressed, ctx)
 
+    def _sparse_allreduce_grad_async(self, p, name, prescale, postscale):
+        """Gathers every member's rows of p's gradient (none where this rank did not compute
+        it); the callable returned gives their sum, or for Average their average with the
+        dense path's pre- and postscale factors, as a coalesced sparse tensor."""
+        if self.op not in (Average, Sum):
+            raise ValueError("sparse gradients are reduced with op=hvd.Average or hvd.Sum only "
+                             "(or sparse_as_dense=True); got op=%r for %s" % (self.op, name))
+        if p.grad is None:
+            rows = torch.zeros(0, dtype=torch.long, device=p.device)
+            values = p.data.new_zeros((0,) + tuple(p.shape[1:]))
+        else:
+            rows, values = _row_sparse(p.grad)
+        if prescale != 1.0:
+            values = values * prescale
+        compressed, ctx = self._compression.compress(values)
+        gather = sparse_allreduce_async(
+            torch.sparse_coo_tensor(rows.unsqueeze(0), compressed, p.shape), name=name, op=Sum,
+            process_set=self.process_set)
+        divisor = self.process_set.size() / postscale if self.op == Average else None
+
+        def handle():
+            total = gather()
+            values = self._compression.decompress(total._values(), ctx)
+            if divisor is not None:
+                values = values / divisor
+            return torch.sparse_coo_tensor(total._indices(), values, p.shape).coalesce()
+
+        return handle
+
     def _grouped_allreduce_async(self, group):
+        # Grouped reductions are dense: a sparse member is reduced as a dense copy and given
+        # back sparse.
+        tensors = []
         for p in group:
-            if p.grad is None:
-                p.grad = torch.zeros_like(p.data)
-            elif p.grad.is_sparse:
-                p.grad = p.grad.to_dense()  # grouped reductions are dense
-        pairs = [self._compression.compress(p.grad) for p in group]
+            self._is_sparse(p)
+            tensors.append(self._dense_grad(p))
+        pairs = [self._compression.compress(t) for t in tensors]
         handle = grouped_allreduce_async_([c for c, _ in pairs],
                                           name=self._parameter_names.get(group[0]), op=self.op,
                                           process_set=self.process_set)
@@ -206,13 +291,14 @@ class _DistributedMixin:
         self._assign(key, output)
         self._allreduce_delay[key] = self.backward_passes_per_step
 
-    @staticmethod
-    def _assign(p, value):
-        if value is p.grad:
-            return
-        if p.grad.is_sparse or value.is_sparse:
+    def _assign(self, p, value):
+        if p in self._sparse:
+            # Sparse gradients are given back sparse (sparse optimizers take no others),
+            # whichever way they were reduced.
+            p.grad = value if value.is_sparse else value.to_sparse(1)
+        elif p.grad is None or p.grad.is_sparse or value.is_sparse:
             p.grad = value
-        else:
+        elif value is not p.grad:
             p.grad.copy_(value)
 
     def synchronize(self):
@@ -229,6 +315,11 @@ class _DistributedMixin:
                     self._handles[p] = self._allreduce_grad_async(p)
             for key, (handle, ctx) in list(self._handles.items()):
                 self._write_back(key, handle, ctx)
+        for p in self._probed:  # one gradient tells (not removed from within the hook)
+            handle = self._probes.pop(p, None)
+            if handle is not None:
+                handle.remove()
+        self._probed.clear()
         self._handles.clear()
         self._ready.clear()
         for p in self._requires_update:
