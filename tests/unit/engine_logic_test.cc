@@ -261,9 +261,10 @@ TEST(Fusion, ConvertScaledCastsAndScales) {
   EXPECT_EQ(shortCopy[0], -3);  // -3.5 toward zero
   EXPECT_EQ(shortCopy[1], 16383);
   int64_t longs[2] = {7, -9}, longCopy[2];
-  convertScaled(DataType::kInt64, longs, DataType::kInt64, longCopy, 2, 3.0, 2);  // v / 2 * 3
-  EXPECT_EQ(longCopy[0], 10);   // 10.5
-  EXPECT_EQ(longCopy[1], -13);  // -13.5
+  // v / 2 * 3: 10.5 and -13.5, toward zero.
+  convertScaled(DataType::kInt64, longs, DataType::kInt64, longCopy, 2, 3.0, 2);
+  EXPECT_EQ(longCopy[0], 10);
+  EXPECT_EQ(longCopy[1], -13);
 }
 
 // The controller driven by hand for 3 ranks: what every rank computes from the same inputs.

@@ -733,8 +733,7 @@ TEST(Engine, ANameStaysInFlightUntilItsHandleIsWaitedOnNotUntilTheOpRan) {
     for (int round = 0; round < 200; ++round) {
       Handle first = engine.allreduce("dup", x, x, {2}, DataType::kFloat32, {ReduceOp::kSum});
       while (!first.poll()) std::this_thread::yield();  // the op ran on every rank
-      EXPECT_THROW(engine.allreduce("dup", x, x, {2}, DataType::kFloat32, {}),
-                   InvalidArgumentError)
+      EXPECT_THROW(engine.allreduce("dup", x, x, {2}, DataType::kFloat32, {}), InvalidArgumentError)
           << "rank " << rank << " round " << round;
       first.wait();  // gives the name back: the next round may submit it again
     }

@@ -629,7 +629,8 @@ std::exception_ptr Engine::stopError(bool stopping) {
     removed = removed || reason == kStopRemoved;
     const int jobRank = options_.jobRanks.empty() ? static_cast<int>(r) : options_.jobRanks[r];
     if (!who.empty()) who += "; ";
-    who += "rank " + std::to_string(jobRank) + (static_cast<int>(r) == rank_ ? " (this rank) " : " ") + reason;
+    who += "rank " + std::to_string(jobRank) +
+           (static_cast<int>(r) == rank_ ? " (this rank) " : " ") + reason;
   }
   const std::string tail = ": the engine stopped before this op ran";
   if (removed && !options_.scope.empty()) {

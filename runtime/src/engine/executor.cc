@@ -420,8 +420,8 @@ void Executor::reducescatter(const Response& response, LocalOp* local) {
   ++counters_.collectives;
   counters_.bytes += count * elem;
   // As in hostAllreduceBatch: an integer average with a postscale is rounded once, at the end.
-  const bool divideLate = meta.reduceOp == ReduceOp::kAverage && !isFloat(meta.dtype) &&
-                          meta.postscale != 1.0;
+  const bool divideLate =
+      meta.reduceOp == ReduceOp::kAverage && !isFloat(meta.dtype) && meta.postscale != 1.0;
   ReducescatterOptions options;
   options.op = divideLate ? ReduceOp::kSum : meta.reduceOp;
   options.rowElements = rowElements;
