@@ -43,26 +43,31 @@ class _Pending:
     def __init__(self, handles, finish, keep):
         self.handles = handles
         self.finish = finish
-        kept = keep if isinstance(keep, (list, tuple)) else [keep]
-        tensors = [t for t in kept if isinstance(t, torch.Tensor)]
         # The storages too: a tensor given another storage (set_) while its op is in flight
         # leaves the engine's memory alive with them. (A resize_ that grows a tensor
         # reallocates inside its storage; nothing outside torch can keep that memory.)
-        self.keep = (keep, [_storage(t) for t in tensors])
-        self.places = [(t, t.data_ptr(), tuple(t.shape)) for t in tensors]
+        # Cheap on purpose: this runs on every submit.
+        if isinstance(keep, torch.Tensor):
+            self.keep = (keep, _storage(keep))
+            self.places = ((keep, keep.data_ptr(), keep.shape),)
+        else:
+            tensors = [t for t in keep or () if isinstance(t, torch.Tensor)]
+            self.keep = (keep, [_storage(t) for t in tensors])
+            self.places = [(t, t.data_ptr(), t.shape) for t in tensors]
 
     def moved(self):
         """A kept tensor whose memory or shape changed while the op was in flight (resize_,
         set_), or None. The engine used the memory the tensor had at submit."""
         for t, pointer, shape in self.places:
-            if t.data_ptr() != pointer or tuple(t.shape) != shape:
+            if t.data_ptr() != pointer or t.shape != shape:
                 return t
         return None
 
 
 def _storage(tensor):
-    # untyped_storage() from torch 2.0 on; storage() before (deprecated after).
-    get = getattr(tensor, "untyped_storage", None)
+    # untyped_storage() from torch 2.0 on; before, _storage() is the same untyped storage
+    # (storage() builds a Python TypedStorage around it, several times slower).
+    get = getattr(tensor, "untyped_storage", None) or getattr(tensor, "_storage", None)
     return get() if get is not None else tensor.storage()
 
 
@@ -129,7 +134,10 @@ def _mark_modified(tensor):
     once, after autograd has counted the write.)"""
     if tensor.is_inference():
         return  # outside inference mode it cannot be written by torch at all, nor versioned
-    with torch.no_grad():
+    if not tensor.requires_grad:
+        tensor.copy_(tensor)  # records nothing: the common case (gradients), kept cheap
+        return
+    with torch.no_grad():  # a leaf that requires grad may not be written in grad mode
         tensor.copy_(tensor)
 
 
