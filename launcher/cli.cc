@@ -256,6 +256,11 @@ std::optional<int> parseJobCommand(int argc, char** argv, Options* options) {
   CLI::App app(kJobsDescription, "hvdrun " + command);
   agent::common::prefixErrorsWithName(&app);
   addAgentOptions(&app, options);
+  app.add_option("--start-timeout", options->startTimeoutSeconds,
+                 "seconds an agent may take to answer (logs without -f: to send each next part "
+                 "of the log, however long the whole takes)")
+      ->check(finiteRange(0.001, 86400, "seconds"))
+      ->capture_default_str();
   if (command != "ps") {
     app.add_option("JOB", options->jobId, "the job id (hvd-...)")->required()->check(nonEmpty());
   }

@@ -24,6 +24,7 @@
 #include "hvd/error.hpp"
 #include "launcher/output.h"
 #include "launcher/signals.h"
+#include "launcher/stream_watch.h"
 
 namespace hvd::launcher {
 namespace {
@@ -234,13 +235,19 @@ int runLogs(Session& session, const Options& options, const AgentTarget& target,
   request.set_follow(attach || options.follow);
   request.set_from_end(attach);
   grpc::ClientContext context;
-  session.prepare(&context, agent::rpc::kJobLogsMethod, request, /*deadline=*/!request.follow());
+  // No deadline for the call: a log's stream lasts as long as its size and its reader take.
+  // Without --follow each wait for the agent's next message is bounded instead (StreamWatch);
+  // a followed job may rightly be silent for hours.
+  session.prepare(&context, agent::rpc::kJobLogsMethod, request, /*deadline=*/false);
   OutputRenderer renderer(std::max(1, job.np()), options.tagOutput, "", false);
   std::optional<coord::JobResult> end;
   grpc::Status status;
   bool interrupted = false;
+  bool silent = false;
   {
     InterruptWatch watch(&context);
+    std::optional<StreamWatch> reads;
+    if (!request.follow()) reads.emplace(&context, session.timeout());
     std::unique_ptr<grpc::ClientReader<v1::JobLogsEvent>> reader =
         session.stub(target).JobLogs(&context, request);
     if (attach) {
@@ -270,7 +277,10 @@ int runLogs(Session& session, const Options& options, const AgentTarget& target,
       attempt = o.attempt();
       renderer.onOutput(o.rank(), o.host(), agent::rpc::fromProto(o.stream()), o.line());
     };
-    while (reader->Read(&event)) {
+    while (true) {
+      if (reads) reads->waiting();
+      if (!reader->Read(&event)) break;
+      if (reads) reads->received();
       if (event.has_output()) {
         render(event.output());
       } else if (event.has_batch()) {
@@ -281,6 +291,7 @@ int runLogs(Session& session, const Options& options, const AgentTarget& target,
     }
     status = reader->Finish();
     interrupted = watch.interrupted();
+    silent = reads && reads->expired();
   }
   std::fflush(stdout);
   if (interrupted) {
@@ -291,6 +302,11 @@ int runLogs(Session& session, const Options& options, const AgentTarget& target,
       return 0;
     }
     return contract::kExitCancelled;
+  }
+  if (silent) {
+    // Said as a call that timed out: "no answer within <timeout>".
+    return reportCallError(target, grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, ""),
+                           session.timeout());
   }
   if (!status.ok()) return reportCallError(target, status, session.timeout());
   if (!attach) return 0;

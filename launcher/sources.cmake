@@ -9,7 +9,8 @@ add_library(hvd_launcher STATIC
   ${CMAKE_CURRENT_LIST_DIR}/job_spec.cc
   ${CMAKE_CURRENT_LIST_DIR}/job_commands.cc
   ${CMAKE_CURRENT_LIST_DIR}/remote_client.cc
-  ${CMAKE_CURRENT_LIST_DIR}/slurm_agents.cc)
+  ${CMAKE_CURRENT_LIST_DIR}/slurm_agents.cc
+  ${CMAKE_CURRENT_LIST_DIR}/stream_watch.cc)
 target_include_directories(hvd_launcher PUBLIC ${PROJECT_SOURCE_DIR})
 target_link_libraries(hvd_launcher
   PUBLIC hvd_contract hvd_agent_jobs hvd_agent_coordinator hvd_agent_process hvd_agent_rpc hvd_agent_client hvd_auth hvd

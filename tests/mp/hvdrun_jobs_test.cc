@@ -198,6 +198,45 @@ TEST_F(HvdrunJobsTest, AHundredThousandLinesFromFourRanksAreEachLoggedExactlyOnc
   }
 }
 
+// A deadline bounds each wait for the agent's next message, not the stream: the logs of a big
+// job read through a pipe whose reader pauses four times --start-timeout complete, byte-exact.
+TEST_F(HvdrunJobsTest, LogsThroughAPausedPipeCompleteByteExactPastTheTimeout) {
+  constexpr int kLines = 200000;
+  const std::string id =
+      submit(1, "seq 1 " + std::to_string(kLines) + " | sed \"s/^/payload line /\"");
+  EXPECT_NE(waitEnded(id, 60s).find(": COMPLETED"), std::string::npos);
+  const std::string out = (dir_.path() / "logs.out").string();
+  // bash's pipefail: the pipe's status is hvdrun's; the reader reads nothing for 4 s.
+  std::vector<std::string> shell = {
+      "/bin/bash", "-c", "set -o pipefail; \"$@\" | (sleep 4; cat > '" + out + "')", "hvdrun"};
+  for (std::string& a : argv("logs", {id, "--start-timeout", "1"})) shell.push_back(a);
+  const ProcessResult r = hvd::test::runProcess(shell, 60s, options());
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  std::ifstream in(out, std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string want;
+  for (int i = 1; i <= kLines; ++i) want += "[0]<stdout>: payload line " + std::to_string(i) + "\n";
+  EXPECT_EQ(text.size(), want.size());
+  EXPECT_TRUE(text == want) << "the log differs from what the rank printed";
+}
+
+// ... and an agent that stops answering is still reported within that bound: a stopped agent
+// (SIGSTOP) accepts the connection and sends nothing.
+TEST_F(HvdrunJobsTest, LogsOfAStoppedAgentEndUnreachableWithinTheTimeout) {
+  const std::string id = submit(1, "echo hello");
+  EXPECT_NE(waitEnded(id, 30s).find(": COMPLETED"), std::string::npos);
+  const pid_t agent = agent_->agent->pid();
+  ASSERT_EQ(::kill(agent, SIGSTOP), 0);
+  const auto started = std::chrono::steady_clock::now();
+  const ProcessResult r = hvdrun("logs", {id, "--start-timeout", "1"}, 30s);
+  const auto took = std::chrono::steady_clock::now() - started;
+  ::kill(agent, SIGCONT);
+  EXPECT_EQ(r.status, 69) << r.out << r.err;  // agent unreachable
+  EXPECT_NE(r.err.find("is unreachable: no answer within 1 s"), std::string::npos) << r.err;
+  EXPECT_LT(took, 10s);
+  EXPECT_EQ(hvdrun("logs", {id}).out, "[0]<stdout>: hello\n");  // it answers again
+}
+
 // Attached once it says so on stderr (output is separate: ProcessOptions::kSeparate); attach
 // follows from that moment on.
 bool waitUntilAttached(Process& attach) {
