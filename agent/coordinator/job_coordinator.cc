@@ -43,7 +43,8 @@ JobResult JobCoordinator::baseResult(JobOutcome outcome, int exitCode, std::stri
   return r;
 }
 
-JobCoordinator::Start JobCoordinator::tryStart(bool queue) {
+JobCoordinator::Start JobCoordinator::tryStart(bool queue,
+                                               const std::function<void()>& onReserved) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (result_) return Start::kEnded;
@@ -124,6 +125,7 @@ JobCoordinator::Start JobCoordinator::tryStart(bool queue) {
     busyReason_ = grant.reason;
     return Start::kBusy;
   }
+  if (onReserved) onReserved();
   std::vector<LaunchRequest> requests;
   if (std::optional<JobResult> refused = build(std::move(placement), gpus, accounted, &requests)) {
     unreserveAll(accounted);

@@ -188,8 +188,9 @@ class JobCoordinator : public JobEvents {
   };
   // Describes, places, reserves every host's share and launches. With `queue` false a busy
   // host ends the job as kResourcesBusy instead of returning kBusy. A job cancelled while it
-  // waited ends as kCancelled here.
-  Start tryStart(bool queue);
+  // waited ends as kCancelled here. `onReserved`, if given, is called once every host's share
+  // is reserved, before the launch (the queue's jobs behind may then go ahead).
+  Start tryStart(bool queue, const std::function<void()>& onReserved = {});
   // tryStart(false): true if the job is running, false if it already ended. Call once.
   bool start() { return tryStart(false) == Start::kRunning && !finished(); }
   std::string busyReason() const;

@@ -320,6 +320,18 @@ void LedJobs::leaveQueue(const std::string& id) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     queue_.erase(std::remove(queue_.begin(), queue_.end(), id), queue_.end());
+    turns_.erase(id);
+  }
+  queueChanged_->bump();
+}
+
+void LedJobs::setTurn(const std::string& id, Turn turn) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    Turn& current = turns_[id];
+    // Only a change wakes the others: a waiting job's every busy retry would wake itself too.
+    if (current == turn) return;
+    current = turn;
   }
   queueChanged_->bump();
 }
@@ -336,16 +348,26 @@ coord::JobCoordinator::Start LedJobs::waitAndStart(Job* job, bool restarting) {
     } else {
       queue_.push_back(id);
     }
+    turns_[id] = Turn::kDeciding;
   }
   std::string shown;
   for (;;) {
     const uint64_t seen = queueChanged_->current();
-    std::string ahead;
+    std::string ahead;      // the first job ahead that waits for resources
+    bool deciding = false;  // a job ahead is still finding out whether it can start
     bool cancelled = false;
     bool suspend = false;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (!queue_.empty() && queue_.front() != id) ahead = queue_.front();
+      for (const std::string& other : queue_) {
+        if (other == id) break;
+        const Turn turn = turns_[other];
+        if (turn == Turn::kStarting) continue;
+        if (turn == Turn::kDeciding) deciding = true;
+        if (turn == Turn::kWaiting) ahead = other;
+        break;
+      }
+      if (deciding) ahead.clear();
       cancelled = job->cancelRequested;
       // A submitted job that has not started outlives a graceful shutdown as it outlives a
       // crash: nothing of it ran. An attached one is its caller's, and a restart is a job that
@@ -353,15 +375,16 @@ coord::JobCoordinator::Start LedJobs::waitAndStart(Job* job, bool restarting) {
       suspend =
           shuttingDown_ && !cancelled && !restarting && job->request.detach() && !job->startTried;
       job->suspended = suspend;
-      if (!suspend && (ahead.empty() || cancelled)) job->startTried = true;
+      if (!suspend && ((ahead.empty() && !deciding) || cancelled)) job->startTried = true;
     }
     if (suspend) {
       leaveQueue(id);
       return Start::kEnded;
     }
     std::string reason;
-    if (ahead.empty() || cancelled) {
-      const Start started = job->coordinator->tryStart(job->spec.queue);
+    if ((ahead.empty() && !deciding) || cancelled) {
+      const Start started =
+          job->coordinator->tryStart(job->spec.queue, [&] { setTurn(id, Turn::kStarting); });
       if (started != Start::kBusy) {
         leaveQueue(id);
         return started;
@@ -371,7 +394,13 @@ coord::JobCoordinator::Start LedJobs::waitAndStart(Job* job, bool restarting) {
         std::lock_guard<std::mutex> lock(mutex_);
         job->startTried = false;
       }
+      setTurn(id, Turn::kWaiting);
       reason = job->coordinator->busyReason();
+    } else if (deciding) {
+      // Wait for the answer of the job ahead (a moment): it starts, or it waits ahead of this
+      // one. Nothing to show meanwhile.
+      queueChanged_->waitPast(seen, options_.queuePoll);
+      continue;
     } else if (!job->spec.queue) {
       // --no-queue does not jump the queue: the jobs ahead would wait longer.
       job->coordinator->endUnstarted("hvdrun: job " + id + " was not queued (--no-queue): " +

@@ -142,6 +142,12 @@ class LedJobs {
   // Waits for the job's turn and its resources; the coordinator's start outcome.
   coordinator::JobCoordinator::Start waitAndStart(Job* job, bool restarting);
   void leaveQueue(const std::string& id);
+  // Where a queued job is (turns_). The queue holds the jobs that wait for resources: one
+  // whose first try is still deciding holds up the jobs behind it (they wait for its answer,
+  // and --no-queue fails for none of them meanwhile); one that has reserved its resources and
+  // is starting holds up no one; one that found them taken is waiting, ahead of the rest.
+  enum class Turn { kDeciding, kStarting, kWaiting };
+  void setTurn(const std::string& id, Turn turn);
   void abandon(Job* job, const std::string& what);
   void reapFinished();
 
@@ -154,7 +160,8 @@ class LedJobs {
   mutable std::mutex mutex_;
   bool shuttingDown_ = false;
   std::map<std::string, std::unique_ptr<Job>> running_;
-  std::deque<std::string> queue_;  // ids of jobs waiting to start, in turn order
+  std::deque<std::string> queue_;      // ids of jobs waiting to start, in turn order
+  std::map<std::string, Turn> turns_;  // of every id in queue_
   // Bumped by every change that may let a queued job start: a ledger release, a job leaving
   // the queue, a cancel. Shared with the ledger's callback, which may outlive this object.
   std::shared_ptr<ChangeSignal> queueChanged_ = std::make_shared<ChangeSignal>();

@@ -237,6 +237,30 @@ TEST_F(HvdrunJobsTest, LogsOfAStoppedAgentEndUnreachableWithinTheTimeout) {
   EXPECT_EQ(hvdrun("logs", {id}).out, "[0]<stdout>: hello\n");  // it answers again
 }
 
+// The queue holds only jobs that wait for resources: on an idle agent (no slot limit on a
+// CPU-only node), submits at once with --no-queue all start, none refused for a job that was
+// merely being started ahead of it.
+TEST_F(HvdrunJobsTest, ConcurrentNoQueueSubmitsOnAnIdleAgentAllRun) {
+  constexpr int kJobs = 20;
+  std::vector<std::unique_ptr<Process>> submits;
+  for (int i = 0; i < kJobs; ++i) {
+    submits.push_back(std::make_unique<Process>(
+        argv("submit", {"-np", "1", "--no-queue", "--", "/bin/true"}), options()));
+  }
+  std::vector<std::string> ids;
+  for (auto& p : submits) {
+    const ProcessResult r = p->finish(60s);
+    EXPECT_EQ(r.status, 0) << r.out << r.err;
+    std::smatch m;
+    const std::regex id("^(hvd-[0-9a-f]{6})\n$");
+    if (std::regex_match(r.out, m, id)) ids.push_back(m[1].str());
+  }
+  ASSERT_EQ(ids.size(), static_cast<size_t>(kJobs));
+  for (const std::string& id : ids) {
+    EXPECT_NE(waitEnded(id, 60s).find(": COMPLETED"), std::string::npos) << id;
+  }
+}
+
 // Attached once it says so on stderr (output is separate: ProcessOptions::kSeparate); attach
 // follows from that moment on.
 bool waitUntilAttached(Process& attach) {
