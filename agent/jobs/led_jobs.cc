@@ -280,9 +280,20 @@ std::string LedJobs::start(std::unique_ptr<Job> job, const std::string& submitte
 
 int LedJobs::resumeQueued() {
   int resumed = 0;
-  for (const v1::JobInfo& info : history_->list()) {
-    if (info.state() != v1::JOB_QUEUED) continue;
-    const std::string id = info.job_id();
+  std::vector<std::string> queued;
+  for (const v1::JobInfo& info : history_->list()) {  // in submission order
+    if (info.state() == v1::JOB_QUEUED) queued.push_back(info.job_id());
+  }
+  {
+    // Their places first, in that order: each job's own thread comes to it later, in whatever
+    // order the threads run.
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const std::string& id : queued) {
+      queue_.push_back(id);
+      turns_[id] = Turn::kDeciding;
+    }
+  }
+  for (const std::string& id : queued) {
     try {
       std::optional<v1::SubmitJobRequest> request = history_->savedRequest(id);
       if (!request) throw InvalidArgumentError("its saved request cannot be read");
@@ -296,6 +307,7 @@ int LedJobs::resumeQueued() {
       start(std::move(job), "a previous agent's queue");
       ++resumed;
     } catch (const std::exception& e) {
+      leaveQueue(id);
       hvd::logging::program("jobs")->warn("hvdagent: job {}: cannot resume it from the queue: {}",
                                           id, e.what());
       history_->dropRequest(id);
@@ -345,10 +357,11 @@ coord::JobCoordinator::Start LedJobs::waitAndStart(Job* job, bool restarting) {
     // while it ran.
     if (restarting) {
       queue_.push_front(id);
-    } else {
+      turns_[id] = Turn::kDeciding;
+    } else if (turns_.count(id) == 0) {  // else resumeQueued placed it already
       queue_.push_back(id);
+      turns_[id] = Turn::kDeciding;
     }
-    turns_[id] = Turn::kDeciding;
   }
   std::string shown;
   for (;;) {

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 
 #include "agent/auth/cluster_key.h"
 #include "agent/records/atomic_file.h"
@@ -136,6 +137,7 @@ void JobHistory::load() {
                                              info->job_id());
     }
     ++loadReport_.loaded;
+    lastSequence_ = std::max(lastSequence_, info->submit_sequence());
     jobs_[info->job_id()] = std::move(*info);
   }
 }
@@ -166,6 +168,10 @@ void JobHistory::create(v1::JobInfo info) {
   }
   info.set_leader_pid(selfPid_);
   info.set_leader_start_ticks(selfStart_);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    info.set_submit_sequence(++lastSequence_);
+  }
   const std::string dir = jobDir(info.job_id());
   if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
     throw InvalidArgumentError("cannot create the job directory " + dir + ": " +
@@ -203,8 +209,12 @@ std::vector<v1::JobInfo> JobHistory::list() const {
     std::lock_guard<std::mutex> lock(mutex_);
     for (const auto& [id, info] : jobs_) out.push_back(info);
   }
-  std::stable_sort(out.begin(), out.end(), [](const v1::JobInfo& a, const v1::JobInfo& b) {
-    return a.submitted_unix_ms() < b.submitted_unix_ms();
+  // Submission order: the sequence (records of agents before it had one first, by time).
+  const auto order = [](const v1::JobInfo& i) {
+    return std::make_tuple(i.submit_sequence() != 0, i.submit_sequence(), i.submitted_unix_ms());
+  };
+  std::stable_sort(out.begin(), out.end(), [&](const v1::JobInfo& a, const v1::JobInfo& b) {
+    return order(a) < order(b);
   });
   return out;
 }

@@ -96,6 +96,7 @@ class JobHistory {
   HistoryLoadReport loadReport_;
   mutable std::mutex mutex_;
   std::map<std::string, v1::JobInfo> jobs_;
+  uint64_t lastSequence_ = 0;  // the highest submit_sequence recorded here
 };
 
 }  // namespace hvd::agent::records

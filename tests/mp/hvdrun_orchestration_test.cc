@@ -200,6 +200,35 @@ TEST_F(QueueTest, AGracefullyStoppedAgentCancelsWhatRunsAndKeepsItsQueue) {
   EXPECT_EQ(gpusOf(b, 2).size(), 2u);
 }
 
+// The queue's order is the submission order across restarts of its agent, graceful (SIGTERM)
+// or not (SIGKILL): five jobs queued behind a running one start in the order they came, not in
+// the order their threads happen to run in the next agent.
+TEST_F(QueueTest, TheQueueKeepsItsOrderAcrossAgentRestarts) {
+  for (int signal : {SIGKILL, SIGTERM}) {
+    for (int trial = 0; trial < 3; ++trial) {
+      const std::string order = "order-" + std::to_string(signal) + "-" + std::to_string(trial);
+      const std::string a = submitGpuJob(4, "never");
+      ASSERT_EQ(gpusOf(a, 4).size(), 4u);
+      std::vector<std::string> ids;
+      for (const char* name : {"B", "C", "D", "E", "F"}) {
+        // Each needs every GPU, so they run one at a time; rank 0 notes its turn.
+        const std::string note = std::string("if [ \"$HVD_RANK\" = 0 ]; then echo ") + name +
+                                 " >> \"$DIR/" + order + "\"; fi";
+        ids.push_back(submit(4, note, {"--gpu-bind", "visible"}));
+        waitStatus(ids.back(), "QUEUED");
+      }
+      ::kill(agent_->agent->pid(), signal);
+      ASSERT_TRUE(agent_->agent->waitExit(30s).has_value());
+      startAgent();
+      for (const std::string& id : ids) {
+        EXPECT_NE(waitEnded(id).find(": COMPLETED\n"), std::string::npos) << id;
+      }
+      EXPECT_EQ(readFile(dir_.path() / order), "B\nC\nD\nE\nF\n")
+          << "signal " << signal << ", trial " << trial;
+    }
+  }
+}
+
 }  // namespace
 
 namespace {

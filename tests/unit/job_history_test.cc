@@ -273,6 +273,25 @@ TEST(JobHistoryTest, RecordsSurviveARestartAndRunningOnesOfADeadLeaderAreLost) {
   EXPECT_EQ(again.get(runningId)->state(), v1::JOB_LOST);
 }
 
+// Submission order is the records' sequence, not their millisecond (a burst shares one) nor
+// their ids (random); it goes on counting after a restart.
+TEST(JobHistoryTest, ListIsInSubmissionOrderWithinOneMillisecondAndAcrossRestarts) {
+  TempDir dir;
+  const fs::path state = dir.path() / "state";
+  const std::vector<std::string> ids = {"hvd-ffffff", "hvd-000000", "hvd-888888"};
+  {
+    JobHistory history(state.string());
+    for (const std::string& id : ids) history.create(job(id, v1::JOB_QUEUED, 5000));
+  }
+  JobHistory restarted(state.string());
+  restarted.create(job("hvd-111111", v1::JOB_QUEUED, 5000));
+  std::vector<std::string> listed;
+  for (const v1::JobInfo& info : restarted.list()) listed.push_back(info.job_id());
+  EXPECT_EQ(listed,
+            (std::vector<std::string>{"hvd-ffffff", "hvd-000000", "hvd-888888", "hvd-111111"}));
+  EXPECT_EQ(restarted.get("hvd-111111")->submit_sequence(), 4u);
+}
+
 TEST(JobHistoryTest, RecordsOfAnotherRunningAgentAreLeftAlone) {
   TempDir dir;
   const fs::path state = dir.path() / "state";
