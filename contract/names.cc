@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 
 #include <cctype>
+#include <string>
 
 namespace hvd::contract {
 namespace {
@@ -50,6 +51,30 @@ bool isEnvName(std::string_view name) {
     if (!isAlpha(c) && !isDigit(c) && c != '_') return false;
   }
   return true;
+}
+
+bool isSecretEnvName(std::string_view name) {
+  std::string u(name);
+  for (char& c : u) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  const auto endsWith = [&](std::string_view suffix) {
+    return u.size() >= suffix.size() &&
+           std::string_view(u).substr(u.size() - suffix.size()) == suffix;
+  };
+  static constexpr std::string_view kWords[] = {"SECRET", "PASSWORD",   "PASSWD", "PASSPHRASE",
+                                                "TOKEN",  "CREDENTIAL", "PRIVATE"};
+  for (std::string_view w : kWords) {
+    if (u.find(w) != std::string::npos) return true;
+  }
+  static constexpr std::string_view kSuffixes[] = {"_KEY", "_KEYS", "APIKEY",      "_PASS",
+                                                   "_PWD", "_AUTH", "AUTH_CONFIG", "_COOKIE"};
+  for (std::string_view s : kSuffixes) {
+    if (endsWith(s)) return true;
+  }
+  static constexpr std::string_view kExact[] = {"KEY", "KRB5CCNAME", "KRB5_KTNAME"};
+  for (std::string_view e : kExact) {
+    if (u == e) return true;
+  }
+  return false;
 }
 
 std::string hostNameProblem(std::string_view host, bool bracketed) {

@@ -13,6 +13,13 @@ namespace hvd::contract {
 // POSIX's portable environment-variable name: [A-Za-z_][A-Za-z0-9_]*.
 bool isEnvName(std::string_view name);
 
+// Whether an environment variable's name says it holds a secret: a password (*PASSWORD*,
+// *PASSWD*, *_PASS, *_PWD such as MYSQL_PWD, but not PWD), a token, a key, a credential or
+// private material, an auth config (DOCKER_AUTH_CONFIG), a Kerberos ticket cache (KRB5CCNAME).
+// Case-insensitive. The agent's own such variables never reach a job's ranks, and such values
+// never reach a log: one list, so that the two cannot drift apart.
+bool isSecretEnvName(std::string_view name);
+
 // "" when `host` is a host name (RFC 1123: dot-separated labels of letters, digits and '-', no
 // label starting or ending with '-', each at most 63 characters, at most 253 in all, one
 // trailing dot allowed), an IPv4 address in dotted-quad form, or — with `bracketed` (it was

@@ -1,9 +1,8 @@
 #include "agent/jobs/environment.h"
 
-#include <algorithm>
-#include <cctype>
 #include <unordered_map>
 
+#include "contract/names.h"
 #include "hvd/error.hpp"
 
 namespace hvd::agent::jobs {
@@ -11,17 +10,6 @@ namespace {
 
 bool startsWith(std::string_view s, std::string_view prefix) {
   return s.substr(0, prefix.size()) == prefix;
-}
-
-bool endsWith(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
-}
-
-std::string upper(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
-  return out;
 }
 
 }  // namespace
@@ -40,13 +28,7 @@ bool isExcludedFromBase(std::string_view name) {
   for (std::string_view e : kExact) {
     if (name == e) return true;
   }
-  const std::string u = upper(name);
-  static constexpr std::string_view kSecretWords[] = {"SECRET", "PASSWORD",   "PASSWD",
-                                                      "TOKEN",  "CREDENTIAL", "PRIVATE"};
-  for (std::string_view w : kSecretWords) {
-    if (u.find(w) != std::string::npos) return true;
-  }
-  return u == "KEY" || endsWith(u, "_KEY") || endsWith(u, "_KEYS") || endsWith(u, "APIKEY");
+  return contract::isSecretEnvName(name);
 }
 
 std::vector<std::string> baseEnvironment(char** envp) {

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "contract/env_names.h"
+#include "contract/names.h"
 #include "hvd/error.hpp"
 
 namespace hvd::agent::node {
@@ -15,7 +16,6 @@ namespace {
 namespace names = contract::env;
 
 constexpr std::string_view kRedacted = "<redacted>";
-constexpr std::string_view kSecretSuffixes[] = {"_TOKEN", "_SECRET", "_KEY", "_PASSWORD"};
 
 // Ordered name -> value list in which a later set() replaces the value but keeps the position:
 // the worker sees the forwarded variables in the user's order and hvd's in a fixed order.
@@ -59,16 +59,7 @@ std::string joinInts(const std::vector<int>& values) {
 }
 
 bool isSecretName(std::string_view name) {
-  std::string upper(name);
-  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  if (upper == names::kStoreToken) return true;
-  for (std::string_view suffix : kSecretSuffixes) {
-    if (upper.size() >= suffix.size() &&
-        std::string_view(upper).substr(upper.size() - suffix.size()) == suffix) {
-      return true;
-    }
-  }
-  return false;
+  return name == names::kStoreToken || contract::isSecretEnvName(name);
 }
 
 void validate(const WorkerEnvInput& in) {

@@ -77,7 +77,8 @@ std::vector<int> assignGpus(const std::string& hostName, const std::vector<int>&
 std::vector<std::string> buildWorkerEnvironment(const WorkerEnvInput& input);
 
 // One line for logs: the entries separated by spaces, with the value of HVD_STORE_TOKEN and of
-// every variable whose name ends in _TOKEN, _SECRET, _KEY or _PASSWORD replaced by <redacted>.
+// every variable whose name says it is a secret (contract::isSecretEnvName) replaced by
+// <redacted>.
 // Use this, never the raw list, whenever an environment is logged.
 std::string describeForLog(const std::vector<std::string>& env);
 

@@ -142,6 +142,20 @@ TEST(EnvNames, PosixPortableNamesOnly) {
   }
 }
 
+TEST(EnvNames, SecretsAreRecognisedByTheirNamesButNotTheWorkingDirectory) {
+  for (const char* secret :
+       {"GITHUB_TOKEN", "github_token", "AWS_SECRET_ACCESS_KEY", "PGPASSWORD", "MYSQL_PWD",
+        "REDIS_PASS", "SMTP_PASSWD", "GPG_PASSPHRASE", "SSH_PRIVATE_KEY", "API_KEY", "APIKEY",
+        "KEY", "DOCKER_AUTH_CONFIG", "NPM_AUTH", "KRB5CCNAME", "GOOGLE_APPLICATION_CREDENTIALS",
+        "HVD_STORE_TOKEN", "SESSION_COOKIE"}) {
+    EXPECT_TRUE(contract::isSecretEnvName(secret)) << secret;
+  }
+  for (const char* plain : {"PWD", "OLDPWD", "PATH", "HOME", "KEYBOARD", "PASSIVE_MODE", "AUTHOR",
+                            "CUDA_VISIBLE_DEVICES", "LANG"}) {
+    EXPECT_FALSE(contract::isSecretEnvName(plain)) << plain;
+  }
+}
+
 TEST(HostNames, Rfc1123NamesAndAddressLiteralsAreAccepted) {
   using contract::hostNameProblem;
   const std::string label63(63, 'a');
