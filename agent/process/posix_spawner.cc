@@ -198,6 +198,10 @@ class PosixProcessGroup : public ProcessGroup {
       // Signalled here, under mu_, so the supervisor cannot reap the leader (freeing the pgid)
       // in between.
       killpg(pgid_, signal);
+      // A stopped rank (SIGSTOP, a debugger's Ctrl-Z) takes no signal but SIGKILL until it is
+      // continued: wake it, so it gets the stop signal now rather than SIGKILL after the grace
+      // (systemd does the same).
+      if (signal != SIGKILL && signal != SIGCONT) killpg(pgid_, SIGCONT);
       Clock::time_point deadline = Clock::now() + grace;
       if (!killDeadline_ || deadline < *killDeadline_) killDeadline_ = deadline;
       uint64_t one = 1;

@@ -12,6 +12,7 @@
 #include <regex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/agent_jobs_fixture.h"
@@ -259,6 +260,22 @@ TEST_F(HvdrunJobsTest, ConcurrentNoQueueSubmitsOnAnIdleAgentAllRun) {
   for (const std::string& id : ids) {
     EXPECT_NE(waitEnded(id, 60s).find(": COMPLETED"), std::string::npos) << id;
   }
+}
+
+// A stopped rank (SIGSTOP) is continued with the stop signal: a cancel ends the job well
+// inside its grace instead of waiting the grace out for SIGKILL.
+TEST_F(HvdrunJobsTest, CancelReachesAStoppedRankWithoutWaitingOutTheGrace) {
+  const std::string id = submit(2,
+                                "echo up $HVD_RANK; [ \"$HVD_RANK\" = 1 ] && kill -STOP $$; "
+                                "exec sleep 60");
+  ASSERT_EQ(logCaptures(id, R"(up (\d+))", 2).size(), 2u);
+  ASSERT_TRUE(waitUntil([&] { return status(id).find("RUNNING") != std::string::npos; }, 10s));
+  std::this_thread::sleep_for(300ms);  // rank 1 has stopped itself by now
+  const auto started = std::chrono::steady_clock::now();
+  const ProcessResult cancel = hvdrun("cancel", {id, "--grace", "30"}, 60s);
+  EXPECT_EQ(cancel.status, 0) << cancel.out << cancel.err;
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 10s);
+  EXPECT_NE(waitEnded(id).find(": CANCELLED"), std::string::npos);
 }
 
 // Attached once it says so on stderr (output is separate: ProcessOptions::kSeparate); attach
