@@ -94,6 +94,12 @@ int serve(const daemon::AgentCliOptions& options, const hvd::agent::rpc::ListenA
         "hvdagent: {} job(s) were running when the previous agent died; marked LOST",
         loaded.markedLost);
   }
+  if (loaded.untrusted > 0) {
+    hvd::logging::program("daemon")->warn(
+        "hvdagent: {} job director(ies) under {}/jobs were ignored: another user could have "
+        "written them (see the warnings above)",
+        loaded.untrusted, options.stateDir);
+  }
   if (loaded.unreadable > 0) {
     hvd::logging::program("daemon")->warn(
         "hvdagent: {} job director(ies) under {}/jobs have no readable record", loaded.unreadable,

@@ -18,6 +18,7 @@
 #include "agent/auth/cluster_key.h"
 #include "agent/records/atomic_file.h"
 #include "agent/records/job_records.h"
+#include "agent/records/trusted_path.h"
 #include "common/logging.h"
 #include "contract/exit_codes.h"
 #include "hvd/error.hpp"
@@ -47,6 +48,10 @@ bool safeJobId(const std::string& id) {
   }
   return true;
 }
+
+// A record is small; a request carries the job's environment.
+constexpr uint64_t kMaxRecordBytes = 16 << 20;
+constexpr uint64_t kMaxRequestBytes = 64 << 20;
 
 std::optional<v1::JobInfo> readRecord(const fs::path& path) {
   std::ifstream in(path);
@@ -99,6 +104,11 @@ JobHistory::JobHistory(const std::string& stateDir, size_t keepJobs)
     ::chmod(dir_.c_str(), 0700);
     ::chmod(stateDir.c_str(), 0700);
   }
+  for (const std::string& dir : {stateDir, dir_}) {
+    if (const std::string why = untrustedDirectory(dir); !why.empty()) {
+      throw InvalidArgumentError(why);
+    }
+  }
   load();
   loadReport_.pruned = prune();
 }
@@ -107,6 +117,19 @@ void JobHistory::load() {
   std::error_code ec;
   for (const fs::directory_entry& e : fs::directory_iterator(dir_, ec)) {
     if (!e.is_directory(ec)) continue;
+    // What another user could have written is not a job of this agent's (trusted_path.h).
+    std::string why = untrustedDirectory(e.path().string());
+    if (why.empty() && fs::exists(e.path() / kRecordFile, ec)) {
+      why = untrustedFile((e.path() / kRecordFile).string(), kMaxRecordBytes);
+    }
+    if (why.empty() && fs::exists(e.path() / kRequestFile, ec)) {
+      why = untrustedFile((e.path() / kRequestFile).string(), kMaxRequestBytes);
+    }
+    if (!why.empty()) {
+      hvd::logging::program("records")->warn("hvdagent: job directory ignored: {}", why);
+      ++loadReport_.untrusted;
+      continue;
+    }
     std::optional<v1::JobInfo> info = readRecord(e.path() / kRecordFile);
     if (!info || info->job_id() != e.path().filename().string()) {
       ++loadReport_.unreadable;
@@ -213,9 +236,8 @@ std::vector<v1::JobInfo> JobHistory::list() const {
   const auto order = [](const v1::JobInfo& i) {
     return std::make_tuple(i.submit_sequence() != 0, i.submit_sequence(), i.submitted_unix_ms());
   };
-  std::stable_sort(out.begin(), out.end(), [&](const v1::JobInfo& a, const v1::JobInfo& b) {
-    return order(a) < order(b);
-  });
+  std::stable_sort(out.begin(), out.end(),
+                   [&](const v1::JobInfo& a, const v1::JobInfo& b) { return order(a) < order(b); });
   return out;
 }
 
@@ -241,7 +263,12 @@ std::optional<v1::SubmitJobRequest> JobHistory::savedRequest(const std::string& 
     std::lock_guard<std::mutex> lock(mutex_);
     if (jobs_.count(jobId) == 0) return std::nullopt;
   }
-  std::ifstream in(jobDir(jobId) + "/" + kRequestFile, std::ios::binary);
+  const std::string path = jobDir(jobId) + "/" + kRequestFile;
+  if (const std::string why = untrustedFile(path, kMaxRequestBytes); !why.empty()) {
+    hvd::logging::program("records")->warn("hvdagent: job {}: request not used: {}", jobId, why);
+    return std::nullopt;
+  }
+  std::ifstream in(path, std::ios::binary);
   if (!in) return std::nullopt;
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   v1::SubmitJobRequest request;

@@ -46,6 +46,7 @@ struct HistoryLoadReport {
   int requeued = 0;     // queued submitted jobs of a dead leader, still QUEUED
   int unreadable = 0;   // directories without a readable record (left in place)
   int otherAgents = 0;  // records of another running agent (not loaded)
+  int untrusted = 0;    // directories or files another user could have written (not loaded)
   int pruned = 0;
 };
 

@@ -6,7 +6,8 @@ add_library(hvd_agent_records STATIC
   ${CMAKE_CURRENT_LIST_DIR}/atomic_file.cc
   ${CMAKE_CURRENT_LIST_DIR}/job_history.cc
   ${CMAKE_CURRENT_LIST_DIR}/job_log.cc
-  ${CMAKE_CURRENT_LIST_DIR}/job_records.cc)
+  ${CMAKE_CURRENT_LIST_DIR}/job_records.cc
+  ${CMAKE_CURRENT_LIST_DIR}/trusted_path.cc)
 target_include_directories(hvd_agent_records PUBLIC ${PROJECT_SOURCE_DIR})
 target_link_libraries(hvd_agent_records PUBLIC hvd_agent_rpc hvd_agent_process hvd_proto hvd
                       PRIVATE hvd_auth hvd_internal spdlog::spdlog hvd_warnings)

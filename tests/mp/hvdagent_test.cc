@@ -132,6 +132,32 @@ TEST(HvdagentTest, RefusesMissingEmptyAndWorldReadableKeys) {
   }
 }
 
+// A state directory other users can write (or that belongs to another user) could hold jobs
+// they planted: the agent refuses it at start, naming the path, the mode or owner and the fix.
+TEST(HvdagentTest, RefusesAStateDirectoryOthersCouldWrite) {
+  TempDir dir;
+  const fs::path key = writeKey(dir.path(), "cluster.key", 0600);
+  for (bool jobsDir : {false, true}) {
+    const fs::path state = dir.path() / (jobsDir ? "state-b" : "state-a");
+    fs::create_directories(state / "jobs");
+    fs::permissions(state, fs::perms::owner_all);
+    fs::permissions(state / "jobs", fs::perms::owner_all);
+    const fs::path loose = jobsDir ? state / "jobs" : state;
+    SCOPED_TRACE(loose.string());
+    fs::permissions(loose, fs::perms::all);  // 0777
+    std::vector<std::string> args = {"--listen",   "127.0.0.1:0", "--key-file",
+                                     key.string(), "--state-dir", state.string()};
+    for (const std::string& a : rootArgs()) args.push_back(a);
+    Agent agent(dir.path(), args, rootEnv());
+    EXPECT_EQ(agent.waitExit(20s), 2);
+    const std::string out = agent.output();
+    EXPECT_NE(out.find(loose.string() + " has mode 0777, writable by other users"),
+              std::string::npos)
+        << out;
+    EXPECT_NE(out.find("chmod 0700"), std::string::npos) << out;
+  }
+}
+
 TEST(HvdagentTest, ListensOnlyOnTheAddressGiven) {
   TempDir dir;
   RunningAgent running(dir.path());

@@ -200,6 +200,33 @@ TEST_F(QueueTest, AGracefullyStoppedAgentCancelsWhatRunsAndKeepsItsQueue) {
   EXPECT_EQ(gpusOf(b, 2).size(), 2u);
 }
 
+// A queued job whose files another user could have written (here: chowned to nobody while the
+// agent was down, as a job planted by that user would be) is not run by the next agent.
+TEST_F(QueueTest, AQueuedJobOfAnotherUsersFilesIsNotRunAfterARestart) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to give files to another user";
+  const std::string a = submitGpuJob(4, "never");
+  ASSERT_EQ(gpusOf(a, 4).size(), 4u);
+  const std::string planted =
+      submit(4, "echo ran > \"$DIR/planted-ran\"", {"--gpu-bind", "visible"});
+  waitStatus(planted, "QUEUED");
+  const std::string kept = submitGpuJob(4, "");
+  waitStatus(kept, "QUEUED");
+  ::kill(agent_->agent->pid(), SIGKILL);
+  ASSERT_TRUE(agent_->agent->waitExit(30s).has_value());
+  const fs::path jobDir = dir_.path() / "state" / "jobs" / planted;
+  for (const fs::path& f : {jobDir, jobDir / "record.json", jobDir / "request.pb"}) {
+    ASSERT_EQ(::chown(f.c_str(), 65534, 65534), 0) << f;
+  }
+  startAgent();
+  EXPECT_NE(waitEnded(kept).find(": COMPLETED\n"), std::string::npos);
+  EXPECT_FALSE(fs::exists(dir_.path() / "planted-ran")) << "the planted job ran";
+  EXPECT_EQ(hvdrun("ps", {}).out.find(planted), std::string::npos) << "ps shows what will not run";
+  EXPECT_NE(agent_->agent->output().find("job directory ignored: the state directory " +
+                                         jobDir.string() + " belongs to uid 65534"),
+            std::string::npos)
+      << agent_->agent->output();
+}
+
 // The queue's order is the submission order across restarts of its agent, graceful (SIGTERM)
 // or not (SIGKILL): five jobs queued behind a running one start in the order they came, not in
 // the order their threads happen to run in the next agent.
