@@ -12,6 +12,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
@@ -64,7 +65,8 @@ int waitForSignal(int pipeRead) {
 // Atomically, so a test polling for the file never reads half of it.
 void writePortFile(const std::string& path, int port) {
   if (!records::writeFileAtomically(path, std::to_string(port) + "\n", 0644)) {
-    throw hvd::InvalidArgumentError("cannot write --port-file " + path);
+    throw hvd::InvalidArgumentError("cannot write --port-file " + path + ": " +
+                                    std::strerror(errno));
   }
 }
 

@@ -11,7 +11,8 @@
 namespace hvd::agent::records {
 
 // Replaces `path` with `data` (file mode `mode` when created). False, with no temporary file
-// left behind, when any step fails.
+// left behind and errno set to the failing step's error (ENOSPC for a full disk), when any
+// step fails.
 bool writeFileAtomically(const std::string& path, std::string_view data, mode_t mode = 0600);
 
 }  // namespace hvd::agent::records

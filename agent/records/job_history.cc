@@ -156,8 +156,8 @@ void JobHistory::load() {
     info->set_leader_pid(selfPid_);
     info->set_leader_start_ticks(selfStart_);
     if (!writeRecord(*info)) {
-      hvd::logging::program("records")->warn("hvdagent: cannot rewrite the record of job {}",
-                                             info->job_id());
+      hvd::logging::program("records")->warn("hvdagent: cannot rewrite the record of job {}: {}",
+                                             info->job_id(), std::strerror(errno));
     }
     ++loadReport_.loaded;
     lastSequence_ = std::max(lastSequence_, info->submit_sequence());
@@ -201,7 +201,8 @@ void JobHistory::create(v1::JobInfo info) {
                                std::strerror(errno));
   }
   if (!writeRecord(info)) {
-    throw InvalidArgumentError("cannot write the record of job " + info.job_id() + " in " + dir);
+    throw InvalidArgumentError("cannot write the record of job " + info.job_id() + " in " + dir +
+                               ": " + std::strerror(errno));
   }
   std::lock_guard<std::mutex> lock(mutex_);
   jobs_[info.job_id()] = std::move(info);
@@ -213,8 +214,8 @@ bool JobHistory::update(const std::string& jobId, const std::function<void(v1::J
   if (it == jobs_.end()) return false;
   change(&it->second);
   if (!writeRecord(it->second)) {
-    hvd::logging::program("records")->warn("hvdagent: job {}: cannot write its record under {}",
-                                           jobId, dir_);
+    hvd::logging::program("records")->warn("hvdagent: job {}: cannot write its record under {}: {}",
+                                           jobId, dir_, std::strerror(errno));
   }
   return true;
 }

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -16,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "agent/records/atomic_file.h"
 #include "agent/records/job_log.h"
 #include "agent/records/job_records.h"
 #include "common/test_support.h"
@@ -290,6 +292,21 @@ TEST(JobHistoryTest, ListIsInSubmissionOrderWithinOneMillisecondAndAcrossRestart
   EXPECT_EQ(listed,
             (std::vector<std::string>{"hvd-ffffff", "hvd-000000", "hvd-888888", "hvd-111111"}));
   EXPECT_EQ(restarted.get("hvd-111111")->submit_sequence(), 4u);
+}
+
+// A failed write says why (errno of the failing step, for the warning that reports it) and
+// leaves no temporary file; a good one replaces the file whole.
+TEST(AtomicFile, AFailedWriteLeavesErrnoAndNoTemporaryFile) {
+  TempDir dir;
+  errno = 0;
+  EXPECT_FALSE(writeFileAtomically((dir.path() / "missing" / "f").string(), "x"));
+  EXPECT_EQ(errno, ENOENT);
+  const fs::path file = dir.path() / "f";
+  ASSERT_TRUE(writeFileAtomically(file.string(), "first"));
+  ASSERT_TRUE(writeFileAtomically(file.string(), "second"));
+  std::ifstream in(file);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "second");
+  EXPECT_FALSE(fs::exists(file.string() + ".tmp"));
 }
 
 TEST(JobHistoryTest, RecordsOfAnotherRunningAgentAreLeftAlone) {
