@@ -552,13 +552,14 @@ void LedJobs::tearDownAttempt(Job* job) {
     std::lock_guard<std::mutex> lock(mutex_);
     remotes.swap(job->remotes);
   }
-  // No event of this attempt after this (its streams are closed); its last Stops and Unreserves
-  // finish in the background, so a host that does not answer them delays nobody.
-  if (remotes) {
-    remotes->closeLaunches();
-    detached_.keep(std::move(remotes));
-  }
-  job->local->finish();  // releases the local group: leftovers SIGKILLed, ranks reaped
+  // No remote event of this attempt after this (its streams are closed).
+  if (remotes) remotes->closeLaunches();
+  // Releases the local group: leftovers SIGKILLed, ranks reaped. Their exits still reach the
+  // coordinator, whose stops go through the remote hosts' call batch: those must outlive this.
+  job->local->finish();
+  // Their last Stops and Unreserves finish in the background, so a host that does not answer
+  // them delays nobody.
+  if (remotes) detached_.keep(std::move(remotes));
   store_->removeJob(job->id);
 }
 
@@ -667,15 +668,17 @@ void LedJobs::abandon(Job* job, const std::string& what) {
   const std::string& id = job->id;
   const std::string role = "job " + id + " (leader, ending it)";
   leaveQueue(id);
+  // The local ranks first: their exits reach the coordinator, which stops through the remote
+  // hosts (tearDownAttempt says why).
+  common::runGuarded(role, [&] {
+    if (job->local) job->local->finish();
+  });
   common::runGuarded(role, [&] {
     std::unique_ptr<relay::TreeHosts> remotes;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       remotes.swap(job->remotes);
     }
-  });
-  common::runGuarded(role, [&] {
-    if (job->local) job->local->finish();
   });
   common::runGuarded(role, [&] { store_->removeJob(id); });
   common::runGuarded(role, [&] {
