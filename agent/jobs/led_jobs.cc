@@ -380,7 +380,6 @@ coord::JobCoordinator::Start LedJobs::waitAndStart(Job* job, bool restarting) {
         if (turn == Turn::kWaiting) ahead = other;
         break;
       }
-      if (deciding) ahead.clear();
       cancelled = job->cancelRequested;
       // A submitted job that has not started outlives a graceful shutdown as it outlives a
       // crash: nothing of it ran. An attached one is its caller's, and a restart is a job that

@@ -19,11 +19,6 @@ void InFlightNames::giveBack(const std::vector<std::string>& names) {
   for (const std::string& name : names) names_.erase(name);
 }
 
-bool InFlightNames::contains(const std::string& name) const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return names_.count(name) > 0;
-}
-
 void NameLease::release() {
   std::shared_ptr<InFlightNames> owner;
   {

@@ -26,10 +26,9 @@ class InFlightNames {
   // earlier op, or twice in `names`), or null when all were free and are now taken.
   const std::string* take(const std::vector<const std::string*>& names);
   void giveBack(const std::vector<std::string>& names);
-  bool contains(const std::string& name) const;
 
  private:
-  mutable std::mutex mutex_;
+  std::mutex mutex_;
   std::set<std::string> names_;
 };
 

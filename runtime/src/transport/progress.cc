@@ -475,7 +475,8 @@ class Runner {
     for (auto& state : states_) {
       if ((pendingRecv(state) || pendingSend(state)) && state.link->peerClosed()) {
         throw PeerError(std::string(opName_) + ": lost the connection to " +
-                        state.link->describe() + " (the peer exited, crashed, was killed or failed)");
+                        state.link->describe() +
+                        " (the peer exited, crashed, was killed or failed)");
       }
     }
   }
