@@ -30,6 +30,9 @@ inline constexpr int kExitAgentLost = 75;
 // The slots or GPUs the job needs were held by other jobs and it was not to wait (--no-queue).
 // EX_TEMPFAIL too: nothing failed, and the same command later may run.
 inline constexpr int kExitResourcesBusy = 75;
+// The leader agent could not record the job in its state directory (a full or failing disk)
+// (sysexits EX_IOERR). Nothing was started; the message names the directory and the reason.
+inline constexpr int kExitAgentCannotRecord = 74;
 // The job (or its start) ran past a deadline, as timeout(1) reports.
 inline constexpr int kExitTimeout = 124;
 // Cancelled by the user (Ctrl-C): 128 + SIGINT, what a shell reports for an interrupted command.

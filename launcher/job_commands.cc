@@ -537,8 +537,10 @@ std::string formatJobStatus(const v1::JobInfo& job, int64_t nowUnixMs) {
     }
   }
   if (job.log_lines_dropped() > 0) {
-    field("log", std::to_string(job.log_lines_dropped()) +
-                     " line(s) not logged (the agent's --max-log-mb)");
+    field("log", std::to_string(job.log_lines_dropped()) + " line(s) not logged (" +
+                     (job.log_drop_reason().empty() ? std::string("the agent's --max-log-mb")
+                                                    : job.log_drop_reason()) +
+                     ")");
   }
   if (job.ranks_size() > 0) {
     out += "  " + pad("RANK", 6) + pad("HOST", 24) + pad("PID", 9) + pad("STATE", 9) + "EXIT\n";

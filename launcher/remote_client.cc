@@ -192,6 +192,11 @@ coord::JobResult RemoteJobClient::resultWithoutEnd(const grpc::Status& status) c
       return makeResult(coord::JobOutcome::kInvalidJob, contract::kExitUsage,
                         "hvdrun: " + where + " refused the job: " + reason, reason);
     }
+    if (status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
+      // Its state directory is full or failing: the agent's message names it and the errno.
+      return makeResult(coord::JobOutcome::kInvalidJob, contract::kExitAgentCannotRecord,
+                        "hvdrun: " + where + ": " + status.error_message(), status.error_message());
+    }
     coord::AgentError e{config_.host, config_.address, reason};
     return makeResult(coord::JobOutcome::kAgentUnreachable, contract::kExitAgentUnreachable,
                       "hvdrun: " + e.describeUnreachable(), reason);

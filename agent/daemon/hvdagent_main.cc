@@ -52,11 +52,15 @@ namespace jobs = hvd::agent::jobs;
 namespace records = hvd::agent::records;
 namespace daemon = hvd::agent::daemon;
 
-// Blocks until SIGTERM or SIGINT arrives; returns it.
-int waitForSignal(int pipeRead) {
+// Blocks until SIGTERM or SIGINT arrives; returns it. Meanwhile, every second, writes again the
+// job records a full or failing disk refused.
+int waitForSignal(int pipeRead, records::JobHistory* history) {
   for (;;) {
     pollfd pfd = {pipeRead, POLLIN, 0};
-    if (::poll(&pfd, 1, -1) <= 0) continue;
+    if (::poll(&pfd, 1, 1000) <= 0) {
+      history->flush();
+      continue;
+    }
     unsigned char signo = 0;
     if (::read(pipeRead, &signo, 1) == 1 && signo != 0) return signo;
   }
@@ -191,7 +195,7 @@ int serve(const daemon::AgentCliOptions& options, const hvd::agent::rpc::ListenA
         "hvdagent: {} queued job(s) of the previous agent are waiting again", resumed);
   }
 
-  const int signo = waitForSignal(signalPipe);
+  const int signo = waitForSignal(signalPipe, &history);
   hvd::logging::program("daemon")->info("hvdagent: got {}, stopping running jobs and shutting down",
                                         signo == SIGINT ? "SIGINT" : "SIGTERM");
   service.shutdown();
@@ -200,6 +204,12 @@ int serve(const daemon::AgentCliOptions& options, const hvd::agent::rpc::ListenA
   server->Wait();
   service.join();    // led jobs end as their ranks exit (bounded by the shutdown grace)
   local.shutdown();  // whatever is left: SIGKILL and reap
+  if (const size_t unwritten = history.flush(); unwritten > 0) {
+    hvd::logging::program("daemon")->error(
+        "hvdagent: {} job record(s) could not be written ({}); after a restart those jobs read "
+        "as they were last recorded",
+        unwritten, history.space()->describe());
+  }
   store.stop();
   hvd::logging::program("daemon")->info("hvdagent: stopped");
   return 0;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -229,8 +230,14 @@ std::string LedJobs::submit(coord::JobSpec spec, const v1::SubmitJobRequest& req
   // A submitted job may wait in the queue past this agent's life: its request is kept until
   // it starts.
   if (request.detach() && !history_->saveRequest(job->id, request)) {
-    hvd::logging::program("jobs")->warn(
-        "hvdagent: job {}: cannot save its request; it would not survive a restart", job->id);
+    // Not recorded is not accepted: a queued job whose request is lost would vanish at a restart.
+    const int error = errno;
+    history_->discard(job->id);
+    throw records::StateWriteError(
+        "the agent cannot record the job: writing its request under the state directory failed: " +
+            std::string(std::strerror(error)) + " (" + history_->space()->describe() +
+            "); free space there, or restart hvdagent with another --state-dir",
+        error);
   }
   return start(std::move(job), submittedBy);
 }
@@ -238,8 +245,8 @@ std::string LedJobs::submit(coord::JobSpec spec, const v1::SubmitJobRequest& req
 std::string LedJobs::start(std::unique_ptr<Job> job, const std::string& submittedBy) {
   try {
     job->log = std::make_unique<records::JobLogWriter>(history_->logPath(job->id).value(),
-                                                       options_.maxLogBytes);
-  } catch (const InvalidArgumentError& e) {
+                                                       options_.maxLogBytes, history_->space());
+  } catch (const records::StateWriteError& e) {
     // Nothing started: the record says why rather than staying PENDING forever.
     history_->dropRequest(job->id);
     history_->update(job->id, [&](v1::JobInfo* i) {
@@ -652,6 +659,7 @@ void LedJobs::run(Job* job) {
       info->mutable_end()->set_summary(result.summary + " (" + cancelReason + ")");
     }
     info->set_log_lines_dropped(job->log->dropped());
+    info->set_log_drop_reason(job->log->dropReasons());
   });
   hvd::logging::program("jobs")->info("hvdagent: job {}: ended, exit code {}: {}", id,
                                       result.exitCode, result.summary);

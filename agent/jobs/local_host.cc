@@ -5,7 +5,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <thread>
 #include <utility>
@@ -168,15 +170,26 @@ coord::LaunchStatus LocalHost::start(coord::LaunchRequest request, coord::JobEve
   }
   coord::LaunchStatus status = spawn(request, events);
   if (!status.ok() || request.ranks.empty() || options_.records == nullptr) return status;
+  // A job whose ranks all ended at once may be released already: nothing of it is left to record.
   const std::optional<pid_t> pgid = processGroupId(request.jobId);
-  if (pgid && options_.records->add(request.jobId, *pgid, tag)) {
+  if (!pgid) return status;
+  const bool written = options_.records->add(request.jobId, *pgid, tag);
+  const int error = errno;
+  bool running = false;
+  {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = jobs_.find(request.jobId);
-    if (it != jobs_.end()) it->second.recorded = true;
-  } else {
+    running = it != jobs_.end() && it->second.group && it->second.group->pgid() == *pgid;
+    if (running) it->second.recorded = written;
+  }
+  if (written && !running) {
+    // Released while the record was being written: release() did not know of it.
+    options_.records->remove(request.jobId);
+  } else if (!written && running) {
     // Not fatal: the job runs, only a crash of this agent could leave its leftovers behind.
-    hvd::logging::program("jobs")->warn("hvdagent: job {}: cannot write its record in {}",
-                                        request.jobId, options_.records->dir());
+    hvd::logging::program("jobs")->warn("hvdagent: job {}: cannot write its record in {}: {}",
+                                        request.jobId, options_.records->dir(),
+                                        std::strerror(error));
   }
   return status;
 }

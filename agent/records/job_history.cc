@@ -90,7 +90,7 @@ void markLost(v1::JobInfo* info, int deadPid) {
 
 }  // namespace
 
-JobHistory::JobHistory(const std::string& stateDir, size_t keepJobs)
+JobHistory::JobHistory(const std::string& stateDir, size_t keepJobs, StateSpaceOptions space)
     : dir_(stateDir + "/jobs"),
       keepJobs_(keepJobs),
       selfPid_(static_cast<int>(::getpid())),
@@ -109,6 +109,7 @@ JobHistory::JobHistory(const std::string& stateDir, size_t keepJobs)
       throw InvalidArgumentError(why);
     }
   }
+  space_ = std::make_unique<StateSpace>(stateDir, std::move(space));
   load();
   loadReport_.pruned = prune();
 }
@@ -155,10 +156,7 @@ void JobHistory::load() {
     }
     info->set_leader_pid(selfPid_);
     info->set_leader_start_ticks(selfStart_);
-    if (!writeRecord(*info)) {
-      hvd::logging::program("records")->warn("hvdagent: cannot rewrite the record of job {}: {}",
-                                             info->job_id(), std::strerror(errno));
-    }
+    persist(*info);
     ++loadReport_.loaded;
     lastSequence_ = std::max(lastSequence_, info->submit_sequence());
     jobs_[info->job_id()] = std::move(*info);
@@ -174,6 +172,39 @@ bool JobHistory::writeRecord(const v1::JobInfo& info) const {
   options.preserve_proto_field_names = true;
   if (!google::protobuf::util::MessageToJsonString(info, &json, options).ok()) return false;
   return writeFileAtomically(jobDir(info.job_id()) + "/" + kRecordFile, json);
+}
+
+void JobHistory::persist(const v1::JobInfo& info) {
+  const std::string& id = info.job_id();
+  if (space_->writeUsingReserve([&] { return writeRecord(info); })) {
+    unwritten_.erase(id);
+    return;
+  }
+  // Once per job until it is written again: a full disk fails every update of every job.
+  if (unwritten_.insert(id).second) {
+    hvd::logging::program("records")->warn(
+        "hvdagent: job {}: cannot write its record under {}: {} ({}); the agent keeps trying, "
+        "and the job's state is right in hvdrun ps and status meanwhile",
+        id, dir_, std::strerror(errno), space_->describe());
+  }
+}
+
+size_t JobHistory::flush() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto it = unwritten_.begin(); it != unwritten_.end();) {
+    auto job = jobs_.find(*it);
+    if (job == jobs_.end() || space_->writeUsingReserve([&] { return writeRecord(job->second); })) {
+      if (job != jobs_.end()) {
+        hvd::logging::program("records")->info("hvdagent: job {}: its record is written again",
+                                               *it);
+      }
+      it = unwritten_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  if (unwritten_.empty()) space_->restoreReserve();
+  return unwritten_.size();
 }
 
 std::string JobHistory::newJobId() const {
@@ -196,16 +227,34 @@ void JobHistory::create(v1::JobInfo info) {
     info.set_submit_sequence(++lastSequence_);
   }
   const std::string dir = jobDir(info.job_id());
-  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
-    throw InvalidArgumentError("cannot create the job directory " + dir + ": " +
-                               std::strerror(errno));
-  }
+  const auto refuse = [&](const std::string& what) {
+    const int error = errno;
+    throw StateWriteError("the agent cannot record the job: " + what + ": " + std::strerror(error) +
+                              " (" + space_->describe() +
+                              "); free space there, or restart hvdagent with another "
+                              "--state-dir",
+                          error);
+  };
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) refuse("creating " + dir);
   if (!writeRecord(info)) {
-    throw InvalidArgumentError("cannot write the record of job " + info.job_id() + " in " + dir +
-                               ": " + std::strerror(errno));
+    const int error = errno;
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+    errno = error;
+    refuse("writing " + dir + "/" + kRecordFile);
   }
   std::lock_guard<std::mutex> lock(mutex_);
   jobs_[info.job_id()] = std::move(info);
+}
+
+void JobHistory::discard(const std::string& jobId) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (jobs_.erase(jobId) == 0) return;
+    unwritten_.erase(jobId);
+  }
+  std::error_code ec;
+  fs::remove_all(jobDir(jobId), ec);
 }
 
 bool JobHistory::update(const std::string& jobId, const std::function<void(v1::JobInfo*)>& change) {
@@ -213,10 +262,7 @@ bool JobHistory::update(const std::string& jobId, const std::function<void(v1::J
   auto it = jobs_.find(jobId);
   if (it == jobs_.end()) return false;
   change(&it->second);
-  if (!writeRecord(it->second)) {
-    hvd::logging::program("records")->warn("hvdagent: job {}: cannot write its record under {}: {}",
-                                           jobId, dir_, std::strerror(errno));
-  }
+  persist(it->second);
   return true;
 }
 

@@ -27,11 +27,14 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "agent/records/state_space.h"
 #include "agent/rpc/convert.h"
 #include "hvd/v1/agent.pb.h"
 
@@ -56,19 +59,31 @@ class JobHistory {
 
   // Creates <stateDir>/jobs (mode 0700) if missing and loads it (see above). Throws
   // hvd::InvalidArgumentError naming the directory when it cannot be made.
-  JobHistory(const std::string& stateDir, size_t keepJobs = kDefaultKeepJobs);
+  JobHistory(const std::string& stateDir, size_t keepJobs = kDefaultKeepJobs,
+             StateSpaceOptions space = {});
 
   const HistoryLoadReport& loadReport() const { return loadReport_; }
+  // The state directory's room, which the jobs' logs share with these records.
+  StateSpace* space() const { return space_.get(); }
 
   // "hvd-" and 6 random hex digits, used by no record here.
   std::string newJobId() const;
 
   // Creates the job's directory and writes its first record (leader fields set to this agent).
-  // Throws hvd::InvalidArgumentError when the directory or record cannot be written.
+  // Throws hvd::InvalidArgumentError for a bad id and StateWriteError (naming the file, the
+  // system's reason and the room left) when the directory or record cannot be written: a job
+  // that cannot be recorded is not accepted. New jobs never use the space reserve.
   void create(v1::JobInfo info);
-  // Changes a job's record under the lock and writes it; false for an unknown id. A failed write
-  // is logged and the cache still changes (the job goes on; only a restart would miss it).
+  // Forgets a job that never started (its record and directory), after its submit failed.
+  void discard(const std::string& jobId);
+  // Changes a job's record under the lock and writes it, using the space reserve if it must;
+  // false for an unknown id. A failed write is logged once and kept for flush(): the cache
+  // changes anyway (the job goes on, and what callers see is the change).
   bool update(const std::string& jobId, const std::function<void(v1::JobInfo*)>& change);
+  // Writes again every record whose last write failed; the number still unwritten. The agent
+  // calls it every second and once more at shutdown. Gives the space reserve back once all is
+  // written and there is room.
+  size_t flush();
 
   std::optional<v1::JobInfo> get(const std::string& jobId) const;
   // Every record, oldest submission first.
@@ -77,7 +92,8 @@ class JobHistory {
   std::optional<std::string> logPath(const std::string& jobId) const;
 
   // The request of a queued job (request.pb): saved at submit, read after a restart, dropped
-  // when the job starts or ends. False / nullopt for unknown jobs or an unwritable file.
+  // when the job starts or ends. False / nullopt for unknown jobs or an unwritable file (errno
+  // says why).
   bool saveRequest(const std::string& jobId, const v1::SubmitJobRequest& request);
   std::optional<v1::SubmitJobRequest> savedRequest(const std::string& jobId) const;
   void dropRequest(const std::string& jobId);
@@ -88,6 +104,8 @@ class JobHistory {
  private:
   std::string jobDir(const std::string& jobId) const;
   bool writeRecord(const v1::JobInfo& info) const;
+  // writeRecord through the space reserve; a failure is remembered for flush(). Under mutex_.
+  void persist(const v1::JobInfo& info);
   void load();
 
   const std::string dir_;
@@ -97,7 +115,9 @@ class JobHistory {
   HistoryLoadReport loadReport_;
   mutable std::mutex mutex_;
   std::map<std::string, v1::JobInfo> jobs_;
-  uint64_t lastSequence_ = 0;  // the highest submit_sequence recorded here
+  std::set<std::string> unwritten_;  // jobs whose record on disk is older than jobs_'s
+  uint64_t lastSequence_ = 0;        // the highest submit_sequence recorded here
+  std::unique_ptr<StateSpace> space_;
 };
 
 }  // namespace hvd::agent::records

@@ -87,17 +87,58 @@ std::optional<LogLine> parseLogLine(std::string_view line) {
   return out;
 }
 
-JobLogWriter::JobLogWriter(std::string path, uint64_t maxBytes)
-    : path_(std::move(path)), maxBytes_(maxBytes) {
+JobLogWriter::JobLogWriter(std::string path, uint64_t maxBytes, StateSpace* space)
+    : path_(std::move(path)), maxBytes_(maxBytes), space_(space) {
   fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   if (fd_ < 0) {
-    throw InvalidArgumentError("cannot open the job log " + path_ + ": " + std::strerror(errno));
+    const int error = errno;
+    throw StateWriteError("cannot open the job log " + path_ + ": " + std::strerror(error), error);
   }
   struct stat st {};
   if (::fstat(fd_, &st) == 0) bytes_ = static_cast<uint64_t>(st.st_size);
 }
 
 JobLogWriter::~JobLogWriter() { close(); }
+
+std::string JobLogWriter::notice(uint64_t lines, const std::string& where, const std::string& why) {
+  return formatLogLine(
+             0, -1, process::Stream::kStderr, "-",
+             "[hvd] " + std::to_string(lines) + " line(s) were not logged" + where + ": " + why) +
+         "\n";
+}
+
+void JobLogWriter::dropForRoom(const std::string& why) {
+  ++droppedForRoom_;
+  if (gap_.lines++ == 0) {
+    gap_.why = why;
+    lastRoomWhy_ = why;
+  }
+}
+
+bool JobLogWriter::writeWhole(const std::string& data) {
+  size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = ::write(fd_, data.data() + done, data.size() - done);
+    if (n > 0) {
+      done += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    const int error = n == 0 ? ENOSPC : errno;
+    // Part of a line must not stay: a reader would take it, and whatever comes next glued to
+    // it, for the rank's output. Cut the file back to the last whole line.
+    if (done > 0) {
+      if (::ftruncate(fd_, static_cast<off_t>(bytes_)) != 0) {
+        torn_ = true;
+        struct stat st {};
+        if (::fstat(fd_, &st) == 0) bytes_ = static_cast<uint64_t>(st.st_size);
+      }
+    }
+    errno = error;
+    return false;
+  }
+  return true;
+}
 
 bool JobLogWriter::append(int64_t unixMs, int rank, process::Stream stream, std::string_view host,
                           std::string_view text, int attempt) {
@@ -106,43 +147,67 @@ bool JobLogWriter::append(int64_t unixMs, int rank, process::Stream stream, std:
   std::lock_guard<std::mutex> lock(mutex_);
   if (fd_ < 0) return false;
   if (bytes_ + line.size() > maxBytes_) {
-    ++dropped_;
+    ++droppedForLimit_;
     return false;
   }
-  size_t done = 0;
-  while (done < line.size()) {
-    const ssize_t n = ::write(fd_, line.data() + done, line.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      ++dropped_;
-      return false;
+  // The notice of a gap goes where the lines are missing, with the first line after it.
+  std::string out = torn_ ? "\n" : "";
+  if (gap_.lines > 0) out += notice(gap_.lines, " here", gap_.why);
+  out += line;
+  if (space_ != nullptr && !space_->logMayWrite(out.size())) {
+    if (gap_.lines == 0) {
+      dropForRoom("the file system of the agent's state directory is nearly full (" +
+                  space_->describe() + "; the rest is kept for the agent's job records)");
+    } else {
+      dropForRoom({});
     }
-    done += static_cast<size_t>(n);
+    return false;
   }
-  bytes_ += line.size();
+  if (!writeWhole(out)) {
+    const int error = errno;
+    dropForRoom(isNoSpace(error)
+                    ? std::string("the file system of the agent's state directory is "
+                                  "full (") +
+                          std::strerror(error) + ")"
+                    : std::string("writing ") + path_ + " failed (" + std::strerror(error) + ")");
+    return false;
+  }
+  bytes_ += out.size();
+  torn_ = false;
+  gap_ = {};
   return true;
 }
 
 void JobLogWriter::close() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (fd_ < 0) return;
-  if (dropped_ > 0) {
-    // Past the limit on purpose: the reader must learn that lines are missing.
-    const std::string notice =
-        formatLogLine(0, -1, process::Stream::kStderr, "-",
-                      "[hvd] " + std::to_string(dropped_) +
-                          " line(s) were not logged: the job's log reached the agent's "
-                          "--max-log-mb") +
-        "\n";
-    (void)!::write(fd_, notice.data(), notice.size());
+  // Past the limit and into the headroom on purpose: the reader must learn that lines are
+  // missing. If even this cannot be written, the job's record still has the count and why.
+  std::string out = torn_ ? "\n" : "";
+  if (gap_.lines > 0) out += notice(gap_.lines, "", gap_.why);
+  if (droppedForLimit_ > 0) {
+    out += notice(droppedForLimit_, "",
+                  "the job's log reached the agent's --max-log-mb (" +
+                      (maxBytes_ % (1 << 20) == 0 ? std::to_string(maxBytes_ >> 20) + " MiB"
+                                                  : std::to_string(maxBytes_) + " bytes") +
+                      ")");
   }
+  if (!out.empty() && writeWhole(out)) gap_ = {};
   ::close(fd_);
   fd_ = -1;
 }
 
 uint64_t JobLogWriter::dropped() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return dropped_;
+  return droppedForLimit_ + droppedForRoom_;
+}
+
+std::string JobLogWriter::dropReasons() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::string out;
+  if (droppedForLimit_ > 0) out = "the agent's --max-log-mb";
+  if (droppedForRoom_ > 0) out += (out.empty() ? "" : "; ") + lastRoomWhy_;
+  return out;
 }
 
 uint64_t logSize(const std::string& path) {

@@ -83,7 +83,9 @@ std::vector<std::string> statFields(pid_t pid) {
 
 // See the header: the leader with its start time, or a member with the job's tag.
 bool stillTheJobs(const JobRecord& record) {
-  if (processStartTime(record.pgid) == record.leaderStartTime) return true;
+  if (record.leaderStartTime != 0 && processStartTime(record.pgid) == record.leaderStartTime) {
+    return true;
+  }
   if (record.tag.empty()) return false;
   const std::string entry = std::string(kJobTagEnv) + "=" + record.tag;
   for (pid_t member : processGroupMembers(record.pgid)) {
@@ -173,9 +175,14 @@ std::string JobRecords::pathFor(const std::string& jobId, pid_t agentPid) const 
 }
 
 bool JobRecords::add(const std::string& jobId, pid_t pgid, const std::string& tag) {
-  const std::optional<uint64_t> start = processStartTime(pgid);
-  if (!start) return false;
-  return write({jobId, pgid, *start, selfPid_, selfStartTime_, tag});
+  // A leader that has exited already (a rank that ends at once) has no start time left; the
+  // group's other processes are still told by the tag.
+  const uint64_t start = processStartTime(pgid).value_or(0);
+  if (start == 0 && tag.empty()) {
+    errno = ESRCH;
+    return false;
+  }
+  return write({jobId, pgid, start, selfPid_, selfStartTime_, tag});
 }
 
 bool JobRecords::write(const JobRecord& record) {

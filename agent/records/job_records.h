@@ -38,7 +38,7 @@ inline constexpr const char* kJobTagEnv = "HVD_AGENT_JOB_TAG";
 struct JobRecord {
   std::string jobId;
   pid_t pgid = 0;
-  uint64_t leaderStartTime = 0;  // /proc/<pgid>/stat field 22
+  uint64_t leaderStartTime = 0;  // /proc/<pgid>/stat field 22; 0: the leader was gone already
   pid_t agentPid = 0;            // the agent that wrote the record
   uint64_t agentStartTime = 0;
   std::string tag;  // kJobTagEnv's value in the job's processes; empty: none
@@ -78,8 +78,9 @@ class JobRecords {
   const std::string& dir() const { return dir_; }
 
   // Writes the record of a job started by this agent (atomically: temporary file + rename).
-  // Reads the leader's start time itself; returns false (and writes nothing) when `pgid` is not
-  // a live process or the file cannot be written. Thread-safe.
+  // Reads the leader's start time itself (0 when the leader is gone: then only the tag tells the
+  // group's processes); returns false (errno set, nothing written) when there is neither or the
+  // file cannot be written. Thread-safe.
   bool add(const std::string& jobId, pid_t pgid, const std::string& tag);
   // Writes `record` as given (agentPid/agentStartTime included); for tests. Thread-safe.
   bool write(const JobRecord& record);

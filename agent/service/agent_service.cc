@@ -85,6 +85,10 @@ grpc::Status statusFromException(std::exception_ptr error) {
     return {grpc::StatusCode::DEADLINE_EXCEEDED, e.what()};
   } catch (const PeerError& e) {
     return {grpc::StatusCode::UNAVAILABLE, e.what()};
+  } catch (const records::StateWriteError& e) {
+    // Not the caller's fault and not a bug: the agent's disk. hvdrun says so (exit 74).
+    hvd::logging::program("service")->error("hvdagent: {}", e.what());
+    return {grpc::StatusCode::RESOURCE_EXHAUSTED, e.what()};
   } catch (const std::exception& e) {
     hvd::logging::program("service")->error("hvdagent: internal error: {}", e.what());
     return {grpc::StatusCode::INTERNAL, e.what()};

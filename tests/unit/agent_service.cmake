@@ -11,3 +11,9 @@ target_link_libraries(agent_service_test PRIVATE hvd_agent_service hvd_agent_dae
 hvd_test(NAME job_history_test LABEL unit TIMEOUT 120
          SOURCES ${CMAKE_CURRENT_LIST_DIR}/job_history_test.cc)
 target_link_libraries(job_history_test PRIVATE hvd_agent_records hvd_test_support)
+
+# The state directory's room (logs leave a headroom, records get a reserve) and a job log's
+# behaviour when room runs out or a write stops part-way.
+hvd_test(NAME state_space_test LABEL unit TIMEOUT 60
+         SOURCES ${CMAKE_CURRENT_LIST_DIR}/state_space_test.cc)
+target_link_libraries(state_space_test PRIVATE hvd_agent_records hvd_test_support)
