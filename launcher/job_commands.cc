@@ -309,6 +309,13 @@ int runLogs(Session& session, const Options& options, const AgentTarget& target,
                            session.timeout());
   }
   if (!status.ok()) return reportCallError(target, status, session.timeout());
+  if (!attach && agent::rpc::isFinalState(job.state()) && job.log_lines_dropped() > 0) {
+    // The log's own notice may be missing too (a disk too full even for it): the record says.
+    std::fprintf(
+        stderr, "hvdrun: job %s: %llu line(s) were not logged (%s)\n", job.job_id().c_str(),
+        static_cast<unsigned long long>(job.log_lines_dropped()),
+        job.log_drop_reason().empty() ? "the agent's --max-log-mb" : job.log_drop_reason().c_str());
+  }
   if (!attach) return 0;
   if (!end) {
     std::fprintf(stderr, "hvdrun: the agent on %s ended the stream before job %s ended\n",

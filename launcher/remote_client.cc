@@ -195,7 +195,8 @@ coord::JobResult RemoteJobClient::resultWithoutEnd(const grpc::Status& status) c
     if (status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
       // Its state directory is full or failing: the agent's message names it and the errno.
       return makeResult(coord::JobOutcome::kInvalidJob, contract::kExitAgentCannotRecord,
-                        "hvdrun: " + where + ": " + status.error_message(), status.error_message());
+                        "hvdrun: the " + where + " " + status.error_message(),
+                        status.error_message());
     }
     coord::AgentError e{config_.host, config_.address, reason};
     return makeResult(coord::JobOutcome::kAgentUnreachable, contract::kExitAgentUnreachable,

@@ -234,7 +234,7 @@ std::string LedJobs::submit(coord::JobSpec spec, const v1::SubmitJobRequest& req
     const int error = errno;
     history_->discard(job->id);
     throw records::StateWriteError(
-        "the agent cannot record the job: writing its request under the state directory failed: " +
+        "cannot record the job: writing its request under the state directory failed: " +
             std::string(std::strerror(error)) + " (" + history_->space()->describe() +
             "); free space there, or restart hvdagent with another --state-dir",
         error);

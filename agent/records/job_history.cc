@@ -229,8 +229,8 @@ void JobHistory::create(v1::JobInfo info) {
   const std::string dir = jobDir(info.job_id());
   const auto refuse = [&](const std::string& what) {
     const int error = errno;
-    throw StateWriteError("the agent cannot record the job: " + what + ": " + std::strerror(error) +
-                              " (" + space_->describe() +
+    throw StateWriteError("cannot record the job: " + what + ": " + std::strerror(error) + " (" +
+                              space_->describe() +
                               "); free space there, or restart hvdagent with another "
                               "--state-dir",
                           error);

@@ -156,8 +156,8 @@ bool JobLogWriter::append(int64_t unixMs, int rank, process::Stream stream, std:
   out += line;
   if (space_ != nullptr && !space_->logMayWrite(out.size())) {
     if (gap_.lines == 0) {
-      dropForRoom("the file system of the agent's state directory is nearly full (" +
-                  space_->describe() + "; the rest is kept for the agent's job records)");
+      dropForRoom("the file system of the agent's state directory is nearly full: " +
+                  space_->describe() + ", kept for the agent's job records");
     } else {
       dropForRoom({});
     }

@@ -105,8 +105,7 @@ bool StateSpace::hasReserve() const {
 
 std::string StateSpace::describe() const {
   const uint64_t free = freeBytes();
-  return (free == kUnknown ? std::string("unknown space") : kib(free)) +
-         " free on the file system of " + dir_;
+  return (free == kUnknown ? std::string("unknown space") : kib(free)) + " free in " + dir_;
 }
 
 }  // namespace hvd::agent::records

@@ -68,7 +68,7 @@ class StateSpace {
   // headroom. Thread-safe.
   void restoreReserve();
   bool hasReserve() const;
-  // "<free> free of the file system of <dir>" for messages.
+  // "<free> free in <dir>" for messages.
   std::string describe() const;
 
  private:

@@ -2,10 +2,15 @@
 // 127.0.0.1 with its own key and state directory, and hvdrun's submit, ps, status, logs, attach
 // and cancel against it. The ranks are /bin/sh one-liners; a rank that waits for a file lets a
 // test decide when the job ends.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/mount.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -309,6 +314,153 @@ TEST_F(HvdrunJobsTest, AttachFollowsFromNowAndCtrlCDetachesWithoutStoppingTheJob
   const ProcessResult followed = again.finish(20s);
   EXPECT_EQ(followed.status, 0) << followed.err;
   EXPECT_EQ(followed.out, "[0]<stdout>: done 0\n");
+}
+
+// The agent's state directory on a 2 MiB tmpfs: what a full disk does to logs, records and
+// submits. Mounting needs root (CI runs as root); elsewhere the cases are skipped.
+class FullStateDiskTest : public AgentJobsTest {
+ protected:
+  void SetUp() override {
+    if (!isRoot()) GTEST_SKIP() << "mounting a tmpfs needs root";
+    state_ = dir_.path() / "state";
+    fs::create_directory(state_);
+    ASSERT_EQ(::mount("tmpfs", state_.c_str(), "tmpfs", 0, "size=2m,mode=0700"), 0)
+        << std::strerror(errno);
+    mounted_ = true;
+    startAgent();
+  }
+  void TearDown() override {
+    agent_.reset();
+    if (mounted_) ::umount2(state_.c_str(), MNT_DETACH);
+  }
+
+  // Takes the file system's every free byte (a file of another program's, as far as the agent
+  // knows); unfill() gives them back.
+  void fill() {
+    const int fd = ::open((state_ / "filler").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+    ASSERT_GE(fd, 0) << std::strerror(errno);
+    const std::string block(4096, 'f');
+    for (size_t size : {size_t{4096}, size_t{1}}) {
+      while (::write(fd, block.data(), size) == static_cast<ssize_t>(size)) {
+      }
+    }
+    ::close(fd);
+  }
+  void unfill() { fs::remove(state_ / "filler"); }
+
+  // The stdout lines of `hvdrun logs` must be "<prefix>1", "<prefix>2", ... whole and in order:
+  // how many.
+  static size_t consecutiveLines(const std::string& out, const std::string& prefix) {
+    size_t n = 0, pos = 0;
+    while (pos < out.size()) {
+      const size_t nl = out.find('\n', pos);
+      if (nl == std::string::npos) {
+        ADD_FAILURE() << "the last line has no newline";
+        break;
+      }
+      const std::string line = out.substr(pos, nl - pos);
+      if (line != prefix + std::to_string(n + 1)) {
+        ADD_FAILURE() << "line " << n + 1 << " is '" << line << "'";
+        break;
+      }
+      ++n;
+      pos = nl + 1;
+    }
+    return n;
+  }
+
+  fs::path state_;
+  bool mounted_ = false;
+};
+
+// A job that prints more than the disk holds: its log stops short of the last MiB (kept for the
+// agent's records), every logged line whole and in order, and both the log and the record say
+// how many lines are missing and why, not the --max-log-mb.
+TEST_F(FullStateDiskTest, ALogThatFillsTheDiskEndsOnWholeLinesAndSaysWhy) {
+  constexpr int kLines = 60000;  // about 2.8 MB as logged
+  const std::string id =
+      submit(1, "seq 1 " + std::to_string(kLines) + " | sed \"s/^/payload line /\"");
+  const std::string ended = waitEnded(id, 60s);
+  EXPECT_NE(ended.find(": COMPLETED"), std::string::npos) << ended;
+  const std::regex dropped(R"(log +(\d+) line\(s\) not logged \(the file system of the agent's )"
+                           R"(state directory is nearly full)");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(ended, m, dropped)) << ended;
+  const size_t missing = std::stoul(m[1].str());
+
+  const ProcessResult logs = hvdrun("logs", {id}, 60s);
+  ASSERT_EQ(logs.status, 0) << logs.err;
+  const size_t logged = consecutiveLines(logs.out, "[0]<stdout>: payload line ");
+  EXPECT_GT(logged, 1000u);
+  EXPECT_EQ(logged + missing, static_cast<size_t>(kLines));
+  EXPECT_NE(logs.err.find("[hvd] " + std::to_string(missing) +
+                          " line(s) were not logged: the file system of the agent's state "
+                          "directory is nearly full"),
+            std::string::npos)
+      << logs.err;
+  EXPECT_EQ(logs.err.find("--max-log-mb"), std::string::npos) << logs.err;
+}
+
+// The disk full to the last byte while jobs run: a new submit is refused saying so (exit 74, not
+// a usage error); jobs that end meanwhile end COMPLETED in their records, through the agent's
+// reserve, or by the retry once room returns; and stay COMPLETED across a SIGKILL and a SIGTERM
+// restart of the agent.
+TEST_F(FullStateDiskTest, FinishedJobsStayFinishedAcrossRestartsAndASubmitSaysTheDiskIsFull) {
+  const std::string counts =
+      "i=0; while [ ! -e \"$DIR/$GO\" ]; do i=$((i+1)); echo \"line $i\"; sleep 0.001; done";
+  const std::string first = submit(1, counts, {"-x", "GO=go1"});
+  const std::string second = submit(1, counts, {"-x", "GO=go2"});
+  ASSERT_EQ(logCaptures(first, R"(line (\d+))", 5).size() >= 5, true);
+  ASSERT_EQ(logCaptures(second, R"(line (\d+))", 5).size() >= 5, true);
+
+  fill();
+  // Long enough for the jobs' lines to outgrow the last page of their logs (tmpfs pages).
+  std::this_thread::sleep_for(1s);
+  const ProcessResult refused = hvdrun("submit", {"-np", "1", "--", "/bin/true"});
+  EXPECT_EQ(refused.status, 74) << refused.out << refused.err;
+  EXPECT_EQ(refused.out, "");
+  EXPECT_NE(refused.err.find("hvdrun: the agent on localhost (127.0.0.1:" +
+                             std::to_string(agent_->port) + ") cannot record the job: writing "),
+            std::string::npos)
+      << refused.err;
+  EXPECT_NE(refused.err.find("No space left on device"), std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find(state_.string()), std::string::npos) << refused.err;
+
+  // The first ends on a full disk: its record takes the reserve.
+  touch("go1");
+  EXPECT_NE(waitEnded(first).find(": COMPLETED"), std::string::npos);
+  // The second ends with no reserve left: the agent still says COMPLETED, and the record is on
+  // disk once there is room. (Whether its last write failed depends on which page the job's own
+  // teardown freed first; the retry itself is JobHistoryTest.AFailedRecordWriteIsRetried...)
+  fill();
+  touch("go2");
+  EXPECT_NE(waitEnded(second).find(": COMPLETED"), std::string::npos);
+  const fs::path record = state_ / "jobs" / second / "record.json";
+  const auto recorded = [&] {
+    std::ifstream in(record);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    return text.find("\"JOB_COMPLETED\"") != std::string::npos;
+  };
+  unfill();
+  EXPECT_TRUE(waitUntil(recorded, 10s));
+
+  for (int signal : {SIGKILL, SIGTERM}) {
+    ::kill(agent_->agent->pid(), signal);
+    EXPECT_EQ(agent_->agent->waitExit(20s), signal == SIGKILL ? 128 + SIGKILL : 0);
+    startAgent();
+    for (const std::string& id : {first, second}) {
+      const std::string text = status(id);
+      EXPECT_NE(text.find("job " + id + ": COMPLETED"), std::string::npos) << text;
+      EXPECT_NE(text.find("exit code   0"), std::string::npos) << text;
+    }
+  }
+  // Every line each job logged is whole and in order; lines lost to the full disk are said.
+  for (const std::string& id : {first, second}) {
+    const ProcessResult logs = hvdrun("logs", {id});
+    ASSERT_EQ(logs.status, 0) << logs.err;
+    EXPECT_GE(consecutiveLines(logs.out, "[0]<stdout>: line "), 5u) << id;
+    EXPECT_NE(logs.err.find("line(s) were not logged"), std::string::npos) << logs.err;
+  }
 }
 
 }  // namespace

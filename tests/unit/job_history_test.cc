@@ -275,6 +275,65 @@ TEST(JobHistoryTest, RecordsSurviveARestartAndRunningOnesOfADeadLeaderAreLost) {
   EXPECT_EQ(again.get(runningId)->state(), v1::JOB_LOST);
 }
 
+std::string readFile(const fs::path& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// A record write that fails (here: a directory where its temporary file goes) changes what
+// callers see at once, and is written by flush() once it can be: a finished job is never left
+// RUNNING on disk for a restart to call LOST.
+TEST(JobHistoryTest, AFailedRecordWriteIsRetriedByFlushAndCallersSeeTheChangeMeanwhile) {
+  TempDir dir;
+  const fs::path state = dir.path() / "state";
+  const std::string id = "hvd-abcdef";
+  const fs::path record = state / "jobs" / id / "record.json";
+  {
+    JobHistory history(state.string());
+    history.create(job(id, v1::JOB_RUNNING, 1000));
+    EXPECT_EQ(history.flush(), 0u);
+    fs::create_directory(record.string() + ".tmp");  // blocks the next write
+    ASSERT_TRUE(history.update(id, [](v1::JobInfo* i) { i->set_state(v1::JOB_COMPLETED); }));
+    EXPECT_EQ(history.get(id)->state(), v1::JOB_COMPLETED);
+    EXPECT_NE(readFile(record).find("JOB_RUNNING"), std::string::npos);
+    EXPECT_EQ(history.flush(), 1u);
+    EXPECT_EQ(history.flush(), 1u);
+    fs::remove(record.string() + ".tmp");
+    EXPECT_EQ(history.flush(), 0u);
+    EXPECT_NE(readFile(record).find("JOB_COMPLETED"), std::string::npos) << readFile(record);
+  }
+  const auto [deadPid, deadStart] = deadProcess();
+  setLeader(state, id, deadPid, deadStart);
+  JobHistory restarted(state.string());
+  EXPECT_EQ(restarted.loadReport().markedLost, 0);
+  EXPECT_EQ(restarted.get(id)->state(), v1::JOB_COMPLETED);
+}
+
+// A job whose first record cannot be written is not accepted: the error names the file and the
+// system's reason, and nothing of the job is left.
+TEST(JobHistoryTest, AJobThatCannotBeRecordedIsRefusedWithTheReasonAndLeavesNothing) {
+  TempDir dir;
+  const fs::path state = dir.path() / "state";
+  JobHistory history(state.string());
+  const std::string id = "hvd-123456";
+  fs::create_directories(state / "jobs" / id / "record.json.tmp");
+  try {
+    history.create(job(id, v1::JOB_PENDING, 1000));
+    ADD_FAILURE() << "create() accepted a job it could not record";
+  } catch (const StateWriteError& e) {
+    EXPECT_EQ(e.error(), EISDIR);
+    const std::string what = e.what();
+    EXPECT_NE(what.find("cannot record the job: writing " + (state / "jobs" / id).string() +
+                        "/record.json: Is a directory"),
+              std::string::npos)
+        << what;
+    EXPECT_NE(what.find("KiB free in " + state.string()), std::string::npos) << what;
+  }
+  EXPECT_FALSE(history.get(id).has_value());
+  EXPECT_FALSE(fs::exists(state / "jobs" / id));
+  EXPECT_TRUE(history.list().empty());
+}
+
 // Submission order is the records' sequence, not their millisecond (a burst shares one) nor
 // their ids (random); it goes on counting after a restart.
 TEST(JobHistoryTest, ListIsInSubmissionOrderWithinOneMillisecondAndAcrossRestarts) {
