@@ -68,8 +68,10 @@ constexpr char kDescription[] =
     "lines; 2 for usage errors (also a missing or unsafe key file); 69 agent unreachable\n"
     "(in a Slurm allocation also: its agents could not be started);\n"
     "70 internal error (a bug in hvdrun: please report the message); 71 launch failed\n"
-    "(e.g. PROGRAM not found); 75 agent lost (with --no-queue also: the GPUs or slots are\n"
-    "busy); 77 authentication failed (wrong key); 124 time limit reached; 130 cancelled.\n"
+    "(e.g. PROGRAM not found); 74 the leader agent could not record the job (its state\n"
+    "directory's disk is full or failing); 75 agent lost (with --no-queue also: the GPUs or\n"
+    "slots are busy); 77 authentication failed (wrong key); 124 time limit reached;\n"
+    "130 cancelled.\n"
     "Ctrl-C (or SIGTERM) stops the job gracefully; a second one within 2 s kills it.";
 
 constexpr char kJobsDescription[] =

@@ -62,9 +62,14 @@ std::optional<int> parseAgentCommandLine(int argc, char** argv, AgentCliOptions*
                  "records and logs of finished jobs kept; the oldest go first (default 1000)")
       ->check(integerRange(1, 1LL << 24));
   app.add_option("--max-log-mb", options->maxLogMb,
-                 "MiB of output logged per job; lines past it are counted, not kept (default "
-                 "1024)")
+                 "MiB of log file per job, each line's ~30-byte prefix (time, rank, stream, host) "
+                 "included; lines past it are counted, not kept (default 1024)")
       ->check(integerRange(1, 1LL << 30));
+  app.add_option("--max-store-mb", options->maxStoreMb,
+                 "MiB of keys and values a job may keep in the agent's store; a rank's set past "
+                 "it fails with an error naming the job (default 64; hvd needs a few KiB per "
+                 "rank)")
+      ->check(integerRange(1, 1LL << 20));
   app.add_option("--slots", options->slots,
                  "ranks this node runs at once across all jobs (0: one per GPU on a GPU node, no "
                  "limit on a CPU-only node; default 0)")

@@ -23,6 +23,7 @@ struct AgentCliOptions {
   int slots = 0;
   size_t keepJobs = 1000;    // finished job records (and logs) kept
   uint64_t maxLogMb = 1024;  // per job
+  uint64_t maxStoreMb = 64;  // per job: keys and values in the agent's store
   bool version = false;
   // --slurm-step: started by hvdrun inside a Slurm allocation (launcher/slurm_agents.h): the
   // one-time cluster key comes on stdin, the listen address defaults to this node's address

@@ -114,6 +114,7 @@ int serve(const daemon::AgentCliOptions& options, const hvd::agent::rpc::ListenA
 
   hvd::store::TcpStoreServerOptions storeOptions;
   storeOptions.bindAddress = listen.host;
+  storeOptions.maxJobBytes = static_cast<size_t>(options.maxStoreMb) << 20;
   hvd::store::TcpStoreServer store(storeOptions);
   store.start();
 

@@ -1164,6 +1164,7 @@ TEST(AgentCliTest, NumbersMustBeFiniteAndInRange) {
   EXPECT_EQ(ok.options.shutdownGraceSeconds, 2.5);
   EXPECT_EQ(ok.options.keepJobs, 3u);
   EXPECT_EQ(ok.options.maxLogMb, 1u);
+  EXPECT_EQ(ok.options.maxStoreMb, 64u);
   for (const auto& [option, bad] : std::vector<std::pair<const char*, const char*>>{
            {"--keep-jobs", "0"}, {"--keep-jobs", "-1"}, {"--max-log-mb", "1e3"}}) {
     AgentParsed p = parseAgent({option, bad});

@@ -340,6 +340,45 @@ TEST(TcpStoreServerFrameTest, GetManyOverTheFrameLimitIsAnErrorThatKeepsTheConne
   EXPECT_EQ(store.getMany({"big/1"}, 1s).at(0), std::string(3000, 'b'));
 }
 
+// One job cannot take the memory of the agent that serves many: past its byte limit a set (or a
+// compare-set, or a new counter) is an error naming the job, the connection stays, rewriting or
+// erasing a key gives its bytes back, and another job is not affected.
+TEST(TcpStoreServerJobLimitTest, ASetPastTheJobsLimitIsRefusedAndErasingGivesTheRoomBack) {
+  TcpStoreServerOptions options;
+  options.maxJobBytes = 10000;
+  TcpStoreServer server(options);
+  server.addJob("job", "token");
+  server.addJob("other", "token-2");
+  server.start();
+  TcpStore store(server.address(), "job", "token", 5s);
+  store.set("a", std::string(4000, 'a'));  // 4001 bytes with its key
+  store.set("b", std::string(4000, 'b'));  // 8002
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    try {
+      store.set("c", std::string(2000, 'c'));  // 10003: over
+      FAIL() << "the job's store passed its limit";
+    } catch (const InvalidArgumentError& e) {
+      EXPECT_TRUE(contains(e.what(),
+                           "job 'job' would hold 10003 bytes in the store, above its "
+                           "limit of 10000 bytes per job (key 'c' not set)"))
+          << e.what();
+    }
+  }
+  EXPECT_THROW(store.compareSet("c", "", std::string(2000, 'c')), InvalidArgumentError);
+  EXPECT_FALSE(store.check({"c"}));
+  // A smaller value in place of a bigger one is always allowed, and an erase frees its bytes.
+  store.set("b", std::string(10, 'b'));
+  store.set("c", std::string(2000, 'c'));
+  store.erase("a");
+  store.set("d", std::string(5000, 'd'));
+  EXPECT_EQ(store.get("d", 1s).size(), 5000u);
+  EXPECT_EQ(store.add("n", 5), 5);
+  // The other job has its own budget.
+  TcpStore other(server.address(), "other", "token-2", 5s);
+  other.set("a", std::string(9000, 'x'));
+  EXPECT_EQ(other.get("a", 1s).size(), 9000u);
+}
+
 TEST_F(TcpStoreServerTest, AWaitWokenKeyByKeyAnswersOnlyWhenAnErasedKeyIsBack) {
   // The parked wait resumes where it stopped; a key it passed and that is erased meanwhile
   // must still be there when it answers.

@@ -125,6 +125,7 @@ class TcpStoreServer::Impl : public SessionOwner {
         }
       }
       job->data.clear();
+      job->bytes = 0;
     });
   }
 
@@ -137,6 +138,7 @@ class TcpStoreServer::Impl : public SessionOwner {
   void forget(Session* session) override { sessions_.erase(session); }
 
   size_t maxFrameBytes() const override { return options_.maxFrameBytes; }
+  size_t maxJobBytes() const override { return options_.maxJobBytes; }
   std::chrono::milliseconds helloTimeout() const override { return options_.helloTimeout; }
 
  private:

@@ -22,6 +22,10 @@ struct TcpStoreServerOptions {
   std::string bindAddress = "127.0.0.1";
   uint16_t port = 0;                        // 0 picks an ephemeral port; see port()
   size_t maxFrameBytes = size_t{16} << 20;  // a larger frame drops the connection
+  // The keys and values one job may hold: a set that would pass it is refused with an error
+  // (the connection stays), so one job cannot take the memory of the agent that serves many.
+  // hvd's own keys are a few KiB per rank.
+  size_t maxJobBytes = size_t{64} << 20;
   // A connection that has not presented its credentials by then is dropped.
   std::chrono::milliseconds helloTimeout{30000};
 };

@@ -207,7 +207,7 @@ void Session::handle(const Request& request) {
   switch (request.op) {
     case Opcode::kSet:
       checkValueSize(request.value);
-      job.data[request.key] = request.value;
+      put(request.key, request.value);
       notify(request.key);
       sendOk();
       break;
@@ -227,7 +227,7 @@ void Session::handle(const Request& request) {
       auto it = job.data.find(request.key);
       const int64_t sum =
           addToCounter(request.key, it == job.data.end() ? nullptr : &it->second, request.number);
-      job.data[request.key] = std::to_string(sum);
+      put(request.key, std::to_string(sum));
       notify(request.key);
       sendOk(Bytes(), sum);
       break;
@@ -241,7 +241,7 @@ void Session::handle(const Request& request) {
         sendOk(it == job.data.end() ? Bytes() : it->second);
         break;
       }
-      job.data[request.key] = request.value;
+      put(request.key, request.value);
       notify(request.key);
       sendOk(request.value);
       break;
@@ -250,7 +250,10 @@ void Session::handle(const Request& request) {
       sendOk(Bytes(), missingKeys(request.keys).empty() ? 1 : 0);
       break;
     case Opcode::kErase:
-      job.data.erase(request.key);
+      if (auto it = job.data.find(request.key); it != job.data.end()) {
+        job.bytes -= it->first.size() + it->second.size();
+        job.data.erase(it);
+      }
       sendOk();
       break;
     default:
@@ -290,6 +293,25 @@ void Session::deny(const std::string& reason) {
 
 size_t Session::frameLimit() const {
   return job_ ? owner_.maxFrameBytes() : std::min(owner_.maxFrameBytes(), kMaxHelloFrameBytes);
+}
+
+void Session::put(const std::string& key, Bytes value) {
+  Job& job = *job_;
+  auto it = job.data.find(key);
+  const size_t before = it == job.data.end() ? 0 : key.size() + it->second.size();
+  const size_t after = job.bytes - before + key.size() + value.size();
+  if (after > owner_.maxJobBytes() && after > job.bytes) {
+    throw InvalidArgumentError("job '" + job.id + "' would hold " + std::to_string(after) +
+                               " bytes in the store, above its limit of " +
+                               std::to_string(owner_.maxJobBytes()) + " bytes per job (key '" +
+                               key + "' not set)");
+  }
+  job.bytes = after;
+  if (it == job.data.end()) {
+    job.data.emplace(key, std::move(value));
+  } else {
+    it->second = std::move(value);
+  }
 }
 
 void Session::checkValueSize(const Bytes& value) const {

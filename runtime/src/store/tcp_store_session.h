@@ -33,6 +33,7 @@ struct Job {
   const std::string token;
   std::atomic<bool> removed{false};
   std::unordered_map<std::string, Bytes> data;
+  size_t bytes = 0;  // of the keys and values in `data`
   // Parked sessions by the key they wait for next. A parked session is listed exactly once,
   // under the first of its keys that is missing; it is re-listed when that key arrives and
   // others are still missing. Weak, so that a job never keeps a connection alive.
@@ -46,6 +47,7 @@ class SessionOwner {
   virtual std::shared_ptr<Job> findJob(const std::string& id) = 0;
   virtual void forget(Session* session) = 0;
   virtual size_t maxFrameBytes() const = 0;
+  virtual size_t maxJobBytes() const = 0;
   virtual std::chrono::milliseconds helloTimeout() const = 0;
 };
 
@@ -77,6 +79,8 @@ class Session : public std::enable_shared_from_this<Session> {
   void readPayloadStep();
   void onPayloadStep(const boost::system::error_code& ec);
   void onPayload();
+  // Sets `key` in the job's data, within the job's byte limit (InvalidArgumentError past it).
+  void put(const std::string& key, Bytes value);
   void handle(const protocol::Request& request);
   void hello(const protocol::Request& request);
   // The reason goes to the log, once; the client only learns that it was refused, so that
