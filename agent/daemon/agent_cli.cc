@@ -1,5 +1,7 @@
 #include "agent/daemon/agent_cli.h"
 
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <string>
@@ -95,7 +97,17 @@ std::optional<int> parseAgentCommandLine(int argc, char** argv, AgentCliOptions*
     return 2;
   }
   if (app.count("--key-file") == 0) options->keyFile = rpc::defaultKeyFile();
-  if (!options->stateDirGiven) options->stateDir = records::defaultStateDir();
+  if (!options->stateDirGiven && !options->slurmStep) {
+    options->stateDir = records::defaultStateDir();
+    if (options->stateDir.empty()) {
+      std::fprintf(stderr,
+                   "hvdagent: no state directory: XDG_STATE_HOME and HOME are unset and uid %u "
+                   "has no home directory; pass --state-dir DIR (a directory only this user "
+                   "can write)\n",
+                   static_cast<unsigned>(::geteuid()));
+      return 2;
+    }
+  }
   return std::nullopt;
 }
 

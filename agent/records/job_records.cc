@@ -1,6 +1,7 @@
 #include "agent/records/job_records.h"
 
 #include <fcntl.h>
+#include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "agent/auth/cluster_key.h"
 #include "agent/records/atomic_file.h"
@@ -143,10 +145,19 @@ std::string defaultStateDir() {
   if (const char* state = std::getenv("XDG_STATE_HOME"); state != nullptr && *state == '/') {
     return std::string(state) + "/hvdagent";
   }
-  if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0') {
+  if (const char* home = std::getenv("HOME"); home != nullptr && *home == '/') {
     return std::string(home) + "/.local/state/hvdagent";
   }
-  return "/tmp/hvdagent-" + std::to_string(::geteuid());
+  // Never a shared place such as /tmp: another user could create the directory first.
+  std::vector<char> buffer(16384);
+  passwd entry{};
+  passwd* found = nullptr;
+  if (::getpwuid_r(::geteuid(), &entry, buffer.data(), buffer.size(), &found) == 0 &&
+      found != nullptr && found->pw_dir != nullptr && found->pw_dir[0] == '/' &&
+      std::string(found->pw_dir) != "/") {
+    return std::string(found->pw_dir) + "/.local/state/hvdagent";
+  }
+  return {};
 }
 
 JobRecords::JobRecords(std::string dir)

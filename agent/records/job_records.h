@@ -66,7 +66,8 @@ std::optional<uint64_t> processStartTime(pid_t pid);
 bool processAlive(pid_t pid, uint64_t startTime);
 
 // The state directory when --state-dir is not given: /var/lib/hvdagent for root, else
-// $XDG_STATE_HOME/hvdagent, else ~/.local/state/hvdagent.
+// $XDG_STATE_HOME/hvdagent, else $HOME/.local/state/hvdagent, else the same under the home
+// directory of the password database; "" when there is none (never a shared place like /tmp).
 std::string defaultStateDir();
 
 class JobRecords {

@@ -231,8 +231,9 @@ TEST_F(QueueTest, AQueuedJobOfAnotherUsersFilesIsNotRunAfterARestart) {
 // or not (SIGKILL): five jobs queued behind a running one start in the order they came, not in
 // the order their threads happen to run in the next agent.
 TEST_F(QueueTest, TheQueueKeepsItsOrderAcrossAgentRestarts) {
+  // Twenty restarts: ten of each kind.
   for (int signal : {SIGKILL, SIGTERM}) {
-    for (int trial = 0; trial < 3; ++trial) {
+    for (int trial = 0; trial < 10; ++trial) {
       const std::string order = "order-" + std::to_string(signal) + "-" + std::to_string(trial);
       const std::string a = submitGpuJob(4, "never");
       ASSERT_EQ(gpusOf(a, 4).size(), 4u);

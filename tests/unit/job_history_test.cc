@@ -334,6 +334,45 @@ TEST(JobHistoryTest, AJobThatCannotBeRecordedIsRefusedWithTheReasonAndLeavesNoth
   EXPECT_TRUE(history.list().empty());
 }
 
+// The default state directory of a non-root agent with neither XDG_STATE_HOME nor HOME comes
+// from the password database, never from a shared place like /tmp that another user could have
+// created first. (Root only: the child becomes uid 65534, whose home is /nonexistent on Debian.)
+TEST(DefaultStateDir, WithoutHomeItIsThePasswordDatabasesHomeNeverTmp) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to become another user";
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::close(fds[0]);
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(3);
+    std::string out;
+    for (const char* home : {static_cast<const char*>(nullptr), "/home/someone"}) {
+      ::unsetenv("XDG_STATE_HOME");
+      home ? ::setenv("HOME", home, 1) : ::unsetenv("HOME");
+      out += defaultStateDir() + "\n";
+    }
+    ::setenv("XDG_STATE_HOME", "/state/home", 1);
+    out += defaultStateDir() + "\n";
+    (void)!::write(fds[1], out.data(), out.size());
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  std::string got;
+  char buffer[512];
+  for (ssize_t n; (n = ::read(fds[0], buffer, sizeof(buffer))) > 0;) got.append(buffer, n);
+  ::close(fds[0]);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  // nobody's home is /nonexistent on Debian; where it is "/" or missing, there is no default.
+  const std::string first = got.substr(0, got.find('\n'));
+  EXPECT_TRUE(first == "/nonexistent/.local/state/hvdagent" || first.empty()) << got;
+  EXPECT_EQ(first.find("/tmp"), std::string::npos) << got;
+  EXPECT_EQ(got.substr(got.find('\n') + 1),
+            "/home/someone/.local/state/hvdagent\n/state/home/hvdagent\n");
+}
+
 // Submission order is the records' sequence, not their millisecond (a burst shares one) nor
 // their ids (random); it goes on counting after a restart.
 TEST(JobHistoryTest, ListIsInSubmissionOrderWithinOneMillisecondAndAcrossRestarts) {
