@@ -285,6 +285,24 @@ std::string LedJobs::start(std::unique_ptr<Job> job, const std::string& submitte
   return raw->id;
 }
 
+namespace {
+
+// Where a queued job's record (what ps and status show) and its saved request (what would run)
+// differ: "" when they agree.
+std::string disagreement(const v1::JobInfo& info, const coord::JobSpec& spec) {
+  const std::vector<std::string> argv(info.argv().begin(), info.argv().end());
+  if (argv != spec.argv) return "the command";
+  if (info.np() != spec.np) return "-np";
+  if (info.cwd() != spec.cwd) return "the working directory";
+  if (static_cast<size_t>(info.hosts_size()) != spec.hosts.size()) return "the hosts";
+  for (size_t i = 0; i < spec.hosts.size(); ++i) {
+    if (info.hosts(static_cast<int>(i)) != spec.hosts[i].host) return "the hosts";
+  }
+  return {};
+}
+
+}  // namespace
+
 int LedJobs::resumeQueued() {
   int resumed = 0;
   std::vector<std::string> queued;
@@ -306,6 +324,12 @@ int LedJobs::resumeQueued() {
       if (!request) throw InvalidArgumentError("its saved request cannot be read");
       coord::JobSpec spec = rpc::fromProto(*request);
       validate(spec, *request);
+      // What ps and status showed is what runs, or nothing does.
+      if (const std::optional<v1::JobInfo> info = history_->get(id)) {
+        if (const std::string why = disagreement(*info, spec); !why.empty()) {
+          throw InvalidArgumentError("its record and its saved request disagree on " + why);
+        }
+      }
       spec.jobId = id;
       auto job = std::make_unique<Job>();
       job->id = id;

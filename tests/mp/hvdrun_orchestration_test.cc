@@ -227,6 +227,30 @@ TEST_F(QueueTest, AQueuedJobOfAnotherUsersFilesIsNotRunAfterARestart) {
       << agent_->agent->output();
 }
 
+// What ps and status show is what runs: a queued job whose record no longer matches its saved
+// request (the record edited while the agent was down) ends FAILED saying so, and does not run.
+TEST_F(QueueTest, AQueuedJobWhoseRecordDisagreesWithItsRequestIsNotRunAfterARestart) {
+  const std::string a = submitGpuJob(4, "never");
+  ASSERT_EQ(gpusOf(a, 4).size(), 4u);
+  const std::string edited = submit(4, "echo ran > \"$DIR/edited-ran\"", {"--gpu-bind", "visible"});
+  waitStatus(edited, "QUEUED");
+  ::kill(agent_->agent->pid(), SIGKILL);
+  ASSERT_TRUE(agent_->agent->waitExit(30s).has_value());
+  const fs::path record = dir_.path() / "state" / "jobs" / edited / "record.json";
+  std::string text = readFile(record);
+  const size_t at = text.find("edited-ran");
+  ASSERT_NE(at, std::string::npos) << text;
+  text.replace(at, 10, "harmless!!");
+  std::ofstream(record, std::ios::trunc) << text;
+  startAgent();
+  const std::string ended = waitEnded(edited);
+  EXPECT_NE(ended.find(": FAILED\n"), std::string::npos) << ended;
+  EXPECT_NE(ended.find("its record and its saved request disagree on the command"),
+            std::string::npos)
+      << ended;
+  EXPECT_FALSE(fs::exists(dir_.path() / "edited-ran")) << "the job ran";
+}
+
 // The queue's order is the submission order across restarts of its agent, graceful (SIGTERM)
 // or not (SIGKILL): five jobs queued behind a running one start in the order they came, not in
 // the order their threads happen to run in the next agent.
