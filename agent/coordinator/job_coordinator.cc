@@ -329,6 +329,7 @@ std::optional<JobResult> JobCoordinator::build(contract::Placement placement,
   pids_.assign(spec_.np, 0);
   exits_.assign(spec_.np, std::nullopt);
   stderrTail_.assign(spec_.np, {});
+  stopped_.assign(spec_.np, false);
   launched_.assign(spec_.hosts.size(), false);
   lost_.assign(spec_.hosts.size(), false);
   stopLevel_.assign(spec_.hosts.size(), 0);
@@ -547,6 +548,8 @@ void JobCoordinator::onOutput(int rank, process::Stream stream, std::string_view
       std::deque<std::string>& tail = stderrTail_[rank];
       if (tail.size() == kStderrTailLines) tail.pop_front();
       tail.emplace_back(line.substr(0, kTailLineBytes));
+      if (process::isStoppedNotice(line)) stopped_[rank] = true;
+      if (process::isContinuedNotice(line)) stopped_[rank] = false;
     }
     host = spec_.hosts[placement_.ranks[rank].hostIndex].host;
   }
@@ -563,8 +566,21 @@ void JobCoordinator::onExit(int rank, const process::ExitStatus& status) {
     exits_[rank] = status;
     if (!status.success()) {
       const std::string& host = spec_.hosts[placement_.ranks[rank].hostIndex].host;
-      JobResult r = baseResult(JobOutcome::kRankFailed, status.shellStatus(),
-                               describeRankFailure(rank, host, status));
+      std::string summary = describeRankFailure(rank, host, status);
+      // A stopped rank fails nobody by itself: the ranks waiting for it time out first, and
+      // the first of them is the root cause by the clock. Name the one that stood still.
+      std::string stopped;
+      for (size_t other = 0; other < stopped_.size(); ++other) {
+        if (!stopped_[other] || static_cast<int>(other) == rank) continue;
+        stopped += (stopped.empty() ? "" : ", ") + std::to_string(other) + " on " +
+                   spec_.hosts[placement_.ranks[other].hostIndex].host;
+      }
+      if (!stopped.empty()) {
+        summary += "; rank(s) " + stopped +
+                   " stood stopped at the time (SIGSTOP or the like), and the others wait for "
+                   "a stopped rank";
+      }
+      JobResult r = baseResult(JobOutcome::kRankFailed, status.shellStatus(), std::move(summary));
       r.rank = rank;
       r.host = host;
       r.status = status;

@@ -276,11 +276,12 @@ class JobCoordinator : public JobEvents {
   std::vector<int> pids_;                                  // per rank, 0 unknown
   std::vector<std::optional<process::ExitStatus>> exits_;  // per rank
   std::vector<std::deque<std::string>> stderrTail_;        // per rank, at most kStderrTailLines
-  std::vector<bool> launched_;                             // per host: launch() returned ok
-  std::vector<bool> lost_;                                 // per host
-  std::vector<int> stopLevel_;                             // per host: highest stop level sent
-  std::vector<std::string> agentHosts_;                    // agents_[i]->host(), read once
-  int jobStopLevel_ = 0;                                   // highest level requested for the job
+  std::vector<bool> stopped_;   // per rank: said stopped (process::stoppedNotice), not continued
+  std::vector<bool> launched_;  // per host: launch() returned ok
+  std::vector<bool> lost_;      // per host
+  std::vector<int> stopLevel_;  // per host: highest stop level sent
+  std::vector<std::string> agentHosts_;  // agents_[i]->host(), read once
+  int jobStopLevel_ = 0;                 // highest level requested for the job
   bool launchDone_ = false;
   std::optional<JobResult> failure_;  // the root cause, first failure only
   bool cancelled_ = false;

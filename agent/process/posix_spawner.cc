@@ -28,11 +28,44 @@ std::string ExitStatus::describe() const {
 
 namespace {
 
+constexpr std::string_view kNoticeStart = "[hvd] this rank (pid ";
+constexpr std::string_view kStoppedMiddle = ") is stopped by ";
+constexpr std::string_view kContinuedEnd = ") was continued";
+
+}  // namespace
+
+std::string stoppedNotice(pid_t pid, int signal) {
+  const char* name = sigabbrev_np(signal);
+  const std::string p = std::to_string(pid);
+  return std::string(kNoticeStart) + p + std::string(kStoppedMiddle) +
+         (name ? "SIG" + std::string(name) : "signal " + std::to_string(signal)) +
+         ": the other ranks wait for it (kill -CONT " + p + " resumes it)";
+}
+
+std::string continuedNotice(pid_t pid) {
+  return std::string(kNoticeStart) + std::to_string(pid) + std::string(kContinuedEnd);
+}
+
+bool isStoppedNotice(std::string_view line) {
+  return line.substr(0, kNoticeStart.size()) == kNoticeStart &&
+         line.find(kStoppedMiddle) != std::string_view::npos;
+}
+
+bool isContinuedNotice(std::string_view line) {
+  return line.substr(0, kNoticeStart.size()) == kNoticeStart &&
+         line.size() >= kContinuedEnd.size() &&
+         line.substr(line.size() - kContinuedEnd.size()) == kContinuedEnd;
+}
+
+namespace {
+
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 // Exit checks without a pidfd: frequent enough that stop() and exit reports feel immediate.
 constexpr milliseconds kExitTick{20};
+// How soon a stopped rank is noticed (stoppedNotice): the supervisor looks at least this often.
+constexpr milliseconds kStopCheck{1000};
 // Once every rank has exited and the group was SIGKILLed, a pipe can only stay open if some
 // process left the group holding it; do not wait on such a process for longer than this.
 constexpr milliseconds kEofGrace{2000};
@@ -222,6 +255,7 @@ class PosixProcessGroup : public ProcessGroup {
   void readPipe(int index, int stream, bool drain);
   void emit(int index, int stream, std::string_view text);
   bool checkExit(int index);
+  void checkStopped(int index);
 
   OutputSink* sink_;
   ExitCallback onExit_;
@@ -392,6 +426,22 @@ bool PosixProcessGroup::checkExit(int index) {
   return true;
 }
 
+// Says so on the rank's stderr when it has been stopped or continued since the last look (the
+// event is consumed: each is said once).
+void PosixProcessGroup::checkStopped(int index) {
+  const Rank& r = ranks_[index];
+  siginfo_t info{};
+  if (waitid(P_PID, static_cast<id_t>(r.pid), &info, WSTOPPED | WCONTINUED | WNOHANG) != 0 ||
+      info.si_pid == 0) {
+    return;
+  }
+  if (info.si_code == CLD_STOPPED) {
+    emit(index, 1, stoppedNotice(r.pid, info.si_status));
+  } else if (info.si_code == CLD_CONTINUED) {
+    emit(index, 1, continuedNotice(r.pid));
+  }
+}
+
 void PosixProcessGroup::supervise() {
   bool groupKilled = false;
   Clock::time_point eofDeadline{};
@@ -426,6 +476,7 @@ void PosixProcessGroup::supervise() {
     if (allExited && (!pipesOpen || Clock::now() >= eofDeadline)) break;
     if (allExited) wakeAt = eofDeadline;
     milliseconds timeout(-1);
+    if (!allExited) timeout = kStopCheck;
     if (needTick) timeout = kExitTick;
     if (wakeAt) {
       auto left = std::chrono::ceil<milliseconds>(*wakeAt - Clock::now());
@@ -445,7 +496,7 @@ void PosixProcessGroup::supervise() {
         readPipe(owner[k].first, owner[k].second, false);
     }
     for (int i = 0; i < size(); ++i) {
-      if (!ranks_[i].exited) checkExit(i);
+      if (!ranks_[i].exited && !checkExit(i)) checkStopped(i);
     }
     std::lock_guard<std::mutex> lock(mu_);
     if (killDeadline_ && Clock::now() >= *killDeadline_) {

@@ -48,6 +48,16 @@ struct ExitStatus {
 
 enum class Stream { kStdout, kStderr };
 
+// A rank that is stopped (SIGSTOP, SIGTSTP, SIGTTIN, SIGTTOU) holds up every other rank without
+// exiting, so nothing would say why the job stands still. The supervisor notices it within about
+// a second and says so on the rank's stderr, as a line of its own output, which reaches the job's
+// log, an attached hvdrun and the leader from any host; and again when it is continued.
+std::string stoppedNotice(pid_t pid, int signal);
+std::string continuedNotice(pid_t pid);
+// Whether `line` is one of the above (what the leader uses to name a stopped rank in a summary).
+bool isStoppedNotice(std::string_view line);
+bool isContinuedNotice(std::string_view line);
+
 // Receives the ranks' output. Contract:
 // * `text` is one complete line without its '\n'; a final line without a newline is delivered
 //   when the stream reaches end of file; a line longer than kMaxLineBytes arrives as pieces of
@@ -57,6 +67,8 @@ enum class Stream { kStdout, kStderr };
 //   thread (the fake: from the thread that emits). `text` is valid only during the call.
 // * Lines a rank wrote before it exited are delivered before its exit is reported. Output of
 //   processes it left behind may still follow until the group is torn down.
+// * The supervisor's own lines about a rank (stoppedNotice, continuedNotice) arrive as that
+//   rank's stderr.
 // * Must not block for long (it holds up the group's other output) and must not destroy the
 //   group it belongs to.
 class OutputSink {

@@ -294,6 +294,26 @@ TEST_F(HvdrunJobsTest, CancelReachesAStoppedRankWithoutWaitingOutTheGrace) {
   EXPECT_NE(waitEnded(id).find(": CANCELLED"), std::string::npos);
 }
 
+// A rank that fails because another one is stopped (it waited for it and gave up) is the root
+// cause by the clock; the summary names the stopped rank beside it.
+TEST_F(HvdrunJobsTest, TheSummaryOfAFailureNamesTheRankThatStoodStopped) {
+  const std::string id = submit(2,
+                                "[ \"$HVD_RANK\" = 1 ] && kill -STOP $$; "
+                                "[ \"$HVD_RANK\" = 0 ] && { sleep 2; exit 1; }; exec sleep 60");
+  const std::string ended = waitEnded(id, 30s);
+  EXPECT_NE(ended.find(": FAILED"), std::string::npos) << ended;
+  EXPECT_NE(ended.find("cause       rank 0 on localhost exited with code 1; rank(s) 1 on localhost "
+                       "stood stopped at the time (SIGSTOP or the like)"),
+            std::string::npos)
+      << ended;
+  // And the log says which rank stood still, where it did.
+  const ProcessResult logs = hvdrun("logs", {id});
+  EXPECT_NE(logs.err.find("[1]<stderr>: [hvd] this rank (pid "), std::string::npos) << logs.err;
+  EXPECT_NE(logs.err.find(") is stopped by SIGSTOP: the other ranks wait for it"),
+            std::string::npos)
+      << logs.err;
+}
+
 // Attached once it says so on stderr (output is separate: ProcessOptions::kSeparate); attach
 // follows from that moment on.
 bool waitUntilAttached(Process& attach) {

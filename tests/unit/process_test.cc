@@ -200,6 +200,39 @@ TEST(ProcessTest, StopWithSigtermEndsSleepingChildQuickly) {
   EXPECT_EQ(r.group->exitStatus(0)->shellStatus(), 143);
 }
 
+// A stopped rank exits nothing and prints nothing: the supervisor says so on its stderr within
+// about a second, once, and again when it is continued.
+TEST(ProcessTest, AStoppedRankIsSaidOnItsStderrAndSoIsItsContinuation) {
+  CollectingSink sink;
+  PosixSpawner spawner;
+  SpawnResult r =
+      spawner.spawn({sh("echo $$; kill -STOP $$; echo resumed"), sh("sleep 60")}, &sink, nullptr);
+  ASSERT_TRUE(r.ok()) << r.error;
+  const pid_t pid = r.group->pid(0);
+  ASSERT_TRUE(eventually([&] { return !sink.texts(0, Stream::kStderr).empty(); }, 5s));
+  std::this_thread::sleep_for(1500ms);  // a second look must not say it again
+  std::vector<std::string> err = sink.texts(0, Stream::kStderr);
+  ASSERT_EQ(err.size(), 1u);
+  EXPECT_EQ(err[0], "[hvd] this rank (pid " + std::to_string(pid) +
+                        ") is stopped by SIGSTOP: the other ranks wait for it (kill -CONT " +
+                        std::to_string(pid) + " resumes it)");
+  EXPECT_TRUE(isStoppedNotice(err[0]));
+  EXPECT_FALSE(isContinuedNotice(err[0]));
+  EXPECT_TRUE(sink.texts(1, Stream::kStderr).empty()) << "the running rank is not stopped";
+
+  ASSERT_EQ(::kill(pid, SIGCONT), 0);
+  ASSERT_TRUE(eventually([&] { return sink.texts(0, Stream::kStderr).size() == 2; }, 5s));
+  err = sink.texts(0, Stream::kStderr);
+  EXPECT_EQ(err[1], "[hvd] this rank (pid " + std::to_string(pid) + ") was continued");
+  EXPECT_TRUE(isContinuedNotice(err[1]));
+  EXPECT_FALSE(isStoppedNotice(err[1]));
+  ASSERT_TRUE(eventually([&] { return r.group->exitStatus(0).has_value(); }, 5s));
+  EXPECT_EQ(r.group->exitStatus(0)->exitCode, 0);
+  EXPECT_EQ(sink.texts(0, Stream::kStdout),
+            (std::vector<std::string>{std::to_string(pid), "resumed"}));
+  r.group->stop(SIGTERM, 1s);
+}
+
 TEST(ProcessTest, ChildIgnoringSigtermIsKilledAfterGrace) {
   CollectingSink sink;
   PosixSpawner spawner;
