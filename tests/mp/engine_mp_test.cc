@@ -37,11 +37,16 @@ TEST_P(EngineMixed, AsyncOpsOfEveryKindAreCorrectAcrossProcesses) {
   ASSERT_FALSE(r.timedOut) << r.out << r.err;
   EXPECT_EQ(r.status, 0) << r.out << r.err;
   EXPECT_EQ(count(r.out, "engine mixed ok=1"), static_cast<size_t>(np)) << r.out << r.err;
-  // join() returned the same rank everywhere.
+  // join() returned the same rank everywhere, and a rank of the job: one of 0..np-1 was
+  // printed by all np ranks and no other value by any.
+  EXPECT_EQ(count(r.out, "last-joined="), static_cast<size_t>(np)) << r.out;
+  int agreed = 0;
   for (int last = 0; last < np; ++last) {
-    const size_t n = count(r.out, "last-joined=" + std::to_string(last));
+    const size_t n = count(r.out, "last-joined=" + std::to_string(last) + "\n");
     EXPECT_TRUE(n == 0 || n == static_cast<size_t>(np)) << r.out;
+    agreed += n == static_cast<size_t>(np) ? 1 : 0;
   }
+  EXPECT_EQ(agreed, 1) << r.out;
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, EngineMixed, ::testing::Values(2, 4));

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import hvd.torch as hvd
+import hvd.torch.optimizer as hvd_optimizer
 
 GLOBAL_BATCH = 12  # divisible by 2 and 3: every rank's shard has the same size
 
@@ -82,14 +83,55 @@ def test_two_backward_passes_per_step_equal_a_doubled_batch():
         hvd.DistributedOptimizer(SGD(model().parameters()), backward_passes_per_step=0)
 
 
-def test_gradient_predivide_factor_gives_the_same_average():
-    net, _ = distributed(SGD, steps=3, gradient_predivide_factor=hvd.size())
-    assert_same_parameters(net, reference(SGD, steps=3))
+def spy(monkeypatch, name):
+    """Records the calls DistributedOptimizer makes to mpi_ops' `name` (and still makes them):
+    the average is the same whether or not a factor or a grouping is applied, so the results
+    alone cannot tell that the option was honoured."""
+    calls = []
+    real = getattr(hvd_optimizer, name)
+
+    def record(*args, **kwargs):
+        calls.append((args, kwargs))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(hvd_optimizer, name, record)
+    return calls
 
 
-def test_groups_give_the_same_result():
-    net, _ = distributed(SGD, steps=3, groups=2)
+def test_gradient_predivide_factor_divides_before_the_sum_and_multiplies_after(monkeypatch):
+    factor = 2.0 * hvd.size()
+    single = spy(monkeypatch, "allreduce_async_")
+    grouped = spy(monkeypatch, "grouped_allreduce_async_")
+    net, _ = distributed(SGD, steps=3, gradient_predivide_factor=factor)
     assert_same_parameters(net, reference(SGD, steps=3))
+    assert len(single) == 3 * 4 and not grouped  # every parameter, every step
+    for _, kwargs in single:
+        assert kwargs["prescale_factor"] == pytest.approx(1.0 / factor)
+        assert kwargs["postscale_factor"] == pytest.approx(factor)
+    # The same factors on grouped reductions.
+    single.clear()
+    net, _ = distributed(SGD, steps=2, groups=2, gradient_predivide_factor=factor)
+    assert_same_parameters(net, reference(SGD, steps=2))
+    assert len(grouped) == 2 * 2 and not single
+    for _, kwargs in grouped:
+        assert kwargs["prescale_factor"] == pytest.approx(1.0 / factor)
+        assert kwargs["postscale_factor"] == pytest.approx(factor)
+
+
+def test_groups_reduce_their_members_together_with_the_same_result(monkeypatch):
+    single = spy(monkeypatch, "allreduce_async_")
+    grouped = spy(monkeypatch, "grouped_allreduce_async_")
+    net, opt = distributed(SGD, steps=3, groups=2)
+    assert_same_parameters(net, reference(SGD, steps=3))
+    assert not single
+    # Four parameters in two groups of two, each group one grouped op per step.
+    assert len(grouped) == 3 * 2
+    params = list(net.parameters())
+    for step in range(3):
+        members = [args[0] for args, _ in grouped[2 * step:2 * step + 2]]
+        assert sorted(len(m) for m in members) == [2, 2]
+        reduced = {id(t) for m in members for t in m}
+        assert reduced == {id(p.grad) for p in params}
 
 
 def test_fp16_compression_sends_half_the_bytes_within_fp16_rounding():

@@ -10,8 +10,15 @@ if(NOT HVD_TEST_PYTHON3)
   find_program(HVD_TEST_PYTHON3 NAMES python3)
 endif()
 set(suite ${CMAKE_CURRENT_LIST_DIR})
+# What the build has, for the build queries' test to compare with (hvd.cuda_built()).
+if(HVD_HAVE_NCCL)
+  set(built_nccl 1)
+else()
+  set(built_nccl 0)
+endif()
 set(env "PYTHONPATH=${PROJECT_BINARY_DIR}/python:${suite}" "PYTHONDONTWRITEBYTECODE=1"
-        "HVD_TIMELINE=DYNAMIC" "HVD_STALL_SHUTDOWN_TIME=60" "HVD_PYTEST_HVDRUN=$<TARGET_FILE:hvdrun>")
+        "HVD_TIMELINE=DYNAMIC" "HVD_STALL_SHUTDOWN_TIME=60" "HVD_PYTEST_HVDRUN=$<TARGET_FILE:hvdrun>"
+        "HVD_TEST_BUILT_NCCL=${built_nccl}")
 foreach(np 2 3)
   add_test(NAME python_np${np}
            COMMAND $<TARGET_FILE:hvdrun> -np ${np} ${HVD_TEST_PYTHON3} -m pytest -q

@@ -273,8 +273,10 @@ class _DistributedMixin:
             self._is_sparse(p)
             tensors.append(self._dense_grad(p))
         pairs = [self._compression.compress(t) for t in tensors]
+        prescale, postscale = self._scale_factors()
         handle = grouped_allreduce_async_([c for c, _ in pairs],
                                           name=self._parameter_names.get(group[0]), op=self.op,
+                                          prescale_factor=prescale, postscale_factor=postscale,
                                           process_set=self.process_set)
         return handle, pairs
 
