@@ -29,6 +29,7 @@
 #include "agent/rpc/credentials.h"
 #include "agent/rpc/net.h"
 #include "common/fd_limit.h"
+#include "common/host.h"
 #include "common/logging.h"
 #include "contract/exit_codes.h"
 #include "hvd/error.hpp"
@@ -50,11 +51,6 @@ namespace {
 namespace coord = hvd::agent::coordinator;
 namespace launcher = hvd::launcher;
 namespace contract = hvd::contract;
-
-std::string ownHostname() {
-  char name[256] = {};
-  return ::gethostname(name, sizeof(name) - 1) == 0 ? std::string(name) : std::string();
-}
 
 // Prints why the job failed (nothing for success) and returns hvdrun's exit code.
 int finish(const coord::JobResult& result) {
@@ -230,7 +226,7 @@ int runJob(launcher::Options options) {
     std::printf("%s\n", launcher::formatHostList(hosts).c_str());
     return 0;
   }
-  const std::string self = ownHostname();
+  const std::string self = hvd::localHostName();
   // A submitted job lives on an agent, the one on this machine when every host is local.
   if (options.action == launcher::Action::kSubmit || launcher::usesAgents(options, hosts, self)) {
     return runRemote(options, hosts);

@@ -20,6 +20,7 @@
 #include "agent/rpc/call_auth.h"
 #include "agent/rpc/convert.h"
 #include "agent/rpc/methods.h"
+#include "common/unix_time.h"
 #include "contract/exit_codes.h"
 #include "hvd/error.hpp"
 #include "launcher/output.h"
@@ -34,12 +35,6 @@ using agent::rpc::jobStateName;
 using std::chrono::milliseconds;
 
 constexpr int kExitNoSuchJob = 1;
-
-int64_t nowUnixMs() {
-  return std::chrono::duration_cast<milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 std::string pad(std::string text, size_t width) {
   if (text.size() < width) text.append(width - text.size(), ' ');

@@ -4,7 +4,6 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -89,18 +88,6 @@ std::string sha256Hex(std::string_view data) {
     throw BackendError("SHA-256 failed in libcrypto");
   }
   return hexEncode(md, mdSize);
-}
-
-void fillFromKernelRandom(unsigned char* out, size_t size) {
-  size_t got = 0;
-  while (got < size) {
-    ssize_t n = ::getrandom(out + got, size - got, 0);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw BackendError(std::string("getrandom failed: ") + std::strerror(errno));
-    }
-    got += static_cast<size_t>(n);
-  }
 }
 
 ClusterKey ClusterKey::load(const std::string& path) {
@@ -300,12 +287,6 @@ std::string ClusterKey::hmacSha256Hex(std::string_view message) const {
 std::string ClusterKey::fingerprint() const {
   return sha256Hex(std::string_view(reinterpret_cast<const char*>(bytes_.data()), bytes_.size()))
       .substr(0, 8);
-}
-
-std::string randomHex(size_t bytes) {
-  std::vector<unsigned char> buf(bytes);
-  fillFromKernelRandom(buf.data(), buf.size());
-  return hexEncode(buf.data(), buf.size());
 }
 
 }  // namespace hvd::agent::auth

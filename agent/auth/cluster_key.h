@@ -19,6 +19,8 @@
 #include <string>
 #include <string_view>
 
+#include "contract/random.h"
+
 namespace hvd::agent::auth {
 
 class ClusterKey {
@@ -73,12 +75,9 @@ std::string sha256Hex(std::string_view data);
 // `size` bytes as 2*size lowercase hex characters.
 std::string hexEncode(const unsigned char* data, size_t size);
 
-// Fills `out` with `size` bytes from the kernel CSPRNG (getrandom(2)). Throws hvd::BackendError
-// if the kernel cannot provide them.
-void fillFromKernelRandom(unsigned char* out, size_t size);
-
-// `bytes` bytes from the kernel CSPRNG as 2*bytes lowercase hex characters: job id suffixes and
-// per-job store tokens.
-std::string randomHex(size_t bytes);
+// The kernel CSPRNG (contract/random.h), as the agent's code names it: keys, nonces, job id
+// suffixes and per-job store tokens.
+using contract::fillFromKernelRandom;
+using contract::randomHex;
 
 }  // namespace hvd::agent::auth

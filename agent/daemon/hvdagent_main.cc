@@ -38,6 +38,7 @@
 #include "agent/service/agent_service.h"
 #include "agent/service/node_facts.h"
 #include "common/fd_limit.h"
+#include "common/host.h"
 #include "common/logging.h"
 #include "contract/exit_codes.h"
 #include "hvd/error.hpp"
@@ -72,11 +73,6 @@ void writePortFile(const std::string& path, int port) {
     throw hvd::InvalidArgumentError("cannot write --port-file " + path + ": " +
                                     std::strerror(errno));
   }
-}
-
-std::string ownHostname() {
-  char name[256] = {};
-  return ::gethostname(name, sizeof(name) - 1) == 0 ? std::string(name) : "localhost";
 }
 
 int serve(const daemon::AgentCliOptions& options, const hvd::agent::rpc::ListenAddress& listen,
@@ -122,10 +118,10 @@ int serve(const daemon::AgentCliOptions& options, const hvd::agent::rpc::ListenA
   hvd::agent::node::NvmlGpuDiscovery nvml;
   hvd::agent::node::CachedGpuDiscovery gpus(nvml);
   // The ledger's GPUs are the node's at start-up: GPUs do not come and go under a running agent.
-  hvd::agent::ledger::ResourceLedger ledger(ownHostname(), gpus.discover(), options.slots,
+  hvd::agent::ledger::ResourceLedger ledger(hvd::localHostName(), gpus.discover(), options.slots,
                                             [] { return std::chrono::steady_clock::now(); });
   jobs::LocalHostOptions localOptions;
-  localOptions.host = ownHostname();
+  localOptions.host = hvd::localHostName();
   localOptions.spawner = &spawner;
   localOptions.gpus = &gpus;
   localOptions.ledger = &ledger;

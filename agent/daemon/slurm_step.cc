@@ -11,6 +11,7 @@
 
 #include "agent/common/thread_guard.h"
 #include "agent/rpc/net.h"
+#include "common/host.h"
 #include "hvd/error.hpp"
 #include "transport/interfaces.h"
 #include "transport/mesh.h"
@@ -31,8 +32,7 @@ std::string slurmStepListen(const EnvGetter& getenv) {
 
 std::string slurmNodeName(const EnvGetter& getenv) {
   if (const char* node = getenv("SLURMD_NODENAME"); node != nullptr && *node) return node;
-  char name[256] = {};
-  return ::gethostname(name, sizeof(name) - 1) == 0 ? std::string(name) : "localhost";
+  return localHostName();
 }
 
 TemporaryStateDir::TemporaryStateDir(const EnvGetter& getenv) {

@@ -17,6 +17,7 @@
 #include "agent/rpc/convert.h"
 #include "agent/rpc/net.h"
 #include "common/logging.h"
+#include "common/unix_time.h"
 #include "contract/exit_codes.h"
 #include "hvd/error.hpp"
 #include "store/tcp_store_server.h"
@@ -25,12 +26,6 @@ namespace hvd::agent::jobs {
 namespace {
 
 namespace coord = coordinator;
-
-int64_t nowUnixMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 v1::RankState toProto(coord::RankState state) {
   switch (state) {

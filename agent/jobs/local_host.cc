@@ -14,6 +14,7 @@
 
 #include "agent/auth/cluster_key.h"
 #include "agent/jobs/environment.h"
+#include "common/host.h"
 #include "common/logging.h"
 
 namespace hvd::agent::jobs {
@@ -125,8 +126,7 @@ void LocalHost::unreserve(const std::string& key) {
 
 coord::DescribeResult LocalHost::describe() {
   coord::NodeDescription node;
-  char name[256] = {};
-  if (::gethostname(name, sizeof(name) - 1) == 0) node.hostname = name;
+  node.hostname = localHostName();
   // The CPUs this process may run on (taskset, cgroup cpusets), not the machine's total: that is
   // what the ranks started from here get.
   cpu_set_t set;

@@ -496,7 +496,11 @@ void PosixProcessGroup::supervise() {
         readPipe(owner[k].first, owner[k].second, false);
     }
     for (int i = 0; i < size(); ++i) {
-      if (!ranks_[i].exited && !checkExit(i)) checkStopped(i);
+      // A continuation is said only while the rank lives: a zombie has no stop state left.
+      if (!ranks_[i].exited) {
+        checkStopped(i);
+        checkExit(i);
+      }
     }
     std::lock_guard<std::mutex> lock(mu_);
     if (killDeadline_ && Clock::now() >= *killDeadline_) {

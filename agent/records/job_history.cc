@@ -20,6 +20,7 @@
 #include "agent/records/job_records.h"
 #include "agent/records/trusted_path.h"
 #include "common/logging.h"
+#include "common/unix_time.h"
 #include "contract/exit_codes.h"
 #include "hvd/error.hpp"
 
@@ -31,12 +32,6 @@ namespace fs = std::filesystem;
 constexpr const char* kRecordFile = "record.json";
 constexpr const char* kLogFile = "output.log";
 constexpr const char* kRequestFile = "request.pb";
-
-int64_t nowUnixMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 // Job ids become directory names: only what makeJobId produces is accepted from disk.
 bool safeJobId(const std::string& id) {

@@ -5,9 +5,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <cctype>
 #include <cstring>
 
+#include "contract/host_port.h"
 #include "hvd/error.hpp"
 
 namespace hvd::agent::rpc {
@@ -36,29 +36,12 @@ ListenAddress parseListenAddress(const std::string& text) {
     return InvalidArgumentError("--listen '" + text + "': " + why +
                                 " (expected IP:PORT or [IPv6]:PORT, e.g. 127.0.0.1:7475)");
   };
-  std::string host;
-  std::string port;
-  if (!text.empty() && text[0] == '[') {
-    const size_t close = text.find(']');
-    if (close == std::string::npos || close + 1 >= text.size() || text[close + 1] != ':') {
-      throw bad("malformed IPv6 address");
-    }
-    host = text.substr(1, close - 1);
-    port = text.substr(close + 2);
-  } else {
-    const size_t colon = text.rfind(':');
-    if (colon == std::string::npos) throw bad("no port");
-    host = text.substr(0, colon);
-    port = text.substr(colon + 1);
-    if (host.find(':') != std::string::npos) throw bad("an IPv6 address needs brackets");
-  }
-  if (port.empty() || port.size() > 5) throw bad("bad port");
-  for (char c : port) {
-    if (!std::isdigit(static_cast<unsigned char>(c))) throw bad("bad port");
-  }
+  std::string why;
+  std::optional<contract::HostPort> split = contract::splitHostPort(text, &why);
+  if (!split) throw bad(why);
+  std::string host = split->host;
   ListenAddress result;
-  result.port = std::stoi(port);
-  if (result.port > 65535) throw bad("port above 65535");
+  result.port = split->port;
   if (host == "localhost") host = "127.0.0.1";
   bool ipv6 = false;
   if (!isIpLiteral(host, &ipv6)) throw bad("'" + host + "' is not an IP address");
@@ -67,8 +50,7 @@ ListenAddress parseListenAddress(const std::string& text) {
 }
 
 std::string joinHostPort(const std::string& host, int port) {
-  if (host.find(':') != std::string::npos) return "[" + host + "]:" + std::to_string(port);
-  return host + ":" + std::to_string(port);
+  return contract::joinHostPort(host, port);
 }
 
 bool isLoopbackName(const std::string& host) {

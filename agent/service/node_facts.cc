@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "agent/rpc/convert.h"
+#include "common/host.h"
 
 namespace hvd::agent::service {
 std::string agentVersion() { return HVD_AGENT_VERSION; }
@@ -34,8 +35,7 @@ int availableCpus() {
 
 NodeFacts collectNodeFacts(node::GpuDiscovery* gpus, bool tlsEnabled) {
   NodeFacts facts;
-  char name[256] = {};
-  if (::gethostname(name, sizeof(name) - 1) == 0) facts.node.hostname = name;
+  facts.node.hostname = localHostName();
   facts.interfaces = interfaceAddresses();
   for (const InterfaceAddresses& i : facts.interfaces) {
     facts.node.addresses.insert(facts.node.addresses.end(), i.addresses.begin(), i.addresses.end());

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <functional>
 
+#include "contract/host_port.h"
 #include "hvd/error.hpp"
 
 namespace hvd::contract {
@@ -247,6 +248,46 @@ TEST(Hostfile, MissingFileNamesThePathAndTheReason) {
 TEST(Hostfile, DirectoryIsRefusedWithTheReason) {
   EXPECT_EQ(errorOf([] { parseHostfile("/tmp"); }),
             "hostfile '/tmp' cannot be read: Is a directory");
+}
+
+}  // namespace
+}  // namespace hvd::contract
+
+namespace hvd::contract {
+namespace {
+
+// One syntax for every address one hvd process gives another: host:port and [IPv6]:port.
+TEST(HostPortTest, SplitsHostAndPortAndSaysWhatIsWrongOtherwise) {
+  std::string why;
+  const auto v4 = splitHostPort("10.0.0.7:40123", &why);
+  ASSERT_TRUE(v4.has_value()) << why;
+  EXPECT_EQ(v4->host, "10.0.0.7");
+  EXPECT_EQ(v4->port, 40123);
+  const auto v6 = splitHostPort("[fe80::1]:0", &why);
+  ASSERT_TRUE(v6.has_value()) << why;
+  EXPECT_EQ(v6->host, "fe80::1");
+  EXPECT_EQ(v6->port, 0);
+  EXPECT_EQ(splitHostPort(":80", &why)->host, "");
+  for (const auto& [text, reason] : std::vector<std::pair<const char*, const char*>>{
+           {"no-port", "no port"},
+           {"::1:4000", "an IPv6 address needs brackets"},
+           {"[::1]4000", "malformed IPv6 address: no ']:' after it"},
+           {"[::1", "malformed IPv6 address: no ']:' after it"},
+           {"host:", "the port is not a number"},
+           {"host:12ab", "the port is not a number"},
+           {"host:123456", "the port is not a number"},
+           {"host:65536", "the port is above 65535"}}) {
+    why.clear();
+    EXPECT_FALSE(splitHostPort(text, &why).has_value()) << text;
+    EXPECT_EQ(why, reason) << text;
+  }
+  EXPECT_EQ(joinHostPort("10.0.0.7", 5), "10.0.0.7:5");
+  EXPECT_EQ(joinHostPort("::1", 5), "[::1]:5");
+  for (const char* text : {"h:1", "[::1]:65535"}) {
+    const auto split = splitHostPort(text, nullptr);
+    ASSERT_TRUE(split.has_value());
+    EXPECT_EQ(joinHostPort(split->host, split->port), text);
+  }
 }
 
 }  // namespace

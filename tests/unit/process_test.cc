@@ -201,12 +201,13 @@ TEST(ProcessTest, StopWithSigtermEndsSleepingChildQuickly) {
 }
 
 // A stopped rank exits nothing and prints nothing: the supervisor says so on its stderr within
-// about a second, once, and again when it is continued.
+// about a second, once, and again when it is continued (while it lives: a rank that exits at
+// once after SIGCONT has only its exit to report).
 TEST(ProcessTest, AStoppedRankIsSaidOnItsStderrAndSoIsItsContinuation) {
   CollectingSink sink;
   PosixSpawner spawner;
-  SpawnResult r =
-      spawner.spawn({sh("echo $$; kill -STOP $$; echo resumed"), sh("sleep 60")}, &sink, nullptr);
+  SpawnResult r = spawner.spawn(
+      {sh("echo $$; kill -STOP $$; echo resumed; sleep 2"), sh("sleep 60")}, &sink, nullptr);
   ASSERT_TRUE(r.ok()) << r.error;
   const pid_t pid = r.group->pid(0);
   ASSERT_TRUE(eventually([&] { return !sink.texts(0, Stream::kStderr).empty(); }, 5s));

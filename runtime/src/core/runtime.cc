@@ -5,8 +5,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <random>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -14,6 +12,8 @@
 #include "common/fd_limit.h"
 #include "common/host.h"
 #include "common/logging.h"
+#include "contract/host_port.h"
+#include "contract/random.h"
 #include "core/scheduler_env.h"
 #include "engine/timeline.h"
 #include "hvd/error.hpp"
@@ -66,12 +66,8 @@ int usableCpus() {
 }
 
 std::string hostOf(const std::string& address) {
-  if (!address.empty() && address.front() == '[') {
-    const auto close = address.find(']');
-    return address.substr(1, close == std::string::npos ? std::string::npos : close - 1);
-  }
-  const auto colon = address.rfind(':');
-  return colon == std::string::npos ? address : address.substr(0, colon);
+  const std::optional<contract::HostPort> split = contract::splitHostPort(address, nullptr);
+  return split ? split->host : address;
 }
 
 // <HVD_STORE_FILE>/<job id>, created if missing (every rank may race to create it).
@@ -84,24 +80,6 @@ std::string fileStoreDirectory(const Config& config) {
                                (ec ? ": " + ec.message() : std::string()));
   }
   return dir;
-}
-
-// A store token nobody can guess: 32 bytes of /dev/urandom (std::random_device where that
-// cannot be read), as hex.
-std::string randomToken() {
-  unsigned char bytes[32];
-  std::ifstream urandom("/dev/urandom", std::ios::binary);
-  if (!urandom.read(reinterpret_cast<char*>(bytes), sizeof(bytes))) {
-    std::random_device device;
-    for (unsigned char& b : bytes) b = static_cast<unsigned char>(device());
-  }
-  static const char* kHex = "0123456789abcdef";
-  std::string token;
-  for (unsigned char b : bytes) {
-    token += kHex[b >> 4];
-    token += kHex[b & 15];
-  }
-  return token;
 }
 
 // Broadcasts `text` from rank 0 (length first: every rank must know how much to receive).
@@ -144,7 +122,7 @@ void Runtime::storeFromMpi() {
           !config_.dataAddress.empty() ? config_.dataAddress : transport::firstInterfaceIpv4();
       storeServer_ = std::make_unique<store::TcpStoreServer>(options);
       storeServer_->start();
-      const std::string token = randomToken();
+      const std::string token = contract::randomHex(32);  // a store token nobody can guess
       storeServer_->addJob(config_.jobId, token);
       message = "ok\n" + storeServer_->address() + "\n" + token;
     } catch (const std::exception& e) {

@@ -4,6 +4,7 @@
 #include <boost/asio.hpp>
 #include <thread>
 
+#include "contract/host_port.h"
 #include "hvd/error.hpp"
 #include "store/tcp_protocol.h"
 
@@ -47,30 +48,14 @@ HostPort splitAddress(const std::string& address) {
     return InvalidArgumentError("store address '" + address + "' is not host:port or [v6]:port (" +
                                 why + ")");
   };
+  std::string why;
+  const std::optional<contract::HostPort> split = contract::splitHostPort(address, &why);
+  if (!split) throw bad(why);
+  if (split->host.empty()) throw bad("no host");
+  if (split->port == 0) throw bad("the port is 0");
   HostPort result;
-  std::string port;
-  if (!address.empty() && address.front() == '[') {
-    const size_t close = address.find(']');
-    if (close == std::string::npos || close + 1 >= address.size() || address[close + 1] != ':') {
-      throw bad("no ']:' after the IPv6 address");
-    }
-    result.host = address.substr(1, close - 1);
-    port = address.substr(close + 2);
-  } else {
-    const size_t colon = address.rfind(':');
-    if (colon == std::string::npos) throw bad("no port");
-    result.host = address.substr(0, colon);
-    port = address.substr(colon + 1);
-    if (result.host.find(':') != std::string::npos) throw bad("an IPv6 address needs brackets");
-  }
-  if (result.host.empty()) throw bad("no host");
-  if (port.empty() || port.size() > 5 ||
-      !std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-    throw bad("the port is not a number");
-  }
-  const int value = std::stoi(port);
-  if (value < 1 || value > 65535) throw bad("the port is out of range");
-  result.port = static_cast<uint16_t>(value);
+  result.host = split->host;
+  result.port = static_cast<uint16_t>(split->port);
   return result;
 }
 
