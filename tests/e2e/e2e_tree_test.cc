@@ -133,7 +133,11 @@ TEST_F(E2eTree, AnInteriorAgentKilledWhileTheJobLaunchesFailsItWithNoOrphans) {
   // of the job (its last Unreserve to h3 finishes in the background).
   EXPECT_LT(seconds, 5.0) << describe(r);
   expectInteriorNamed(r);
-  EXPECT_LT(countOf(r.output, " ready"), static_cast<size_t>(kNp)) << describe(r);
+  // A launch that could not complete left some rank unstarted. (On a loaded machine h3 may
+  // have started its ranks before it froze: then every rank is up and the job fails as lost.)
+  if (r.status == 71) {
+    EXPECT_LT(countOf(r.output, " ready"), static_cast<size_t>(kNp)) << describe(r);
+  }
   expectNothingLeft(kInterior);
 }
 
