@@ -32,7 +32,7 @@
 # steps); a table cell is the best (lowest) of its R runs, the MPI column the better of mpi-def
 # and mpi-malloc. It prints one table of medians and one of mins, in ms/step, with the ratios
 # hvd-off/hvd-on, hvd-off/hvd-one, MPI/hvd-on and torch/hvd-on (above 1: the right-hand one is
-# faster). Targets (issue 4): off/on >= 3 and hvd-on below both peers at every np. off/one is
+# faster). Targets: off/on >= 3 and hvd-on below both peers at every np. off/one is
 # the most any fusion could gain over fusion off here: when the per-tensor path is already
 # bandwidth-bound, it is near 1 and so is off/on, whatever fusion does. Absolute figures drift on
 # a shared machine; read the ratios. Raw outputs are kept in BUILD_DIR/bench-fusion/.

@@ -24,7 +24,7 @@
 #               no host list: hvdrun starts its agents with srun and runs the ranks through them
 #   srun       srun -N2 -nN --mpi=pmix mpi-init-barrier                          (N=1: -N1)
 # and prints one row per N: median and min wall time of each, in ms, and the ratio to mpirun of
-# the medians and of the mins; the agents' figures in a second table. The target (issue 3) is
+# the medians and of the mins; the agents' figures in a second table. The target is
 # hvdrun at most 0.5x mpirun's time at every N. Absolute figures drift on a shared machine; read
 # the ratios. The agents part needs root, `ip netns` and BUILD/bin/hvdagent; without them (or
 # with --no-agents) it is skipped with a message. Its cluster is torn down on exit.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Output benchmark (issue 6): wall time of a job whose ranks print many lines, through each path
+# Output benchmark: wall time of a job whose ranks print many lines, through each path
 # hvd has for output, beside Open MPI's mpirun printing the same lines, in one run.
 #
 # usage: bench/output.sh [BUILD_DIR] [--repeats R (default 5)] [--lines N (default 100000)] [--np P (default 4)]

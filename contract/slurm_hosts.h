@@ -1,4 +1,4 @@
-// Slurm's compact host and task lists (issue 7, "Slurm allocation"): what hvdrun reads inside an
+// Slurm's compact host and task lists: what hvdrun reads inside an
 // allocation when no -H or --hostfile is given.
 //
 //   SLURM_JOB_NODELIST    "node[01-04,07],gpu-a[1-2]"  -> node01 node02 node03 node04 node07

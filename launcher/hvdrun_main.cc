@@ -75,8 +75,8 @@ int runEmbedded(const launcher::Options& options, const std::vector<contract::Ho
 
   hvd::store::TcpStoreServer store;  // loopback, ephemeral port
   store.start();
-  hvd::logging::program("launch")->debug("hvdrun: job {} np {} on {} (embedded), store {}",
-                                         spec.jobId, spec.np, hosts[0].host, store.address());
+  hvd::logging::program("launch")->debug("job {} np {} on {} (embedded), store {}", spec.jobId,
+                                         spec.np, hosts[0].host, store.address());
 
   hvd::agent::process::PosixSpawner spawner;
   hvd::agent::node::NvmlGpuDiscovery gpus;
@@ -129,9 +129,9 @@ int runThroughAgents(const launcher::Options& options,
   config.startTimeout =
       std::chrono::milliseconds(static_cast<long long>(options.startTimeoutSeconds * 1000));
   config.detached = options.action == launcher::Action::kSubmit;
-  hvd::logging::program("launch")->debug(
-      "hvdrun: job {} np {} through the agent on {} ({}), key {}", request.job_name(), options.np,
-      config.host, config.address, key.fingerprint());
+  hvd::logging::program("launch")->debug("job {} np {} through the agent on {} ({}), key {}",
+                                         request.job_name(), options.np, config.host,
+                                         config.address, key.fingerprint());
 
   launcher::OutputRenderer renderer(options.np, options.tagOutput, options.outputDir,
                                     options.timestampOutput);

@@ -1,4 +1,4 @@
-// hvdrun's commands about jobs that live on the agents (issue 6): ps, status, logs, attach and
+// hvdrun's commands about jobs that live on the agents: ps, status, logs, attach and
 // cancel, plus what `hvdrun submit` and a remote run share with them (which agents to ask, the
 // cluster key). Each command asks the agents of -H / --hostfile, else $HVD_AGENT_HOSTS, else the
 // agent on this machine; the job lives on its leader agent, so the first agent that knows the

@@ -63,8 +63,8 @@ void RemoteJobClient::start(const v1::SubmitJobRequest& request) {
   // A refused connection fails the call at once instead of waiting for the channel.
   context_.set_wait_for_ready(false);
   signer_->sign(&context_, agent::rpc::kSubmitJobMethod, request);
-  hvd::logging::program("client")->debug("hvdrun: submitting the job to the agent on {} ({})",
-                                         config_.host, config_.address);
+  hvd::logging::program("client")->debug("submitting the job to the agent on {} ({})", config_.host,
+                                         config_.address);
   reader_ = stub_->SubmitJob(&context_, request);
   thread_ = std::thread([this] {
     agent::common::runGuarded(
@@ -81,8 +81,8 @@ void RemoteJobClient::readStream() {
         std::lock_guard<std::mutex> lock(mutex_);
         jobId_ = event.accepted().job_id();
         accepted_ = true;
-        hvd::logging::program("client")->debug("hvdrun: the agent on {} accepted job {}",
-                                               config_.host, jobId_);
+        hvd::logging::program("client")->debug("the agent on {} accepted job {}", config_.host,
+                                               jobId_);
         break;
       }
       case v1::JobEvent::kOutput: {
@@ -116,7 +116,7 @@ void RemoteJobClient::readStream() {
   }
   const grpc::Status status = reader_->Finish();
   streamFinished_ = true;
-  hvd::logging::program("client")->debug("hvdrun: the job's stream ended: {} {}",
+  hvd::logging::program("client")->debug("the job's stream ended: {} {}",
                                          static_cast<int>(status.error_code()),
                                          status.error_message());
   coord::JobResult result;
@@ -278,7 +278,7 @@ void RemoteJobClient::sendCancel(const std::string& jobId) {
   const grpc::Status status = stub_->CancelJob(&context, request, &response);
   if (status.ok() || status.error_code() == grpc::StatusCode::NOT_FOUND) {
     // NOT_FOUND: the job ended on its own meanwhile; its JobEnd is on the way.
-    hvd::logging::program("client")->debug("hvdrun: CancelJob {}: {}", jobId,
+    hvd::logging::program("client")->debug("CancelJob {}: {}", jobId,
                                            status.ok() ? "sent" : "job already over");
     return;
   }

@@ -160,15 +160,15 @@ void SlurmAgents::spawn(const agent::auth::ClusterKey& key) {
     throw BackendError("cannot run " + options_.srun + " to start the agents of the Slurm job: " +
                        strerror(rc) + " (is Slurm's srun on the PATH?)");
   }
-  hvd::logging::program("slurm")->debug("hvdrun: started the agents' step (srun pid {}) on {}",
-                                        pid_, joinNodes(options_.nodes));
+  hvd::logging::program("slurm")->debug("started the agents' step (srun pid {}) on {}", pid_,
+                                        joinNodes(options_.nodes));
   try {
     key.handOver(stdinFd_);  // a pipe: 65 bytes never block
   } catch (const BackendError& e) {
     // A step that fails at once (no nodes, a refused allocation) closes its stdin before the
     // key is written: the broken pipe is a symptom. waitReady() sees srun end and reports its
     // exit status, the cause; the agents cannot start without the key either way.
-    hvd::logging::program("slurm")->debug("hvdrun: {} (srun pid {})", e.what(), pid_);
+    hvd::logging::program("slurm")->debug("{} (srun pid {})", e.what(), pid_);
   }
 }
 
@@ -205,7 +205,7 @@ void SlurmAgents::waitReady(int cancelFd) {
       const std::string line = pending_.substr(0, newline);
       pending_.erase(0, newline + 1);
       if (const auto ready = parseReadyLine(line)) {
-        hvd::logging::program("slurm")->debug("hvdrun: agent of {} ready at {}", ready->first,
+        hvd::logging::program("slurm")->debug("agent of {} ready at {}", ready->first,
                                               ready->second);
         ready_[ready->first] = ready->second;
       } else {
@@ -264,7 +264,7 @@ void SlurmAgents::stop() {
     };
     if (!wait(std::chrono::seconds(15))) {
       hvd::logging::program("slurm")->warn(
-          "hvdrun: the agents' step did not end after its stdin closed; cancelling it");
+          "the agents' step did not end after its stdin closed; cancelling it");
       ::kill(pid_, SIGTERM);  // srun cancels the step
       if (!wait(std::chrono::seconds(10))) {
         ::kill(-pid_, SIGKILL);

@@ -1,4 +1,4 @@
-// hvdrun inside a Slurm allocation with no -H (issue 7, "Slurm allocation"): the agents of the
+// hvdrun inside a Slurm allocation with no -H: the agents of the
 // job are started by hvdrun itself, one per node of the allocation, as one Slurm step
 //
 //   srun --nodes=N --ntasks=N --ntasks-per-node=1 --overlap --input=all --kill-on-bad-exit=0

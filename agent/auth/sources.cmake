@@ -1,4 +1,4 @@
-# hvd_auth: the cluster key and signed, replay-protected request metadata (issue 3, "Security").
+# hvd_auth: the cluster key and signed, replay-protected request metadata.
 # Pure C++ over libcrypto, no gRPC, so it is unit-tested without a server.
 find_package(OpenSSL REQUIRED)
 add_library(hvd_auth STATIC

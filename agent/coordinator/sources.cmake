@@ -1,4 +1,4 @@
-# hvd_agent_coordinator: the leader agent's job coordinator (issue 3): describe, place, launch,
+# hvd_agent_coordinator: the leader agent's job coordinator: describe, place, launch,
 # fail fast with one root cause. Domain logic over the NodeAgent interface, no gRPC, so it is
 # unit-tested with FakeNodeAgent; the gRPC service and the embedded hvdrun adapt it.
 add_library(hvd_agent_coordinator STATIC

@@ -1,4 +1,4 @@
-// hvdagent's command line (issue 3, "hvdagent"): what to listen on, which key and TLS files to
+// hvdagent's command line: what to listen on, which key and TLS files to
 // use, where job records live, and the root guard. Parsing only; main() acts on the result.
 #pragma once
 

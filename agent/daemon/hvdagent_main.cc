@@ -1,4 +1,4 @@
-// hvdagent: the per-node daemon (issue 3; docs/architecture.md "How a job flows", "Security",
+// hvdagent: the per-node daemon (docs/architecture.md "How a job flows", "Security",
 // "Failure semantics"). Wires the pieces together: the cluster key and the call guard, the node's
 // one LocalHost (process supervision), job records and their clean-up after a crash, the job store
 // every job it leads uses, remote agents for the other hosts of those jobs, and the gRPC server.
@@ -84,7 +84,7 @@ int serve(const daemon::AgentCliOptions& options, const hvd::agent::rpc::ListenA
   const records::CleanupReport cleanup = records.cleanupLeftovers();
   if (cleanup.killed > 0 || cleanup.skipped > 0) {
     hvd::logging::program("daemon")->warn(
-        "hvdagent: cleaned up after a previous agent: killed {} leftover job group(s), "
+        "cleaned up after a previous agent: killed {} leftover job group(s), "
         "{} record(s) no longer matched a running group",
         cleanup.killed, cleanup.skipped);
   }
@@ -93,18 +93,17 @@ int serve(const daemon::AgentCliOptions& options, const hvd::agent::rpc::ListenA
   const records::HistoryLoadReport& loaded = history.loadReport();
   if (loaded.markedLost > 0) {
     hvd::logging::program("daemon")->warn(
-        "hvdagent: {} job(s) were running when the previous agent died; marked LOST",
-        loaded.markedLost);
+        "{} job(s) were running when the previous agent died; marked LOST", loaded.markedLost);
   }
   if (loaded.untrusted > 0) {
     hvd::logging::program("daemon")->warn(
-        "hvdagent: {} job director(ies) under {}/jobs were ignored: another user could have "
+        "{} job director(ies) under {}/jobs were ignored: another user could have "
         "written them (see the warnings above)",
         loaded.untrusted, options.stateDir);
   }
   if (loaded.unreadable > 0) {
     hvd::logging::program("daemon")->warn(
-        "hvdagent: {} job director(ies) under {}/jobs have no readable record", loaded.unreadable,
+        "{} job director(ies) under {}/jobs have no readable record", loaded.unreadable,
         options.stateDir);
   }
 
@@ -189,11 +188,11 @@ int serve(const daemon::AgentCliOptions& options, const hvd::agent::rpc::ListenA
       records.dir(), loaded.loaded);
   if (const int resumed = service.resumeQueued(); resumed > 0) {
     hvd::logging::program("daemon")->info(
-        "hvdagent: {} queued job(s) of the previous agent are waiting again", resumed);
+        "{} queued job(s) of the previous agent are waiting again", resumed);
   }
 
   const int signo = waitForSignal(signalPipe, &history);
-  hvd::logging::program("daemon")->info("hvdagent: got {}, stopping running jobs and shutting down",
+  hvd::logging::program("daemon")->info("got {}, stopping running jobs and shutting down",
                                         signo == SIGINT ? "SIGINT" : "SIGTERM");
   service.shutdown();
   server->Shutdown(std::chrono::system_clock::now() + serviceOptions.shutdownGrace +
@@ -203,12 +202,12 @@ int serve(const daemon::AgentCliOptions& options, const hvd::agent::rpc::ListenA
   local.shutdown();  // whatever is left: SIGKILL and reap
   if (const size_t unwritten = history.flush(); unwritten > 0) {
     hvd::logging::program("daemon")->error(
-        "hvdagent: {} job record(s) could not be written ({}); after a restart those jobs read "
+        "{} job record(s) could not be written ({}); after a restart those jobs read "
         "as they were last recorded",
         unwritten, history.space()->describe());
   }
   store.stop();
-  hvd::logging::program("daemon")->info("hvdagent: stopped");
+  hvd::logging::program("daemon")->info("stopped");
   return 0;
 }
 

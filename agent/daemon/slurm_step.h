@@ -1,4 +1,4 @@
-// hvdagent's side of a Slurm job (issue 7, "Slurm allocation"): the agent that hvdrun starts on
+// hvdagent's side of a Slurm job: the agent that hvdrun starts on
 // every node of its allocation with `srun --ntasks-per-node=1 --overlap hvdagent --slurm-step`
 // (launcher/slurm_agents.h). Such an agent lives exactly as long as hvdrun's srun step:
 //   * its cluster key is hvdrun's one-time key, read from stdin (ClusterKey::receive), so it is

@@ -1,10 +1,10 @@
-// The environment of the processes hvdagent starts (issue 3, "Process supervision": explicit
-// env). A rank's environment is the agent's own base environment, overlaid by the job's entries
-// (the worker contract from node::buildWorkerEnvironment plus what the user forwarded with -x):
-// the job wins. The base is the agent's environment at start-up minus what must never leak into
-// a job: another launcher's rank variables (HVD_*, HOROVOD_*, OMPI_*, PMI*, SLURM_*: a worker
-// that sees a stale SLURM_PROCID would take the wrong rank), and anything that looks like a
-// secret of the agent's own (tokens, passwords, keys, its ssh-agent or systemd sockets).
+// The environment of the processes hvdagent starts (explicit env). A rank's environment is the
+// agent's own base environment, overlaid by the job's entries (the worker contract from
+// node::buildWorkerEnvironment plus what the user forwarded with -x): the job wins. The base is the
+// agent's environment at start-up minus what must never leak into a job: another launcher's rank
+// variables (HVD_*, HOROVOD_*, OMPI_*, PMI*, SLURM_*: a worker that sees a stale SLURM_PROCID would
+// take the wrong rank), and anything that looks like a secret of the agent's own (tokens,
+// passwords, keys, its ssh-agent or systemd sockets).
 #pragma once
 
 #include <string>

@@ -256,9 +256,8 @@ std::string LedJobs::start(std::unique_ptr<Job> job, const std::string& submitte
     });
     throw;
   }
-  hvd::logging::program("jobs")->info("hvdagent: job {}: np {} on {} host(s), '{}', {} by {}",
-                                      job->id, job->spec.np, job->spec.hosts.size(),
-                                      job->spec.argv[0],
+  hvd::logging::program("jobs")->info("job {}: np {} on {} host(s), '{}', {} by {}", job->id,
+                                      job->spec.np, job->spec.hosts.size(), job->spec.argv[0],
                                       job->request.detach() ? "submitted" : "run", submittedBy);
   Job* raw = job.get();
   {
@@ -334,8 +333,8 @@ int LedJobs::resumeQueued() {
       ++resumed;
     } catch (const std::exception& e) {
       leaveQueue(id);
-      hvd::logging::program("jobs")->warn("hvdagent: job {}: cannot resume it from the queue: {}",
-                                          id, e.what());
+      hvd::logging::program("jobs")->warn("job {}: cannot resume it from the queue: {}", id,
+                                          e.what());
       history_->dropRequest(id);
       history_->update(id, [&](v1::JobInfo* i) {
         i->set_state(v1::JOB_FAILED);
@@ -450,7 +449,7 @@ coord::JobCoordinator::Start LedJobs::waitAndStart(Job* job, bool restarting) {
       reason = "queued behind job " + ahead;
     }
     if (reason != shown) {
-      hvd::logging::program("jobs")->info("hvdagent: job {}: queued: {}", id, reason);
+      hvd::logging::program("jobs")->info("job {}: queued: {}", id, reason);
       history_->update(id, [&](v1::JobInfo* info) {
         info->set_state(v1::JOB_QUEUED);
         info->set_queue_reason(reason);
@@ -537,8 +536,7 @@ coord::JobResult LedJobs::runAttempt(Job* job, int attempt, const coord::JobSpec
       a->set_started_unix_ms(now);
     });
     job->changed->bump();
-    hvd::logging::program("jobs")->info("hvdagent: job {} attempt {}: every rank started", id,
-                                        attempt);
+    hvd::logging::program("jobs")->info("job {} attempt {}: every rank started", id, attempt);
   }
   std::vector<coord::RankSnapshot> recorded = job->coordinator->ranks();
   while (!job->coordinator->finished()) {
@@ -566,8 +564,8 @@ coord::JobResult LedJobs::runAttempt(Job* job, int attempt, const coord::JobSpec
     a->set_ended_unix_ms(nowUnixMs());
     *a->mutable_end() = rpc::toProto(result);
   });
-  hvd::logging::program("jobs")->info("hvdagent: job {} attempt {}: ended, exit code {}: {}", id,
-                                      attempt, result.exitCode, result.summary);
+  hvd::logging::program("jobs")->info("job {} attempt {}: ended, exit code {}: {}", id, attempt,
+                                      result.exitCode, result.summary);
   return result;
 }
 
@@ -609,7 +607,7 @@ void LedJobs::run(Job* job) {
             "its agent stopped before it started; it starts once the agent is back");
       });
       hvd::logging::program("jobs")->info(
-          "hvdagent: job {}: kept in the queue for the next agent (not started)", id);
+          "job {}: kept in the queue for the next agent (not started)", id);
       job->done = true;
       job->changed->bump();
       return;
@@ -655,8 +653,8 @@ void LedJobs::run(Job* job) {
     }
     spec.hosts = std::move(hosts);
     spec.preferredGpus = std::move(preferred);
-    hvd::logging::program("jobs")->warn("hvdagent: job {}: restarting (restart {} of {}) after: {}",
-                                        id, attempt + 1, spec.restart.maxRestarts, ended.summary);
+    hvd::logging::program("jobs")->warn("job {}: restarting (restart {} of {}) after: {}", id,
+                                        attempt + 1, spec.restart.maxRestarts, ended.summary);
     history_->update(id, [&](v1::JobInfo* info) { info->set_restart_count(attempt + 1); });
     job->changed->bump();
     previous = ended;
@@ -680,8 +678,8 @@ void LedJobs::run(Job* job) {
     info->set_log_lines_dropped(job->log->dropped());
     info->set_log_drop_reason(job->log->dropReasons());
   });
-  hvd::logging::program("jobs")->info("hvdagent: job {}: ended, exit code {}: {}", id,
-                                      result.exitCode, result.summary);
+  hvd::logging::program("jobs")->info("job {}: ended, exit code {}: {}", id, result.exitCode,
+                                      result.summary);
   history_->prune();
   job->done = true;
   job->changed->bump();

@@ -1,5 +1,5 @@
-// The jobs an agent leads (issue 6: "the job's store and coordination live on the leader agent;
-// a client that disconnects changes nothing for the job"). SubmitJob hands the job here; from
+// The jobs an agent leads: the job's store and coordination live on the leader agent, and a
+// client that disconnects changes nothing for the job. SubmitJob hands the job here; from
 // then on it runs on a thread of its own, whoever is connected:
 //
 //   * a queue: a job whose slots or GPUs are held by other jobs is QUEUED with the reason and

@@ -187,9 +187,8 @@ coord::LaunchStatus LocalHost::start(coord::LaunchRequest request, coord::JobEve
     options_.records->remove(request.jobId);
   } else if (!written && running) {
     // Not fatal: the job runs, only a crash of this agent could leave its leftovers behind.
-    hvd::logging::program("jobs")->warn("hvdagent: job {}: cannot write its record in {}: {}",
-                                        request.jobId, options_.records->dir(),
-                                        std::strerror(error));
+    hvd::logging::program("jobs")->warn("job {}: cannot write its record in {}: {}", request.jobId,
+                                        options_.records->dir(), std::strerror(error));
   }
   return status;
 }

@@ -1,5 +1,5 @@
-// GPU discovery: which GPUs a node has, for `Describe`, default slot counts and GPU binding
-// (issue 3). The agent asks through the GpuDiscovery interface so that the coordinator and the
+// GPU discovery: which GPUs a node has, for `Describe`, default slot counts and GPU binding.
+// The agent asks through the GpuDiscovery interface so that the coordinator and the
 // environment builder are unit-tested with FakeGpuDiscovery, and only NvmlGpuDiscovery touches a
 // driver.
 //

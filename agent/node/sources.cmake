@@ -1,5 +1,5 @@
 # hvd_agent_node: facts about this node (GPUs through NVML loaded with dlopen) and the worker
-# environment contract (issue 3). No link-time NVML or CUDA dependency: one agent binary serves
+# environment contract. No link-time NVML or CUDA dependency: one agent binary serves
 # CPU-only and GPU nodes.
 add_library(hvd_agent_node STATIC
   ${CMAKE_CURRENT_LIST_DIR}/gpu_discovery.cc

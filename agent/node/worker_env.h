@@ -1,6 +1,6 @@
 // The environment of one worker process: the contract of docs/architecture.md ("Worker
-// environment") plus the aliases torch.distributed (env://, issue 7) and Horovod scripts read, plus
-// GPU binding (issue 3). Pure logic, so the numbers users' scripts depend on are pinned down by
+// environment") plus the aliases torch.distributed (env://) and Horovod scripts read, plus
+// GPU binding. Pure logic, so the numbers users' scripts depend on are pinned down by
 // unit tests; the agent passes the result as the child's complete environment (never a shell
 // string).
 #pragma once
@@ -15,7 +15,7 @@ namespace hvd::agent::node {
 // How a rank's GPU is made known to it.
 enum class GpuBind {
   // HVD_GPU only; CUDA_VISIBLE_DEVICES stays as forwarded, so scripts that call
-  // set_device(local_rank) keep seeing every GPU and keep working (issue 3's default).
+  // set_device(local_rank) keep seeing every GPU and keep working (the default).
   kNone,
   // Also CUDA_VISIBLE_DEVICES=<the rank's GPUs> (`--gpu-bind=visible`): inside the worker its
   // first GPU is then CUDA device 0.

@@ -1,4 +1,4 @@
-# hvd_agent_process: process supervision of the agent (issue 3, "Process supervision"): the
+# hvd_agent_process: process supervision of the agent: the
 # Spawner interface, the fork/exec implementation and a fake for tests of the layers above.
 find_package(Threads REQUIRED)
 add_library(hvd_agent_process STATIC

@@ -1,4 +1,4 @@
-// Process supervision for the agent (issue 3, "Process supervision"; docs/architecture.md "How a
+// Process supervision for the agent (docs/architecture.md "How a
 // job flows" steps 4 and 6): start the ranks of a job on this node, capture their output line by
 // line, report every exit, and stop them all. Modelled on Ray's src/ray/util/process.h: an
 // interface that the job code depends on, a real fork/exec implementation (posix_spawner.h) and a

@@ -122,7 +122,7 @@ void JobHistory::load() {
       why = untrustedFile((e.path() / kRequestFile).string(), kMaxRequestBytes);
     }
     if (!why.empty()) {
-      hvd::logging::program("records")->warn("hvdagent: job directory ignored: {}", why);
+      hvd::logging::program("records")->warn("job directory ignored: {}", why);
       ++loadReport_.untrusted;
       continue;
     }
@@ -178,7 +178,7 @@ void JobHistory::persist(const v1::JobInfo& info) {
   // Once per job until it is written again: a full disk fails every update of every job.
   if (unwritten_.insert(id).second) {
     hvd::logging::program("records")->warn(
-        "hvdagent: job {}: cannot write its record under {}: {} ({}); the agent keeps trying, "
+        "job {}: cannot write its record under {}: {} ({}); the agent keeps trying, "
         "and the job's state is right in hvdrun ps and status meanwhile",
         id, dir_, std::strerror(errno), space_->describe());
   }
@@ -190,8 +190,7 @@ size_t JobHistory::flush() {
     auto job = jobs_.find(*it);
     if (job == jobs_.end() || space_->writeUsingReserve([&] { return writeRecord(job->second); })) {
       if (job != jobs_.end()) {
-        hvd::logging::program("records")->info("hvdagent: job {}: its record is written again",
-                                               *it);
+        hvd::logging::program("records")->info("job {}: its record is written again", *it);
       }
       it = unwritten_.erase(it);
     } else {
@@ -307,7 +306,7 @@ std::optional<v1::SubmitJobRequest> JobHistory::savedRequest(const std::string& 
   }
   const std::string path = jobDir(jobId) + "/" + kRequestFile;
   if (const std::string why = untrustedFile(path, kMaxRequestBytes); !why.empty()) {
-    hvd::logging::program("records")->warn("hvdagent: job {}: request not used: {}", jobId, why);
+    hvd::logging::program("records")->warn("job {}: request not used: {}", jobId, why);
     return std::nullopt;
   }
   std::ifstream in(path, std::ios::binary);
@@ -346,8 +345,7 @@ int JobHistory::prune() {
     std::error_code ec;
     fs::remove_all(jobDir(id), ec);
     if (ec)
-      hvd::logging::program("records")->warn("hvdagent: cannot remove {}: {}", jobDir(id),
-                                             ec.message());
+      hvd::logging::program("records")->warn("cannot remove {}: {}", jobDir(id), ec.message());
   }
   return static_cast<int>(doomed.size());
 }

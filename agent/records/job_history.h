@@ -1,5 +1,5 @@
-// The records of the jobs an agent leads (issue 6: `hvdrun ps`, `status`, `logs` after the job
-// and after an agent restart). One directory per job under <state-dir>/jobs/:
+// The records of the jobs an agent leads (`hvdrun ps`, `status`, `logs` after the job and after
+// an agent restart). One directory per job under <state-dir>/jobs/:
 //
 //   <state-dir>/jobs/<job id>/record.json   v1::JobInfo as JSON, rewritten atomically (temporary
 //                                           file, fsync, rename) at every change of state

@@ -1,5 +1,5 @@
-// A job's output log on its leader agent (issue 6: "per-rank output, written as the job runs
-// (appended, flushed line by line), so nothing is lost when the client disconnects").
+// A job's output log on its leader agent: every rank's output, written as the job runs (appended,
+// a line at a time), so nothing is lost when the client disconnects.
 //
 // One file per job, <state-dir>/jobs/<id>/output.log, one line per output line of any rank, in
 // the order the leader received them:

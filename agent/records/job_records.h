@@ -1,5 +1,5 @@
-// Job records: how a restarted hvdagent finds the workers of the agent that ran before it
-// (issue 3, "workers die when their agent dies ... plus cleanup by the agent on restart").
+// Job records: how a restarted hvdagent finds the workers of the agent that ran before it:
+// workers die when their agent dies, and the agent cleans up after a crashed one on restart.
 //
 // Workers get PR_SET_PDEATHSIG, so they die with the agent's supervisor thread; but anything a
 // worker started in the background (a data loader it double-forked, a shell's child) stays in

@@ -72,7 +72,7 @@ void DenialLog::record(std::string_view method, const std::string& peer,
   if (summary) hvd::logging::program("auth")->warn("{}", *summary);
   if (first) {
     hvd::logging::program("auth")->warn(
-        "hvdagent: denied {} from {}: {} (further refusals in the next {} are counted "
+        "denied {} from {}: {} (further refusals in the next {} are counted "
         "and summarised)",
         method, peer, reason, secondsText(interval_));
   }
@@ -102,9 +102,8 @@ std::optional<std::string> DenialLog::takeSummaryLocked() {
   const std::string callers = i.morePeers > 0
                                   ? "more than " + std::to_string(i.peers.size()) + " callers"
                                   : std::to_string(i.peers.size()) + " caller(s)";
-  std::string line = "hvdagent: denied " + std::to_string(i.count) + " more call(s) from " +
-                     callers + " in the " + secondsText(interval_) +
-                     " after the last one logged: " + reasons;
+  std::string line = "denied " + std::to_string(i.count) + " more call(s) from " + callers +
+                     " in the " + secondsText(interval_) + " after the last one logged: " + reasons;
   open_->count = 0;
   open_->byReason.clear();
   open_->peers.clear();

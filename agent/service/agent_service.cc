@@ -87,13 +87,13 @@ grpc::Status statusFromException(std::exception_ptr error) {
     return {grpc::StatusCode::UNAVAILABLE, e.what()};
   } catch (const records::StateWriteError& e) {
     // Not the caller's fault and not a bug: the agent's disk. hvdrun says so (exit 74).
-    hvd::logging::program("service")->error("hvdagent: {}", e.what());
+    hvd::logging::program("service")->error("{}", e.what());
     return {grpc::StatusCode::RESOURCE_EXHAUSTED, e.what()};
   } catch (const std::exception& e) {
-    hvd::logging::program("service")->error("hvdagent: internal error: {}", e.what());
+    hvd::logging::program("service")->error("internal error: {}", e.what());
     return {grpc::StatusCode::INTERNAL, e.what()};
   } catch (...) {
-    hvd::logging::program("service")->error("hvdagent: internal error of unknown type");
+    hvd::logging::program("service")->error("internal error of unknown type");
     return {grpc::StatusCode::INTERNAL, "internal error"};
   }
 }
@@ -184,8 +184,7 @@ grpc::Status AgentService::runLaunch(grpc::ServerContext* context, const v1::Lau
   EventQueue<v1::RankEvent> queue;
   RankEventQueue events(&queue);
   hvd::logging::program("service")->info(
-      "hvdagent: job {}: starting {} rank(s) of '{}' for {} ({} bytes){}", jobId,
-      request.ranks.size(),
+      "job {}: starting {} rank(s) of '{}' for {} ({} bytes){}", jobId, request.ranks.size(),
       request.ranks.front().spec.argv.empty() ? "" : request.ranks.front().spec.argv[0],
       context->peer(), proto.ByteSizeLong(),
       targets.empty() ? "" : ", relaying to " + std::to_string(targets.size()) + " host(s)");
@@ -193,8 +192,7 @@ grpc::Status AgentService::runLaunch(grpc::ServerContext* context, const v1::Lau
   v1::RankEvent launched;
   *launched.mutable_launched() = rpc::toProto(status);
   if (!status.ok()) {
-    hvd::logging::program("service")->warn("hvdagent: job {}: launch failed: {}", jobId,
-                                           status.error);
+    hvd::logging::program("service")->warn("job {}: launch failed: {}", jobId, status.error);
     writer->Write(launched);
     // Nothing was relayed: the caller learns why for each host.
     for (const relay::Target& t : targets) {
@@ -279,7 +277,7 @@ grpc::Status AgentService::runLaunch(grpc::ServerContext* context, const v1::Lau
       // The leader went away (hvdrun killed, leader agent lost): no worker outlives it, here
       // or on the hosts relayed to (their agents stop theirs when this stream goes).
       hvd::logging::program("service")->warn(
-          "hvdagent: job {}: caller {} went away; stopping its ranks (signal {}, "
+          "job {}: caller {} went away; stopping its ranks (signal {}, "
           "grace {} ms)",
           jobId, context->peer(), request.stopSignal, request.grace.count());
       local_->stop(jobId, request.stopSignal, request.grace);
@@ -289,7 +287,7 @@ grpc::Status AgentService::runLaunch(grpc::ServerContext* context, const v1::Lau
   }
   if (awaiter.joinable()) awaiter.join();
   writeAll(queue.popAll(std::chrono::milliseconds(0)));
-  hvd::logging::program("service")->info("hvdagent: job {}: every rank has exited", jobId);
+  hvd::logging::program("service")->info("job {}: every rank has exited", jobId);
   if (callerGone) return {grpc::StatusCode::CANCELLED, "the caller went away"};
   return grpc::Status::OK;
 }
@@ -310,7 +308,7 @@ grpc::Status AgentService::Reserve(grpc::ServerContext* context, const v1::Reser
     // The leader gives back what any host granted when another one cannot hold its share.
     relayReserve(*request, response);
     hvd::logging::program("service")->debug(
-        "hvdagent: job {}: reserve {} rank(s): {}", wanted.key, wanted.ranks,
+        "job {}: reserve {} rank(s): {}", wanted.key, wanted.ranks,
         result.grant.verdict == ledger::Verdict::kGranted ? "granted" : result.grant.reason);
     return grpc::Status::OK;
   });
@@ -340,9 +338,9 @@ grpc::Status AgentService::Stop(grpc::ServerContext* context, const v1::StopRequ
                                  " is not a signal number");
     }
     if (request->grace_ms() < 0) throw InvalidArgumentError("the grace must not be negative");
-    hvd::logging::program("service")->info(
-        "hvdagent: job {}: stop (signal {}, grace {} ms) from {}", request->job_id(), signal,
-        request->grace_ms(), context->peer());
+    hvd::logging::program("service")->info("job {}: stop (signal {}, grace {} ms) from {}",
+                                           request->job_id(), signal, request->grace_ms(),
+                                           context->peer());
     // Unknown jobs are not an error: a stop may cross the job's natural end.
     local_->stop(request->job_id(), signal, std::chrono::milliseconds(request->grace_ms()));
     relayStop(*request, signal);
@@ -365,7 +363,7 @@ grpc::Status AgentService::CancelJob(grpc::ServerContext* context,
     const jobs::LedJobs::CancelOutcome outcome = led_->cancel(request->job_id(), grace);
     if (!outcome.found) return notFound(request->job_id());
     if (outcome.wasRunning) {
-      hvd::logging::program("service")->info("hvdagent: job {}: cancelled by {}", request->job_id(),
+      hvd::logging::program("service")->info("job {}: cancelled by {}", request->job_id(),
                                              context->peer());
     }
     response->set_was_running(outcome.wasRunning);

@@ -1,4 +1,4 @@
-// hvdagent's gRPC service (proto/hvd/v1/agent.proto; issue 3, docs/architecture.md "How a job
+// hvdagent's gRPC service (proto/hvd/v1/agent.proto; docs/architecture.md "How a job
 // flows", "Security", "Failure semantics"): a thin adapter from hvd.v1.Agent onto the domain
 // pieces.
 //

@@ -1,4 +1,4 @@
-// What hvdagent says about its node (the Describe RPC; issue 3, "hvdagent"): hostname, the
+// What hvdagent says about its node (the Describe RPC): hostname, the
 // addresses of every non-loopback interface grouped by interface, the CPUs this process may run
 // on, the GPUs NVML reports, the agent's version and what this build can do.
 //

@@ -148,8 +148,8 @@ grpc::Status AgentService::runSubmit(grpc::ServerContext* context,
                              });
   if (!delivered) {
     // An attached hvdrun that is killed leaves nothing running (hvdrun submit is for that).
-    hvd::logging::program("service")->warn(
-        "hvdagent: job {}: client {} went away; stopping the job", jobId, context->peer());
+    hvd::logging::program("service")->warn("job {}: client {} went away; stopping the job", jobId,
+                                           context->peer());
     led_->cancel(jobId, std::nullopt, "the attached client went away");
     return {grpc::StatusCode::CANCELLED, "the client went away"};
   }

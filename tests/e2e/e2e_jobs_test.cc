@@ -1,4 +1,4 @@
-// Jobs across network-namespace hosts (issue 3, "Multi-host e2e"): every "host" is a network
+// Jobs across network-namespace hosts: every "host" is a network
 // namespace joined to a bridge (scripts/netns-cluster.sh) with its own hvdagent on a private
 // address that exists only there; hvdrun runs here, in the root namespace, as a user would type
 // it. Placement and results across hosts, fast failure on unreachable or lost hosts, and no

@@ -1,5 +1,5 @@
-// Security of the control plane across network-namespace hosts (issue 3, "Multi-host e2e";
-// docs/architecture.md "Security"): wrong and missing keys, raw signed / unsigned / replayed /
+// Security of the control plane across network-namespace hosts (docs/architecture.md
+// "Security"): wrong and missing keys, raw signed / unsigned / replayed /
 // stale calls from the root namespace to an agent's private address, key-file and root refusals at
 // agent start-up, the agent's bound address, and secrets kept off command lines and out of logs.
 // Needs root; skipped otherwise.

@@ -1,4 +1,4 @@
-// hvd under a real Slurm (issue 7, "Slurm, real"): scripts/slurm-cluster.sh brings up Debian's
+// hvd under a real Slurm: scripts/slurm-cluster.sh brings up Debian's
 // slurmctld, a private munged and one slurmd per network namespace (two nodes, two CPUs each,
 // whole nodes per job), and the tests run, from this (the login) namespace:
 //   (a) `salloc -N2 hvdrun -np 4 ./worker` with no host list: hvdrun takes the nodes and slots

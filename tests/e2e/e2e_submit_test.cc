@@ -1,5 +1,5 @@
-// Submitted jobs on the netns cluster (issue 6, "Several jobs at once on the same agents do not
-// interfere"): two jobs submitted with `hvdrun submit` run at the same time on the same two
+// Submitted jobs on the netns cluster, several at once on the same agents without interfering: two
+// jobs submitted with `hvdrun submit` run at the same time on the same two
 // agents, each with its own store namespace, token, ports and process groups, and both complete
 // with correct results; a worker of one job that presents its token for the other job's store
 // namespace is refused. The jobs are followed with `hvdrun status` and `hvdrun logs`, as a user

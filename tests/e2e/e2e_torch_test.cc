@@ -1,10 +1,10 @@
-// An unmodified torch.distributed script under hvdrun across two netns hosts (issue 7,
-// "torch.distributed"): examples/torch_ddp.py trains a small model with DistributedDataParallel
-// on gloo, initialised with init_method="env://" from the RANK, WORLD_SIZE, LOCAL_RANK,
-// LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR and MASTER_PORT every rank gets, and its final
-// parameters must equal a single-process run on the same global batch (float64; summation
-// order differs, so within 1e-12). Debian's python3-torch under /usr/bin/python3 (installed by
-// scripts/install-deps.sh); skipped with the reason where it cannot be imported.
+// An unmodified torch.distributed script under hvdrun across two netns hosts: examples/torch_ddp.py
+// trains a small model with DistributedDataParallel on gloo, initialised with init_method="env://"
+// from the RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR and MASTER_PORT
+// every rank gets, and its final parameters must equal a single-process run on the same global
+// batch (float64; summation order differs, so within 1e-12). Debian's python3-torch under
+// /usr/bin/python3 (installed by scripts/install-deps.sh); skipped with the reason where it cannot
+// be imported.
 #include <cmath>
 #include <cstdlib>
 #include <map>

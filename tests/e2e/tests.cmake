@@ -1,4 +1,4 @@
-# Multi-host end-to-end tests (issue 3): "hosts" are Linux network namespaces joined to a bridge,
+# Multi-host end-to-end tests: "hosts" are Linux network namespaces joined to a bridge,
 # one hvdagent each (scripts/netns-cluster.sh); hvdrun runs in the root namespace. Label e2e;
 # they need root and `ip netns` and are skipped without them.
 #
@@ -69,7 +69,7 @@ add_dependencies(e2e_scale_test hvdrun hvdagent hvd-e2e-worker hvd-test-worker)
 gtest_discover_tests(e2e_scale_test DISCOVERY_TIMEOUT 60
   PROPERTIES LABELS e2e TIMEOUT 600 RESOURCE_LOCK e2e_cluster)
 
-# A real Slurm (issue 7): scripts/slurm-cluster.sh's slurmctld, munged and one slurmd per
+# A real Slurm: scripts/slurm-cluster.sh's slurmctld, munged and one slurmd per
 # namespace, one cluster per test process; e2e_slurm_down removes it should a test be killed.
 set(HVD_SLURM_PREFIX "sl${_e2e_hash}")
 set(HVD_SLURM_STATE_ROOT "${PROJECT_BINARY_DIR}/e2e-slurm")

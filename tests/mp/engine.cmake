@@ -1,4 +1,4 @@
-# The engine across real processes, launched by the real hvdrun (issue 4, "Tests").
+# The engine across real processes, launched by the real hvdrun.
 add_executable(hvd-engine-worker ${CMAKE_CURRENT_LIST_DIR}/engine_worker.cc)
 target_link_libraries(hvd-engine-worker PRIVATE hvd hvd_warnings)
 

@@ -1,4 +1,4 @@
-# The real hvdagent executable (issue 3, "hvdagent" and "Security"): root guard, key file
+# The real hvdagent executable and its security: root guard, key file
 # refusals, the address it binds, mutual TLS, SIGTERM, and clean-up of a killed agent's leftovers
 # on restart.
 hvd_test(NAME hvdagent_test LABEL mp TIMEOUT 120 SOURCES ${CMAKE_CURRENT_LIST_DIR}/hvdagent_test.cc)

@@ -1,4 +1,4 @@
-# hvdrun's embedded mode end to end: the real executable runs real workers (issue 3, "Tests").
+# hvdrun's embedded mode end to end: the real executable runs real workers.
 hvd_test(NAME hvdrun_test LABEL mp TIMEOUT 120 SOURCES ${CMAKE_CURRENT_LIST_DIR}/hvdrun_test.cc)
 target_link_libraries(hvdrun_test PRIVATE hvd_test_support)
 target_compile_definitions(hvdrun_test PRIVATE HVDRUN_PATH="$<TARGET_FILE:hvdrun>"
@@ -11,7 +11,7 @@ if(TARGET hvdagent)
   add_dependencies(hvdrun_test hvdagent)
 endif()
 
-# Jobs that outlive the terminal (issue 6): hvdrun submit, ps, status, logs, attach and cancel
+# Jobs that outlive the terminal: hvdrun submit, ps, status, logs, attach and cancel
 # against a real hvdagent; time limits; an agent SIGKILLed and restarted; 100,000 log lines.
 if(TARGET hvdagent)
   hvd_test(NAME hvdrun_jobs_test LABEL mp TIMEOUT 240
@@ -22,7 +22,7 @@ if(TARGET hvdagent)
   add_dependencies(hvdrun_jobs_test hvdrun hvdagent)
 endif()
 
-# hvdrun in a Slurm allocation with no -H (issue 7), with a stand-in srun (tests/mp/fake_srun.sh):
+# hvdrun in a Slurm allocation with no -H, with a stand-in srun (tests/mp/fake_srun.sh):
 # agents started per node with a one-time key, --print-hosts, a step that fails to start.
 if(TARGET hvdagent)
   hvd_test(NAME hvdrun_slurm_test LABEL mp TIMEOUT 240

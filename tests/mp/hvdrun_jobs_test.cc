@@ -1,4 +1,4 @@
-// Jobs that outlive the terminal (issue 6), end to end with the real executables: an hvdagent on
+// Jobs that outlive the terminal, end to end with the real executables: an hvdagent on
 // 127.0.0.1 with its own key and state directory, and hvdrun's submit, ps, status, logs, attach
 // and cancel against it. The ranks are /bin/sh one-liners; a rank that waits for a file lets a
 // test decide when the job ends.

@@ -1,4 +1,4 @@
-// hvdrun inside a Slurm allocation with no -H (issue 7, "Slurm allocation"), on one machine:
+// hvdrun inside a Slurm allocation with no -H, on one machine:
 // the real hvdrun, hvdagent and workers, with tests/mp/fake_srun.sh standing in for srun
 // (HVD_SRUN). It starts one agent per "node" of SLURM_JOB_NODELIST as srun would, broadcasting
 // hvdrun's stdin (the one-time key) to them. The same path under the real Slurm runs in

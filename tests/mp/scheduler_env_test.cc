@@ -1,4 +1,4 @@
-// Workers that no hvd launcher started (issue 7, "Under srun directly", "Under mpirun"): the
+// Workers that no hvd launcher started (under srun directly, under mpirun): the
 // real hvd-test-worker runs the full collective matrix (allreduce, broadcast and the rest, every
 // dtype and op, bit-exact) with its place taken from Slurm's or Open MPI's variables.
 //   * srun on one node, as srun sets it up: SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID,

@@ -11,7 +11,7 @@ include(${CMAKE_CURRENT_LIST_DIR}/engine.cmake OPTIONAL)
 include(${CMAKE_CURRENT_LIST_DIR}/process_sets.cmake)
 include(${CMAKE_CURRENT_LIST_DIR}/trainer.cmake OPTIONAL)
 
-# Workers started by srun (simulated on one node) or the real mpirun (issue 7): with a store
+# Workers started by srun (simulated on one node) or the real mpirun: with a store
 # file; under mpirun also with no store (the rendezvous over MPI) and with HVD_CPU_BACKEND=mpi.
 hvd_test(NAME scheduler_env_test LABEL mp TIMEOUT 400
          SOURCES ${CMAKE_CURRENT_LIST_DIR}/scheduler_env_test.cc)

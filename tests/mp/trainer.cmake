@@ -1,4 +1,4 @@
-# The example trainer (examples/trainer, issue 4 "Example trainer"): its math in-process, and
+# The example trainer (examples/trainer): its math in-process, and
 # data-parallel runs under hvdrun against the single-process large-batch reference.
 if(TARGET hvd_trainer_model)
   hvd_test(NAME trainer_grad_test LABEL unit TIMEOUT 120

@@ -1,6 +1,6 @@
 // hvd-train (examples/trainer) under the real hvdrun: np ranks with per-rank batch b must end
 // at the parameters of one process trained with batch np*b (within float32 rounding: only the
-// order of the gradient sums differs), and the loss must fall. Issue 4, "Trainer".
+// order of the gradient sums differs), and the loss must fall.
 //
 // Why two activations. With ReLU, "within rounding" holds only until some pre-activation lies
 // within rounding of 0: one run then takes the unit's gradient and the other does not, and the

@@ -1,4 +1,4 @@
-// The engine's timeline from a real job (issue 4, "Timeline"): two steps of the example trainer
+// The engine's timeline from a real job: two steps of the example trainer
 // under `hvdrun --timeline-filename` leave a trace that parses as JSON and holds, on the row of a
 // known parameter, its NEGOTIATE_ALLREDUCE and ALLREDUCE phases once per step, with the fusion
 // copies nested in the collective.

@@ -6,7 +6,7 @@ hvd_test(NAME agent_service_test LABEL unit TIMEOUT 120
 target_link_libraries(agent_service_test PRIVATE hvd_agent_service hvd_agent_daemon hvd_agent_client hvd_test_support
                                                  hvd_test_grpc)
 
-# Job records and logs of led jobs (issue 6): the log's line format, filters, tail and limit,
+# Job records and logs of led jobs: the log's line format, filters, tail and limit,
 # records across a restart (LOST), other agents' records, --keep-jobs.
 hvd_test(NAME job_history_test LABEL unit TIMEOUT 120
          SOURCES ${CMAKE_CURRENT_LIST_DIR}/job_history_test.cc)

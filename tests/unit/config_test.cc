@@ -318,7 +318,7 @@ TEST(Config, SchedulerPlacementErrorsNameTheVariable) {
             std::string::npos);
 }
 
-// --- under mpirun: the rendezvous over MPI and HVD_CPU_BACKEND (issue 7) ---------------------
+// --- under mpirun: the rendezvous over MPI and HVD_CPU_BACKEND ---------------------
 
 FakeEnv mpirunEnv(std::map<std::string, std::string> extra = {}) {
   std::map<std::string, std::string> vars = {{"OMPI_COMM_WORLD_RANK", "1"},

@@ -1,4 +1,4 @@
-# The engine (issue 4): pure logic, then ranks as threads over in-process links.
+# The engine: pure logic, then ranks as threads over in-process links.
 hvd_test(NAME engine_logic_test LABEL unit TIMEOUT 60
          SOURCES ${CMAKE_CURRENT_LIST_DIR}/engine_logic_test.cc)
 hvd_test(NAME engine_test LABEL unit TIMEOUT 240

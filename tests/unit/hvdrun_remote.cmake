@@ -1,5 +1,5 @@
 # hvdrun's remote mode against an in-process fake hvd.v1.Agent: the SubmitJob client, the request
-# it builds, and the hvdrun binary talking to the fake (issue 3).
+# it builds, and the hvdrun binary talking to the fake.
 hvd_test(NAME hvdrun_remote_test LABEL unit TIMEOUT 120
          SOURCES ${CMAKE_CURRENT_LIST_DIR}/hvdrun_remote_test.cc)
 target_link_libraries(hvdrun_remote_test PRIVATE hvd_launcher hvd_test_support hvd_test_grpc)

@@ -13,7 +13,7 @@ hvd_test(NAME local_host_test LABEL unit TIMEOUT 60
          SOURCES ${CMAKE_CURRENT_LIST_DIR}/local_host_test.cc)
 target_link_libraries(local_host_test PRIVATE hvd_agent_jobs)
 
-# hvdrun's job commands (issue 6): submit/ps/status/logs/attach/cancel parsing, --time-limit
+# hvdrun's job commands: submit/ps/status/logs/attach/cancel parsing, --time-limit
 # forms, rank ranges, which agents are asked, and the ps/status renderings.
 hvd_test(NAME hvdrun_jobs_cli_test LABEL unit TIMEOUT 60
          SOURCES ${CMAKE_CURRENT_LIST_DIR}/hvdrun_jobs_cli_test.cc)

@@ -2,12 +2,12 @@ hvd_test(NAME host_spec_test LABEL unit TIMEOUT 60
          SOURCES ${CMAKE_CURRENT_LIST_DIR}/host_spec_test.cc)
 target_link_libraries(host_spec_test PRIVATE hvd_contract)
 
-# Slurm's hostlist and tasks-per-node forms (issue 7).
+# Slurm's hostlist and tasks-per-node forms.
 hvd_test(NAME slurm_hosts_test LABEL unit TIMEOUT 60
          SOURCES ${CMAKE_CURRENT_LIST_DIR}/slurm_hosts_test.cc)
 target_link_libraries(slurm_hosts_test PRIVATE hvd_contract hvd_internal)
 
-# hvdrun in a Slurm allocation (issue 7): srun's argv for the agents, their ready lines, the
+# hvdrun in a Slurm allocation: srun's argv for the agents, their ready lines, the
 # step agent's listen address and state dir, --print-hosts and the -np default.
 hvd_test(NAME slurm_launch_test LABEL unit TIMEOUT 60
          SOURCES ${CMAKE_CURRENT_LIST_DIR}/slurm_launch_test.cc)

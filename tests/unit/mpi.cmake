@@ -1,4 +1,4 @@
-# MPI through its plugin (issue 7): the loader, this build's plugin, and MpiCollectives against
+# MPI through its plugin: the loader, this build's plugin, and MpiCollectives against
 # a fake plugin table. No MPI is started.
 hvd_test(NAME mpi_test LABEL unit TIMEOUT 60 SOURCES ${CMAKE_CURRENT_LIST_DIR}/mpi_test.cc)
 target_compile_definitions(mpi_test PRIVATE HVD_TEST_HAVE_MPI=$<BOOL:${HVD_HAVE_MPI}>)

@@ -1,4 +1,4 @@
-// MPI through its plugin (issue 7), without starting MPI: the loader's answers when the plugin
+// MPI through its plugin, without starting MPI: the loader's answers when the plugin
 // is absent or wrong, the plugin of this build, and MpiCollectives' semantics on top of MPI
 // (averages, fusion packing, overlapping buffers, argument checks, errors, the watchdog)
 // against a fake plugin table that plays a job of kRanks identical ranks.

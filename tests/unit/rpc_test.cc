@@ -594,7 +594,7 @@ class CapturedLog : public test::CapturedLog {
 
 constexpr char kDescribe[] = "/hvd.v1.Agent/Describe";
 const std::string kFirstLine =
-    "hvdagent: denied /hvd.v1.Agent/Describe from ipv4:10.0.0.1:4242: bad signature (further "
+    "denied /hvd.v1.Agent/Describe from ipv4:10.0.0.1:4242: bad signature (further "
     "refusals in the next 60 s are counted and summarised)";
 
 TEST(DenialLog, FirstRefusalOfAnIntervalIsLoggedAtOnceTheRestAsOneSummary) {
@@ -614,7 +614,7 @@ TEST(DenialLog, FirstRefusalOfAnIntervalIsLoggedAtOnceTheRestAsOneSummary) {
     denials.record("/hvd.v1.Agent/Stop", "ipv6:[::1]:5000", "replayed nonce");
     ASSERT_EQ(log.lines().size(), 2u);
     EXPECT_EQ(log.lines()[1],
-              "hvdagent: denied /hvd.v1.Agent/Stop from ipv6:[::1]:5000: replayed nonce "
+              "denied /hvd.v1.Agent/Stop from ipv6:[::1]:5000: replayed nonce "
               "(further refusals in the next 60 s are counted and summarised)");
     denials.record("/hvd.v1.Agent/Stop", "ipv6:[::1]:5001", "replayed nonce");
     EXPECT_EQ(log.lines().size(), 2u);
@@ -628,10 +628,10 @@ TEST(DenialLog, FirstRefusalOfAnIntervalIsLoggedAtOnceTheRestAsOneSummary) {
     const std::vector<std::string> lines = log.lines();
     ASSERT_EQ(lines.size(), 4u);
     EXPECT_EQ(lines[2],
-              "hvdagent: denied 4 more call(s) from 2 caller(s) in the 60 s after the last one "
+              "denied 4 more call(s) from 2 caller(s) in the 60 s after the last one "
               "logged: bad signature x3, replayed nonce x1");
     EXPECT_EQ(lines[3],
-              "hvdagent: denied /hvd.v1.Agent/Describe from ipv4:10.0.0.9:1: missing signature "
+              "denied /hvd.v1.Agent/Describe from ipv4:10.0.0.9:1: missing signature "
               "(further refusals in the next 60 s are counted and summarised)");
     EXPECT_EQ(denials.summaries(), 1u);
     EXPECT_EQ(denials.logged(), 3u);
@@ -650,7 +650,7 @@ TEST(DenialLog, FirstRefusalOfAnIntervalIsLoggedAtOnceTheRestAsOneSummary) {
   const std::vector<std::string> lines = log.lines();
   ASSERT_EQ(lines.size(), 6u);
   EXPECT_EQ(lines[5],
-            "hvdagent: denied 1 more call(s) from 1 caller(s) in the 60 s after the last one "
+            "denied 1 more call(s) from 1 caller(s) in the 60 s after the last one "
             "logged: missing signature x1");
 }
 
@@ -669,7 +669,7 @@ TEST(DenialLog, ASummaryDueIsLoggedByTheNextCheckedCallWithoutANewRefusal) {
   const std::vector<std::string> lines = log.lines();
   ASSERT_EQ(lines.size(), 2u);
   EXPECT_EQ(lines[1],
-            "hvdagent: denied 1 more call(s) from 1 caller(s) in the 60 s after the last one "
+            "denied 1 more call(s) from 1 caller(s) in the 60 s after the last one "
             "logged: bad signature x1");
   // The interval is over: the next refusal is logged at once.
   clock.advance(1s);
@@ -712,8 +712,7 @@ TEST_F(RpcTest, RefusedCallsAreLoggedOnceAnIntervalWithoutTheirMetadata) {
   EXPECT_EQ(guard_->loggedDenials(), 1u);
   std::string text;
   for (const std::string& line : log.lines()) text += line + "\n";
-  EXPECT_NE(text.find("hvdagent: denied /hvd.v1.Agent/Describe from ipv4:127.0.0.1:"),
-            std::string::npos)
+  EXPECT_NE(text.find("denied /hvd.v1.Agent/Describe from ipv4:127.0.0.1:"), std::string::npos)
       << text;
   EXPECT_EQ(text.find(fakeSignature), std::string::npos) << text;
   EXPECT_EQ(text.find(nonce), std::string::npos) << text;

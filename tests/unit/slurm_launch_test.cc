@@ -1,4 +1,4 @@
-// hvdrun in a Slurm allocation (issue 7, "Slurm allocation"): the pure pieces of starting the
+// hvdrun in a Slurm allocation: the pure pieces of starting the
 // agents through srun (launcher/slurm_agents.h, agent/daemon/slurm_step.h) and the command
 // line's Slurm defaults (launcher/cli.h). The whole path runs in tests/mp/hvdrun_slurm_test.cc
 // (a stand-in srun) and tests/e2e/e2e_slurm_test.cc (real Slurm).

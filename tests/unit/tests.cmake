@@ -28,7 +28,7 @@ if(NOT HVD_SANITIZE)
   set_tests_properties(reduce_kernels_are_vectorised PROPERTIES LABELS unit TIMEOUT 60)
 endif()
 
-# Launcher and agent pieces (issue 3), each in its own file.
+# Launcher and agent pieces, each in its own file.
 include(${CMAKE_CURRENT_LIST_DIR}/launcher.cmake OPTIONAL)
 include(${CMAKE_CURRENT_LIST_DIR}/agent.cmake OPTIONAL)
 include(${CMAKE_CURRENT_LIST_DIR}/auth.cmake OPTIONAL)
@@ -42,14 +42,14 @@ include(${CMAKE_CURRENT_LIST_DIR}/agent_service.cmake OPTIONAL)
 include(${CMAKE_CURRENT_LIST_DIR}/hvdrun_remote.cmake OPTIONAL)
 include(${CMAKE_CURRENT_LIST_DIR}/engine.cmake OPTIONAL)
 include(${CMAKE_CURRENT_LIST_DIR}/timeline.cmake OPTIONAL)
-# The GPU backend (issue 5): loaders, communicators (against a fake NCCL), watchdog.
+# The GPU backend: loaders, communicators (against a fake NCCL), watchdog.
 include(${CMAKE_CURRENT_LIST_DIR}/gpu_api.cmake OPTIONAL)
 include(${CMAKE_CURRENT_LIST_DIR}/gpu_comm.cmake OPTIONAL)
 include(${CMAKE_CURRENT_LIST_DIR}/gpu_watchdog.cmake OPTIONAL)
 include(${CMAKE_CURRENT_LIST_DIR}/gpu_staged.cmake)
 include(${CMAKE_CURRENT_LIST_DIR}/gpu_nccl.cmake OPTIONAL)
 include(${CMAKE_CURRENT_LIST_DIR}/device_backend.cmake)
-# MPI through its plugin (issue 7).
+# MPI through its plugin.
 include(${CMAKE_CURRENT_LIST_DIR}/mpi.cmake)
 hvd_test(NAME c_process_sets_api_test LABEL unit TIMEOUT 120
          SOURCES ${CMAKE_CURRENT_LIST_DIR}/c_process_sets_api_test.cc)

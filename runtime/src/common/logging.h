@@ -1,12 +1,13 @@
 // Logging for libhvd: one spdlog logger per subsystem ("init", "store", "transport", "coll",
-// "bench"), each line prefixed with time, host, pid, rank and subsystem, like NCCL's debug
+// "engine", "gpu"), each line prefixed with time, host, pid, rank and subsystem, like NCCL's debug
 // output. HVD_LOG_LEVEL (trace, debug, info, warn, error, off; default warn) sets the level and
 // HVD_LOG_SUBSYS (comma-separated names, default all) restricts which subsystems print below
 // warn. Logs go to stderr so they never mix with a program's stdout.
 //
 // The programs built on the runtime (hvdagent, hvdrun) log through the same loggers: once
 // configureProgram() has run, every prefix names the program instead of a rank, and the program's
-// own subsystems (program(): "service", "jobs", "coord", ...) take the program's level (its
+// own subsystems (program(): hvdagent's "daemon", "service", "jobs", "records", "auth", "client",
+// "thread"; hvdrun's "launch", "client", "slurm") take the program's level (its
 // --log-level, -v) while the runtime's subsystems inside it (the job store) keep HVD_LOG_LEVEL's,
 // so a daemon at info does not turn the store's chatter on. HVD_LOG_SUBSYS filters both.
 #pragma once

@@ -1,7 +1,7 @@
 // The resolved configuration of one worker: its place in the job (the worker environment
 // contract of docs/architecture.md) and the runtime's tuning knobs, parsed once at init.
 //
-// Under mpirun (issue 7) two more: with no HVD_STORE_ADDR and no HVD_STORE_FILE the ranks meet
+// Under mpirun two more: with no HVD_STORE_ADDR and no HVD_STORE_FILE the ranks meet
 // through MPI itself (mpiRendezvous: rank 0 serves a TCP store, MPI_Bcast tells the others
 // where; core/runtime.h), and HVD_CPU_BACKEND=mpi runs the CPU collectives through MPI.
 #pragma once

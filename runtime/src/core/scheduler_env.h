@@ -1,5 +1,5 @@
-// Where a worker learns its place when no hvd launcher started it (issue 7, "Under srun
-// directly", "Under mpirun"): the variables Slurm's srun and Open MPI's mpirun set for every
+// Where a worker learns its place when no hvd launcher started it (under srun directly, under
+// mpirun): the variables Slurm's srun and Open MPI's mpirun set for every
 // task. Used by parseConfig only when HVD_RANK is not set; hvdrun and hvdagent always set the
 // HVD_* contract, which wins.
 //

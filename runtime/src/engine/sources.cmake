@@ -1,4 +1,4 @@
-# The engine (issue 4): named async ops, negotiation, response cache, fusion, join, stalls.
+# The engine: named async ops, negotiation, response cache, fusion, join, stalls.
 # The timeline (timeline.cc) comes in through timeline.cmake.
 target_sources(hvd PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/controller.cc

@@ -79,7 +79,6 @@ struct NcclCollectivesOptions {
 
 class NcclCollectives final : public DeviceCollectives {
  public:
-  // `comms` provides "global": `rank` of `size`, the job's.
   // `comms` provides "global" (`rank` of `size`, the job's) and, for a hierarchical layout,
   // "local/<node>" and "cross/<local rank>".
   NcclCollectives(CudaApi& cuda, CommCache& comms, int rank, int size,

@@ -1,4 +1,4 @@
-# The GPU backend (issue 5). Everything here compiles without the CUDA toolkit; only the
+# The GPU backend. Everything here compiles without the CUDA toolkit; only the
 # dlopen-based loaders of libnccl.so.2 and libcuda.so.1 need its headers (HVD_HAVE_NCCL), and
 # libhvd never links against CUDA or NCCL.
 include(${CMAKE_CURRENT_LIST_DIR}/api.cmake OPTIONAL)       # NcclApi / CudaApi loaders
