@@ -104,7 +104,7 @@ std::vector<std::string> expandHostlist(const std::string& hostlist) {
   return hosts;
 }
 
-std::optional<std::vector<HostSlots>> slurmAllocationHosts(EnvLookup getenv) {
+std::optional<std::vector<HostSlots>> slurmAllocationHosts(const EnvReader& getenv) {
   const char* job = getenv("SLURM_JOB_ID");
   if (job == nullptr || *job == '\0') return std::nullopt;
   const char* nodelist = getenv("SLURM_JOB_NODELIST");

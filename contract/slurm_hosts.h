@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "contract/env_reader.h"
 #include "contract/host_spec.h"
 
 namespace hvd::contract {
@@ -30,7 +31,6 @@ std::vector<std::string> expandHostlist(const std::string& hostlist);
 // SLURM_TASKS_PER_NODE (when it lists one count per node; otherwise, or when unset, slots are
 // left to each host's GPUs). nullopt when SLURM_JOB_ID is not set (not inside an allocation).
 // `getenv` is injectable for tests.
-using EnvLookup = const char* (*)(const char*);
-std::optional<std::vector<HostSlots>> slurmAllocationHosts(EnvLookup getenv);
+std::optional<std::vector<HostSlots>> slurmAllocationHosts(const EnvReader& getenv);
 
 }  // namespace hvd::contract

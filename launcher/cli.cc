@@ -570,7 +570,7 @@ std::optional<int> parseRunCommandLine(int argc, char** argv, Options* options) 
   }
   // In a Slurm allocation -np defaults to its slots (hvdrun_main.cc), and --print-hosts runs
   // nothing.
-  const contract::EnvLookup environment = [](const char* name) -> const char* {
+  const contract::EnvReader environment = [](const char* name) -> const char* {
     return std::getenv(name);
   };
   if (options->np == 0 && !usesSlurmAllocation(*options, environment) && !options->printHosts) {
@@ -754,13 +754,13 @@ std::vector<contract::HostSlots> resolveHosts(const Options& options) {
   return {contract::HostSlots{"localhost", options.np}};
 }
 
-bool usesSlurmAllocation(const Options& options, contract::EnvLookup getenv) {
+bool usesSlurmAllocation(const Options& options, contract::EnvReader getenv) {
   const char* job = getenv("SLURM_JOB_ID");
   return job != nullptr && *job != '\0' && options.hostList.empty() && options.hostfile.empty();
 }
 
 std::optional<std::vector<contract::HostSlots>> slurmHosts(const Options& options,
-                                                           contract::EnvLookup getenv) {
+                                                           contract::EnvReader getenv) {
   if (!usesSlurmAllocation(options, getenv)) return std::nullopt;
   return contract::slurmAllocationHosts(getenv);
 }

@@ -127,9 +127,9 @@ std::vector<contract::HostSlots> resolveHosts(const Options& options);
 // (launcher/slurm_agents.h). nullopt otherwise. Throws hvd::InvalidArgumentError for malformed
 // Slurm variables. `getenv` is injectable for tests.
 bool usesSlurmAllocation(const Options& options,
-                         contract::EnvLookup getenv);  // SLURM_JOB_ID, no -H
+                         contract::EnvReader getenv);  // SLURM_JOB_ID, no -H
 std::optional<std::vector<contract::HostSlots>> slurmHosts(const Options& options,
-                                                           contract::EnvLookup getenv);
+                                                           contract::EnvReader getenv);
 
 // The hosts as a -H value: "node01:2,node02:2" (a host without slots has no ":N"); IPv6
 // addresses in brackets. What --print-hosts prints.

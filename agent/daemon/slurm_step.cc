@@ -22,7 +22,7 @@ std::string readyLine(const std::string& node, const std::string& address) {
   return std::string(kReadyPrefix) + node + " " + address;
 }
 
-std::string slurmStepListen(const EnvGetter& getenv) {
+std::string slurmStepListen(const contract::EnvReader& getenv) {
   const char* launcher = getenv("SLURM_LAUNCH_NODE_IPADDR");
   return rpc::joinHostPort(launcher != nullptr && *launcher
                                ? transport::localAddressToward(launcher)
@@ -30,12 +30,12 @@ std::string slurmStepListen(const EnvGetter& getenv) {
                            0);
 }
 
-std::string slurmNodeName(const EnvGetter& getenv) {
+std::string slurmNodeName(const contract::EnvReader& getenv) {
   if (const char* node = getenv("SLURMD_NODENAME"); node != nullptr && *node) return node;
   return localHostName();
 }
 
-TemporaryStateDir::TemporaryStateDir(const EnvGetter& getenv) {
+TemporaryStateDir::TemporaryStateDir(const contract::EnvReader& getenv) {
   const char* tmp = getenv("TMPDIR");
   const char* job = getenv("SLURM_JOB_ID");
   std::string pattern = std::string(tmp != nullptr && *tmp ? tmp : "/tmp") + "/hvdagent-" +

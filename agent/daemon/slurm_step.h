@@ -14,6 +14,8 @@
 #include <string>
 #include <thread>
 
+#include "contract/env_reader.h"
+
 namespace hvd::agent::daemon {
 
 // "hvdagent-ready <node> <host:port>": the line hvdrun waits for, one per node.
@@ -22,18 +24,17 @@ std::string readyLine(const std::string& node, const std::string& address);
 
 // The --listen value of a --slurm-step agent: "<local address toward SLURM_LAUNCH_NODE_IPADDR>:0",
 // or the first non-loopback IPv4 address when srun did not set it. `getenv` is injectable.
-using EnvGetter = std::function<const char*(const char*)>;
-std::string slurmStepListen(const EnvGetter& getenv);
+std::string slurmStepListen(const contract::EnvReader& getenv);
 
 // The node's name as Slurm knows it (SLURMD_NODENAME), else the hostname.
-std::string slurmNodeName(const EnvGetter& getenv);
+std::string slurmNodeName(const contract::EnvReader& getenv);
 
 // A directory made with mkdtemp under $TMPDIR (else /tmp), "hvdagent-<SLURM_JOB_ID>-XXXXXX",
 // mode 0700; removed with everything in it on destruction. Throws hvd::BackendError when it
 // cannot be made.
 class TemporaryStateDir {
  public:
-  explicit TemporaryStateDir(const EnvGetter& getenv);
+  explicit TemporaryStateDir(const contract::EnvReader& getenv);
   ~TemporaryStateDir();
   TemporaryStateDir(const TemporaryStateDir&) = delete;
   TemporaryStateDir& operator=(const TemporaryStateDir&) = delete;

@@ -167,7 +167,7 @@ std::vector<GpuInfo> parseFakeGpus(const std::string& spec) {
   return gpus;
 }
 
-NvmlGpuDiscovery::NvmlGpuDiscovery(std::string library, EnvLookup getEnv)
+NvmlGpuDiscovery::NvmlGpuDiscovery(std::string library, contract::EnvReader getEnv)
     : library_(std::move(library)), getEnv_(std::move(getEnv)) {
   if (!getEnv_) getEnv_ = [](const char* name) -> const char* { return std::getenv(name); };
 }

@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "contract/env_reader.h"
+
 namespace hvd::agent::node {
 
 struct GpuInfo {
@@ -94,15 +96,12 @@ std::vector<GpuInfo> parseFakeGpus(const std::string& spec);
 // comes from parseFakeGpus(). This is a testing aid only; never set it on a real GPU node.
 class NvmlGpuDiscovery : public GpuDiscovery {
  public:
-  // Looks up an environment variable; returns nullptr when unset. Injected so tests need not
-  // mutate the process environment.
-  using EnvLookup = std::function<const char*(const char* name)>;
-
   static constexpr const char* kDefaultLibrary = "libnvidia-ml.so.1";
   static constexpr const char* kFakeGpusEnv = "HVD_FAKE_GPUS";
 
   // `library` is the name or path given to dlopen; `getEnv` defaults to std::getenv.
-  explicit NvmlGpuDiscovery(std::string library = kDefaultLibrary, EnvLookup getEnv = nullptr);
+  explicit NvmlGpuDiscovery(std::string library = kDefaultLibrary,
+                            contract::EnvReader getEnv = nullptr);
 
   std::vector<GpuInfo> discover() override;
   std::string lastNote() const override { return note_; }
@@ -111,7 +110,7 @@ class NvmlGpuDiscovery : public GpuDiscovery {
   std::vector<GpuInfo> discoverWithNvml();
 
   std::string library_;
-  EnvLookup getEnv_;
+  contract::EnvReader getEnv_;  // injected: tests need not change the environment
   std::string note_;
 };
 

@@ -26,7 +26,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-NvmlGpuDiscovery::EnvLookup envWith(const char* fakeGpus) {
+contract::EnvReader envWith(const char* fakeGpus) {
   return [fakeGpus](const char* name) -> const char* {
     return std::string(name) == "HVD_FAKE_GPUS" ? fakeGpus : nullptr;
   };

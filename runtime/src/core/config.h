@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "contract/env_reader.h"
 #include "gpu/backend_choice.h"
 
 namespace hvd::core {
@@ -90,7 +91,7 @@ struct Config {
 
 // Reads the configuration through `getenv` (injectable for tests). A missing or malformed
 // variable throws hvd::InvalidArgumentError naming it and what was expected.
-using EnvReader = std::function<const char*(const char*)>;
+using contract::EnvReader;
 Config parseConfig(const EnvReader& getenv);
 Config configFromEnvironment();
 

@@ -21,8 +21,8 @@ bool allDigits(const std::string& s) {
 }
 
 // A required non-negative integer variable of `source`, at most `max`.
-int integer(const std::function<const char*(const char*)>& getenv, const char* name,
-            const std::string& source, long long max) {
+int integer(const contract::EnvReader& getenv, const char* name, const std::string& source,
+            long long max) {
   const char* value = getenv(name);
   if (value == nullptr || *value == '\0') {
     throw InvalidArgumentError(std::string(name) + " is not set, but " + source +
@@ -36,12 +36,12 @@ int integer(const std::function<const char*(const char*)>& getenv, const char* n
   return std::atoi(text.c_str());
 }
 
-std::string text(const std::function<const char*(const char*)>& getenv, const char* name) {
+std::string text(const contract::EnvReader& getenv, const char* name) {
   const char* value = getenv(name);
   return value != nullptr ? value : "";
 }
 
-SchedulerPlacement fromOpenMpi(const std::function<const char*(const char*)>& getenv) {
+SchedulerPlacement fromOpenMpi(const contract::EnvReader& getenv) {
   SchedulerPlacement p;
   p.source = "mpirun";
   p.size = integer(getenv, "OMPI_COMM_WORLD_SIZE", p.source, 1 << 20);
@@ -56,7 +56,7 @@ SchedulerPlacement fromOpenMpi(const std::function<const char*(const char*)>& ge
   return p;
 }
 
-SchedulerPlacement fromSlurm(const std::function<const char*(const char*)>& getenv) {
+SchedulerPlacement fromSlurm(const contract::EnvReader& getenv) {
   SchedulerPlacement p;
   p.source = "srun";
   const char* ntasks = getenv("SLURM_NTASKS") != nullptr ? "SLURM_NTASKS" : "SLURM_NPROCS";
@@ -159,8 +159,7 @@ std::pair<int, int> crossFromHostKeys(const std::vector<std::string>& hostKeys, 
   return crossPlacement(tasksPerNode, node, localRank);
 }
 
-std::optional<SchedulerPlacement> placementFromScheduler(
-    const std::function<const char*(const char*)>& getenv) {
+std::optional<SchedulerPlacement> placementFromScheduler(const contract::EnvReader& getenv) {
   // mpirun first: an mpirun inside a Slurm allocation leaves SLURM_* of the allocation around.
   if (getenv("OMPI_COMM_WORLD_RANK") != nullptr) return fromOpenMpi(getenv);
   if (getenv("SLURM_PROCID") != nullptr) return fromSlurm(getenv);

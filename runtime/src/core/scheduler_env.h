@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "contract/env_reader.h"
+
 namespace hvd::core {
 
 struct SchedulerPlacement {
@@ -33,8 +35,7 @@ struct SchedulerPlacement {
 
 // The placement srun or mpirun gave this process, or nullopt when neither did. Throws
 // hvd::InvalidArgumentError naming the variable when one is set but malformed or inconsistent.
-std::optional<SchedulerPlacement> placementFromScheduler(
-    const std::function<const char*(const char*)>& getenv);
+std::optional<SchedulerPlacement> placementFromScheduler(const contract::EnvReader& getenv);
 
 // Expands Slurm's tasks-per-node form ("N" or "N(xR)" entries, comma separated) into one count
 // per node. `name` is the variable it came from, for the error message, which quotes the text,
