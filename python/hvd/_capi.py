@@ -12,6 +12,9 @@ import threading
 
 from hvd.exceptions import HorovodInternalError
 
+# Horovod's words for an op, query or process-set call before hvd.init().
+NOT_INITIALIZED = "Horovod has not been initialized; use hvd.init()."
+
 # hvd_status
 OK = 0
 ERR_INVALID_ARGUMENT = 1

@@ -18,10 +18,9 @@ script under hvdrun (or srun, mpirun), which sets the environment hvd.init() rea
 from hvd.exceptions import HorovodInternalError, HostsUpdatedInterrupt
 from hvd.torch.basics import (Adasum, Average, Max, Min, Product, Sum, ccl_built, cuda_built,
                               cross_rank, cross_size, ddl_built, engine_stats, gloo_built,
-                              gloo_enabled, init, is_homogeneous, is_initialized, local_rank,
-                              local_size, mpi_built, mpi_enabled, mpi_threads_supported,
-                              nccl_built, rank, rocm_built, shutdown, size, start_timeline,
-                              stop_timeline)
+                              gloo_enabled, is_initialized, local_rank, local_size, mpi_built,
+                              mpi_enabled, mpi_threads_supported, nccl_built, rank, rocm_built,
+                              shutdown, size, start_timeline, stop_timeline)
 from hvd.torch.compression import Compression
 from hvd.torch.functions import (allgather_object, broadcast_object, broadcast_optimizer_state,
                                  broadcast_parameters)
@@ -31,8 +30,9 @@ from hvd.torch.mpi_ops import (allgather, allgather_async, allreduce, allreduce_
                                broadcast_async_, grouped_allgather, grouped_allgather_async,
                                grouped_allreduce, grouped_allreduce_, grouped_allreduce_async,
                                grouped_allreduce_async_, grouped_reducescatter,
-                               grouped_reducescatter_async, join, poll, reducescatter,
-                               reducescatter_async, sparse_allreduce_async, synchronize)
+                               grouped_reducescatter_async, init, is_homogeneous, join, poll,
+                               reducescatter, reducescatter_async, sparse_allreduce_async,
+                               synchronize)
 from hvd.torch.optimizer import DistributedOptimizer
 from hvd.torch.process_sets import (ProcessSet, add_process_set, global_process_set,
                                     process_set_by_id, remove_process_set)

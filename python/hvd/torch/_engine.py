@@ -16,9 +16,9 @@ import torch
 
 from hvd import _capi
 from hvd.exceptions import HorovodInternalError
-from hvd.torch.basics import _NOT_INITIALIZED, Average, Sum, check_op
+from hvd.torch.basics import Average, Sum, check_op
 from hvd.torch.compression import FP16Compressor
-from hvd.torch.process_sets import _set_id, global_process_set
+from hvd.torch.process_sets import ProcessSet, global_process_set
 
 _DTYPES = {
     torch.uint8: _capi.UINT8,
@@ -141,13 +141,26 @@ def _mark_modified(tensor):
         tensor.copy_(tensor)
 
 
+def _set_id(process_set, what):
+    """The id an op runs on: ValueError unless `process_set` is a registered ProcessSet."""
+    if not isinstance(process_set, ProcessSet):
+        raise ValueError("%s: process_set must be an hvd.ProcessSet (hvd.global_process_set by "
+                         "default), got %r" % (what, process_set))
+    set_id = process_set.process_set_id
+    if set_id is None:
+        raise ValueError("%s: %s is not registered: pass it to hvd.init(process_sets=[...]) or "
+                         "hvd.add_process_set() first (a removed set cannot be used)" %
+                         (what, process_set))
+    return set_id
+
+
 def _submit(fn, *args):
     handle = ctypes.c_void_p()
     lib = _capi.lib()
     status = fn(*args, ctypes.byref(handle))
     if status != _capi.OK:
         if not lib.is_initialized():
-            raise HorovodInternalError(_NOT_INITIALIZED)  # Horovod's error for ops before init
+            raise HorovodInternalError(_capi.NOT_INITIALIZED)  # Horovod's error for ops before init
         lib.check(status, submit=True)
     return handle
 
@@ -247,6 +260,29 @@ def _gathered(handles, tensors):
 
 # --- barrier, join, handles --------------------------------------------------------------------
 
+def _allreduce_async(tensor, in_place, name, op, prescale, postscale, fp16=False, set_id=0):
+    what = "allreduce"
+    dtype = _dtype_code(tensor, what)
+    device, stream = _device_of(tensor, what)
+    work = _contiguous(tensor)
+    target = work if in_place else torch.empty_like(work, memory_format=torch.contiguous_format)
+    shape, ndim = _capi.shape_array(work.shape)
+    o = _capi.options(op=op, prescale=prescale, postscale=postscale, fp16=fp16, device=device,
+                      stream=stream, process_set=set_id)
+    h = _submit(_capi.lib().allreduce_async, _op_name("allreduce", name, set_id).encode(),
+                work.data_ptr(), target.data_ptr(), shape, ndim, dtype, ctypes.byref(o))
+    if in_place:
+        _mark_modified(tensor)
+
+    def finish(_handles):
+        if in_place and target is not tensor:
+            tensor.copy_(target)
+            return tensor
+        return target
+
+    return _register([h], finish, keep=work)
+
+
 def barrier(process_set=global_process_set):
     """Returns once every member of the set has called barrier() on it."""
     set_id = _set_id(process_set, "barrier")
@@ -261,7 +297,7 @@ def join(device=-1):
     last = ctypes.c_int()
     status = lib.join(ctypes.byref(last))
     if status != _capi.OK:
-        raise HorovodInternalError(_NOT_INITIALIZED if not lib.is_initialized() else lib.error())
+        raise HorovodInternalError(_capi.NOT_INITIALIZED if not lib.is_initialized() else lib.error())
     return last.value
 
 

@@ -1,9 +1,15 @@
-"""Lifecycle, topology and build queries of hvd.torch (Horovod's horovod.common.basics)."""
+"""The bottom of hvd.torch, over the C ABI alone: the op constants, topology and build
+queries, shutdown and the timeline (Horovod's horovod.common.basics). hvd.init() belongs to
+mpi_ops, which sits above everything it starts.
+
+Layers, leaf first (each module imports only those before it): hvd._capi (the C ABI) ->
+basics -> compression, process_sets -> _engine (how ops reach the engine; the one internal
+module whose underscore names others import) -> mpi_ops (the ops and init) -> functions ->
+optimizer."""
 
 import os
 
 from hvd import _capi
-from hvd.torch import process_sets as process_sets_module
 
 Average = _capi.AVERAGE
 Sum = _capi.SUM
@@ -14,7 +20,6 @@ Product = _capi.PRODUCT
 # import, and every op given it raises (see check_op).
 Adasum = 100
 
-_NOT_INITIALIZED = process_sets_module._NOT_INITIALIZED
 
 
 def check_op(op):
@@ -27,25 +32,6 @@ def check_op(op):
         raise ValueError("unknown reduction op %r (use hvd.Average, hvd.Sum, hvd.Min, hvd.Max "
                          "or hvd.Product)" % (op,))
     return op
-
-
-def init(comm=None, process_sets=None):
-    """Joins the job: reads the worker environment hvdrun (or srun, mpirun) set and connects to
-    the other ranks. Idempotent.
-
-    process_sets: None (only the global set, and those HVD_PROCESS_SETS defines), a list of
-    hvd.ProcessSet to register (each gets its process_set_id; a duplicate entry raises
-    ValueError after init, as in Horovod), or "dynamic" (sets added and removed later with
-    hvd.add_process_set / hvd.remove_process_set)."""
-    if comm is not None and not (isinstance(comm, (list, tuple)) and not comm):
-        raise NotImplementedError(
-            "hvd.init(comm=...): hvd does not run on a caller's MPI communicator; launch the "
-            "job with hvdrun (or mpirun/srun, which hvd.init() reads) and call hvd.init()")
-    from hvd.torch import _engine
-    try:
-        process_sets_module._init(process_sets)
-    finally:
-        _engine._reset()  # the per-init naming counters start anew, on every rank alike
 
 
 def shutdown():
@@ -61,7 +47,7 @@ def is_initialized():
 def _query(fn_name):
     lib = _capi.lib()
     if not lib.is_initialized():
-        raise ValueError(_NOT_INITIALIZED)
+        raise ValueError(_capi.NOT_INITIALIZED)
     return lib.query(getattr(lib, fn_name))
 
 
@@ -87,15 +73,6 @@ def cross_size():
 
 def cross_rank():
     return _query("cross_rank")
-
-
-def is_homogeneous():
-    """True when every host runs the same number of ranks."""
-    from hvd.torch import mpi_ops
-    import torch
-    counts = mpi_ops.allgather(torch.tensor([local_size()], dtype=torch.int64),
-                               name="hvd.is_homogeneous")
-    return bool((counts == counts[0]).all())
 
 
 def nccl_built():

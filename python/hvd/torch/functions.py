@@ -8,10 +8,10 @@ import pickle
 
 import torch
 
-from hvd.torch._engine import _DTYPES
+from hvd.torch._engine import _DTYPES, _set_id
 from hvd.torch.basics import rank
 from hvd.torch.mpi_ops import allgather, broadcast_, broadcast_async_, synchronize
-from hvd.torch.process_sets import _set_id, global_process_set
+from hvd.torch.process_sets import global_process_set
 
 try:  # Horovod pickles with cloudpickle (lambdas, local classes); plain pickle otherwise
     import cloudpickle as _pickler

@@ -25,41 +25,42 @@ import ctypes
 import torch
 
 from hvd import _capi
-from hvd.torch._engine import (_WIDE_FLOATS, _abandon, _contiguous, _device_of, _dtype_code,
-                               _engine_output, _gathered, _is_fp16, _mark_modified,
+from hvd.torch._engine import (_WIDE_FLOATS, _abandon, _allreduce_async, _contiguous, _device_of,
+                               _dtype_code, _engine_output, _gathered, _is_fp16, _mark_modified,
                                _member_names, _op_name, _received_splits,
-                               _reducescatter_grad_scale, _reducescatter_op, _register,
-                               _resolve_op, _splits_list, _submit)
+                               _reducescatter_grad_scale, _reducescatter_op, _register, _reset,
+                               _resolve_op, _set_id, _splits_list, _submit)
 # Horovod's mpi_ops offers these too: they live with the handles they work on.
 from hvd.torch._engine import barrier, join, poll, synchronize  # noqa: F401
-from hvd.torch.basics import Average, Sum, check_op, rank
+from hvd.torch.basics import Average, Sum, check_op, local_size, rank
 from hvd.torch.compression import Compression
-from hvd.torch.process_sets import _set_id, global_process_set
+from hvd.torch.process_sets import global_process_set, init_process_sets
+
+
+def init(comm=None, process_sets=None):
+    """Joins the job: reads the worker environment hvdrun (or srun, mpirun) set and connects to
+    the other ranks. Idempotent.
+
+    process_sets: None (only the global set, and those HVD_PROCESS_SETS defines), a list of
+    hvd.ProcessSet to register (each gets its process_set_id; a duplicate entry raises
+    ValueError after init, as in Horovod), or "dynamic" (sets added and removed later with
+    hvd.add_process_set / hvd.remove_process_set)."""
+    if comm is not None and not (isinstance(comm, (list, tuple)) and not comm):
+        raise NotImplementedError(
+            "hvd.init(comm=...): hvd does not run on a caller's MPI communicator; launch the "
+            "job with hvdrun (or mpirun/srun, which hvd.init() reads) and call hvd.init()")
+    try:
+        init_process_sets(process_sets)
+    finally:
+        _reset()  # the per-init naming counters start anew, on every rank alike
+
+
+def is_homogeneous():
+    """True when every host runs the same number of ranks."""
+    counts = allgather(torch.tensor([local_size()], dtype=torch.int64), name="hvd.is_homogeneous")
+    return bool((counts == counts[0]).all())
 
 # --- allreduce ------------------------------------------------------------------------------
-
-def _allreduce_async(tensor, in_place, name, op, prescale, postscale, fp16=False, set_id=0):
-    what = "allreduce"
-    dtype = _dtype_code(tensor, what)
-    device, stream = _device_of(tensor, what)
-    work = _contiguous(tensor)
-    target = work if in_place else torch.empty_like(work, memory_format=torch.contiguous_format)
-    shape, ndim = _capi.shape_array(work.shape)
-    o = _capi.options(op=op, prescale=prescale, postscale=postscale, fp16=fp16, device=device,
-                      stream=stream, process_set=set_id)
-    h = _submit(_capi.lib().allreduce_async, _op_name("allreduce", name, set_id).encode(),
-                work.data_ptr(), target.data_ptr(), shape, ndim, dtype, ctypes.byref(o))
-    if in_place:
-        _mark_modified(tensor)
-
-    def finish(_handles):
-        if in_place and target is not tensor:
-            tensor.copy_(target)
-            return tensor
-        return target
-
-    return _register([h], finish, keep=work)
-
 
 def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                     postscale_factor=1.0, process_set=global_process_set):

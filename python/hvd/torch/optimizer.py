@@ -29,9 +29,10 @@ import torch
 
 from hvd.torch.basics import Average, Sum, check_op, size
 from hvd.torch.compression import Compression
-from hvd.torch.mpi_ops import (_WIDE_FLOATS, _allreduce_async, _is_fp16, allreduce_async_,
-                               grouped_allreduce_async_, sparse_allreduce_async, synchronize)
-from hvd.torch.process_sets import _set_id, global_process_set
+from hvd.torch._engine import _WIDE_FLOATS, _allreduce_async, _is_fp16, _set_id
+from hvd.torch.mpi_ops import (allreduce_async_, grouped_allreduce_async_, sparse_allreduce_async,
+                               synchronize)
+from hvd.torch.process_sets import global_process_set
 
 
 def _row_sparse(grad):

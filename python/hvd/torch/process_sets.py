@@ -23,8 +23,7 @@ import weakref
 
 from hvd import _capi
 from hvd.exceptions import HorovodInternalError
-
-_NOT_INITIALIZED = "Horovod has not been initialized; use hvd.init()."
+from hvd.torch.basics import rank
 _BAD_ARGUMENT = ("ProcessSet should be initialized with a list of process ranks or an mpi4py "
                  "Comm object")
 
@@ -80,7 +79,6 @@ class ProcessSet:
         """Whether this process is a member of the set (None if it has no ranks)."""
         if self.ranks is None:
             return None
-        from hvd.torch.basics import rank
         return rank() in self.ranks
 
     def __str__(self):
@@ -102,7 +100,7 @@ _registered = weakref.WeakSet()
 def _initialized_lib():
     lib = _capi.lib()
     if not lib.is_initialized():
-        raise ValueError(_NOT_INITIALIZED)
+        raise ValueError(_capi.NOT_INITIALIZED)
     return lib
 
 
@@ -172,7 +170,7 @@ def _parse_init_argument(process_sets):
     return sets, False
 
 
-def _init(process_sets):
+def init_process_sets(process_sets):
     """hvd.init()'s work: starts libhvd (with the given sets, or HVD_PROCESS_SETS from the
     environment when there are none), then gives each ProcessSet object its id. As in
     Horovod, an entry whose ranks equal an earlier entry's (or every rank: the global set) is
@@ -287,16 +285,3 @@ def _object_for(set_id, members):
     ps.process_set_id = set_id
     _registered.add(ps)
     return ps
-
-
-def _set_id(process_set, what):
-    """The id an op runs on: ValueError unless `process_set` is a registered ProcessSet."""
-    if not isinstance(process_set, ProcessSet):
-        raise ValueError("%s: process_set must be an hvd.ProcessSet (hvd.global_process_set by "
-                         "default), got %r" % (what, process_set))
-    set_id = process_set.process_set_id
-    if set_id is None:
-        raise ValueError("%s: %s is not registered: pass it to hvd.init(process_sets=[...]) or "
-                         "hvd.add_process_set() first (a removed set cannot be used)" %
-                         (what, process_set))
-    return set_id
