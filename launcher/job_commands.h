@@ -3,9 +3,7 @@
 // cluster key). Each command asks the agents of -H / --hostfile, else $HVD_AGENT_HOSTS, else the
 // agent on this machine; the job lives on its leader agent, so the first agent that knows the
 // job answers for it.
-//
-// Rendering is kept apart as pure functions over v1::JobInfo, so tables and details are unit
-// tested with fixed times.
+// What they print is launcher/job_render.h.
 #pragma once
 
 #include <cstdint>
@@ -35,14 +33,5 @@ agent::rpc::TlsOptions tlsOptions(const Options& options);
 
 // Runs ps, status, logs, attach or cancel (options.action); returns hvdrun's exit code.
 int runJobCommand(const Options& options);
-
-// "0:00:07", "1:02:03", "2-03:04:05".
-std::string formatRuntime(int64_t ms);
-// Local time "2026-12-01 20:15:03"; "-" for 0.
-std::string formatLocalTime(int64_t unixMs);
-// The `hvdrun ps` table; runtimes of running jobs count up to `nowUnixMs`.
-std::string formatJobTable(const std::vector<v1::JobInfo>& jobs, int64_t nowUnixMs);
-// `hvdrun status JOB`.
-std::string formatJobStatus(const v1::JobInfo& job, int64_t nowUnixMs);
 
 }  // namespace hvd::launcher

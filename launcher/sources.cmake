@@ -8,6 +8,7 @@ add_library(hvd_launcher STATIC
   ${CMAKE_CURRENT_LIST_DIR}/keygen.cc
   ${CMAKE_CURRENT_LIST_DIR}/job_spec.cc
   ${CMAKE_CURRENT_LIST_DIR}/job_commands.cc
+  ${CMAKE_CURRENT_LIST_DIR}/job_render.cc
   ${CMAKE_CURRENT_LIST_DIR}/remote_client.cc
   ${CMAKE_CURRENT_LIST_DIR}/slurm_agents.cc
   ${CMAKE_CURRENT_LIST_DIR}/stream_watch.cc)

@@ -10,6 +10,7 @@
 #include "hvdrun_parse.h"
 #include "launcher/cli.h"
 #include "launcher/job_commands.h"
+#include "launcher/job_render.h"
 
 namespace hvd::launcher {
 namespace {
