@@ -9,7 +9,7 @@
 #include "common/element.h"
 #include "common/half.h"
 
-namespace hvd::testing {
+namespace hvd::test {
 namespace {
 
 constexpr DataType kAllTypes[] = {DataType::kInt8,     DataType::kUInt8,   DataType::kInt16,
@@ -413,4 +413,4 @@ void checkIterations(transport::Context& ctx, CheckReport& report, int iteration
   checkIterations(ring, report, iterations);
 }
 
-}  // namespace hvd::testing
+}  // namespace hvd::test

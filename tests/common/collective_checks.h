@@ -15,7 +15,7 @@
 #include "hvd/types.hpp"
 #include "transport/context.h"
 
-namespace hvd::testing {
+namespace hvd::test {
 
 struct CheckReport {
   int64_t checks = 0;
@@ -53,4 +53,4 @@ void storeValue(DataType type, void* base, size_t index, double value);
 // inputs, exactly as the runtime computes it (averages divided as it divides).
 void storeExpected(DataType type, ReduceOp op, void* base, size_t index, int size, int salt);
 
-}  // namespace hvd::testing
+}  // namespace hvd::test

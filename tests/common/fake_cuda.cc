@@ -5,7 +5,7 @@
 
 #include "hvd/error.hpp"
 
-namespace hvd::testing {
+namespace hvd::test {
 
 FakeCuda::~FakeCuda() {
   for (auto& [base, info] : device_) std::free(reinterpret_cast<void*>(base));
@@ -193,4 +193,4 @@ std::unique_ptr<gpu::CudaApi> sharedFakeCuda(FakeCuda& cuda) {
   return std::make_unique<ForwardingCuda>(cuda);
 }
 
-}  // namespace hvd::testing
+}  // namespace hvd::test

@@ -14,7 +14,7 @@
 
 #include "gpu/cuda_api.h"
 
-namespace hvd::testing {
+namespace hvd::test {
 
 class FakeCuda final : public gpu::CudaApi {
  public:
@@ -71,4 +71,4 @@ class FakeCuda final : public gpu::CudaApi {
 // through the same fake.
 std::unique_ptr<gpu::CudaApi> sharedFakeCuda(FakeCuda& cuda);
 
-}  // namespace hvd::testing
+}  // namespace hvd::test

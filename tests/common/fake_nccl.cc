@@ -14,7 +14,7 @@
 #include "collectives/reduce.h"
 #include "hvd/error.hpp"
 
-namespace hvd::testing {
+namespace hvd::test {
 
 using gpu::NcclComm;
 using gpu::NcclResult;
@@ -754,4 +754,4 @@ int FakeNcclApi::uniqueIdCalls() const {
   return uniqueIdCalls_;
 }
 
-}  // namespace hvd::testing
+}  // namespace hvd::test

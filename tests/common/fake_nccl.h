@@ -31,7 +31,7 @@
 
 #include "gpu/nccl_api.h"
 
-namespace hvd::testing {
+namespace hvd::test {
 
 struct FakeNcclCounters {
   int uniqueIds = 0;    // ids getUniqueId handed out
@@ -139,4 +139,4 @@ class FakeNcclApi final : public gpu::NcclApi {
   int uniqueIdCalls_ = 0;
 };
 
-}  // namespace hvd::testing
+}  // namespace hvd::test

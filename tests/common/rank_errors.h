@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-namespace hvd::testing {
+namespace hvd::test {
 
 // The what() of the exception `e` holds ("?" for one that is not a std::exception).
 inline std::string errorMessage(const std::exception_ptr& e) {
@@ -48,4 +48,4 @@ inline void expectNoErrors(const std::vector<std::exception_ptr>& errors) {
   }
 }
 
-}  // namespace hvd::testing
+}  // namespace hvd::test

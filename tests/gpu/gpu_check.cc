@@ -93,8 +93,8 @@ struct Checker {
 std::vector<uint8_t> allreduceInput(DataType type, ReduceOp op, int rank, size_t count) {
   std::vector<uint8_t> v(count * hvd::dataTypeSize(type));
   for (size_t i = 0; i < count; ++i) {
-    hvd::testing::storeValue(type, v.data(), i,
-                             static_cast<double>(hvd::testing::inputValue(type, op, rank, i, 0)));
+    hvd::test::storeValue(type, v.data(), i,
+                          static_cast<double>(hvd::test::inputValue(type, op, rank, i, 0)));
   }
   return v;
 }
@@ -112,7 +112,7 @@ void checkAllreduce(Checker& c) {
         const size_t elem = hvd::dataTypeSize(type);
         std::vector<uint8_t> want(count * elem);
         for (size_t i = 0; i < count; ++i) {
-          hvd::testing::storeExpected(type, op, want.data(), i, c.size, 0);
+          hvd::test::storeExpected(type, op, want.data(), i, c.size, 0);
         }
         for (bool inPlace : {false, true}) {
           void* in = c.device(want.size());

@@ -87,12 +87,12 @@ std::string readFile(const std::string& path) {
 
 TEST(EngineStall, EveryRankFailsItsPendingOpWithTheStallError) {
   hvd::test::TempDir dir;
-  hvd::testing::LocalJobSpec spec;
+  hvd::test::LocalJobSpec spec;
   spec.np = 3;
   spec.argv = {HVD_ENGINE_WORKER_PATH, "stall"};
   spec.env = {{"HVD_STALL_CHECK_TIME", "1"}, {"HVD_STALL_SHUTDOWN_TIME", "3"}};
   spec.outputDir = dir.path();
-  hvd::testing::LocalJob job(spec);
+  hvd::test::LocalJob job(spec);
   job.start();
   ASSERT_TRUE(job.waitAll(30s));
   for (int r = 0; r < 3; ++r) {
@@ -117,12 +117,12 @@ TEST(EngineFailure, ARankDyingFailsThePendingOpInsteadOfHanging) {
 
 TEST(EngineFailure, WithoutALauncherStoppingItThePendingOpFailsWithAPeerError) {
   hvd::test::TempDir dir;
-  hvd::testing::LocalJobSpec spec;
+  hvd::test::LocalJobSpec spec;
   spec.np = 2;
   spec.argv = {HVD_ENGINE_WORKER_PATH, "die"};
   spec.env = {{"HVD_TIMEOUT", "5"}};
   spec.outputDir = dir.path();
-  hvd::testing::LocalJob job(spec);
+  hvd::test::LocalJob job(spec);
   const auto start = std::chrono::steady_clock::now();
   job.start();
   ASSERT_TRUE(job.waitAll(30s));

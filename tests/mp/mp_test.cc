@@ -30,7 +30,7 @@ std::string readFile(const std::string& path) {
 }
 
 struct JobResult {
-  std::vector<testing::RankExit> exits;
+  std::vector<test::RankExit> exits;
   std::vector<std::string> stderrs;
   std::chrono::milliseconds elapsed;
   bool finished;
@@ -40,13 +40,13 @@ JobResult runJob(int np, std::vector<std::string> args,
                  std::vector<std::pair<std::string, std::string>> env,
                  std::chrono::milliseconds limit, int stoppedRank = -1) {
   TempDir dir;
-  testing::LocalJobSpec spec;
+  test::LocalJobSpec spec;
   spec.np = np;
   spec.argv = {workerPath()};
   spec.argv.insert(spec.argv.end(), args.begin(), args.end());
   spec.env = std::move(env);
   spec.outputDir = dir.path();
-  testing::LocalJob job(spec);
+  test::LocalJob job(spec);
   const auto start = std::chrono::steady_clock::now();
   job.start();
   JobResult result;

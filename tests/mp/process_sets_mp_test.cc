@@ -43,13 +43,13 @@ struct Outcome {
 
 Outcome runJob(const std::string& mode, Env env, std::chrono::seconds timeout) {
   hvd::test::TempDir dir;
-  hvd::testing::LocalJobSpec spec;
+  hvd::test::LocalJobSpec spec;
   spec.np = 4;
   spec.argv = {HVD_PROCESS_SETS_WORKER_PATH, mode};
   env.push_back({"HVD_TIMEOUT", "10"});
   spec.env = std::move(env);
   spec.outputDir = dir.path();
-  hvd::testing::LocalJob job(spec);
+  hvd::test::LocalJob job(spec);
   const auto start = std::chrono::steady_clock::now();
   job.start();
   Outcome o;
@@ -129,11 +129,11 @@ TEST(ProcessSetsMp, RanksGivenDifferentSetsFailAtInitNamingThem) {
          "else export HVD_PROCESS_SETS='0,1'; fi\nexec \"$@\"\n";
   }
   ASSERT_EQ(::chmod(script.c_str(), 0755), 0);
-  hvd::testing::LocalJobSpec spec;
+  hvd::test::LocalJobSpec spec;
   spec.np = 4;
   spec.argv = {script, HVD_PROCESS_SETS_WORKER_PATH, "concurrent"};
   spec.outputDir = dir.path();
-  hvd::testing::LocalJob job(spec);
+  hvd::test::LocalJob job(spec);
   job.start();
   ASSERT_TRUE(job.waitAll(60s));
   for (int r = 0; r < 4; ++r) {

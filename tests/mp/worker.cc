@@ -33,9 +33,9 @@ using hvd::test::exitCodeFor;
 // Over the runtime's CPU collectives: hvd's transports, or MPI with HVD_CPU_BACKEND=mpi.
 int runMatrix(int iterations) {
   hvd::core::Runtime runtime(hvd::core::configFromEnvironment(), 0);
-  hvd::testing::CheckReport report;
-  hvd::testing::checkMatrix(runtime.collectives(), report);
-  hvd::testing::checkIterations(runtime.collectives(), report, iterations);
+  hvd::test::CheckReport report;
+  hvd::test::checkMatrix(runtime.collectives(), report);
+  hvd::test::checkIterations(runtime.collectives(), report, iterations);
   std::printf("rank %d: %s\n", runtime.config().rank, report.summary().c_str());
   std::printf("rank %d: cpu collectives over %s\n", runtime.config().rank,
               runtime.collectives().describe().c_str());
@@ -44,8 +44,8 @@ int runMatrix(int iterations) {
 
 int runAllreduceMatrix() {
   hvd::core::Runtime runtime(hvd::core::configFromEnvironment(), 0);
-  hvd::testing::CheckReport report;
-  hvd::testing::checkAllreduceMatrix(runtime.collectives(), report);
+  hvd::test::CheckReport report;
+  hvd::test::checkAllreduceMatrix(runtime.collectives(), report);
   std::printf("rank %d: %s\n", runtime.config().rank, report.summary().c_str());
   return report.ok() ? 0 : 1;
 }

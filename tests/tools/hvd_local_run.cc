@@ -34,7 +34,7 @@ int usage(const std::string& message) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  hvd::testing::LocalJobSpec spec;
+  hvd::test::LocalJobSpec spec;
   spec.np = 0;
   double timeoutSeconds = 0;
   int i = 1;
@@ -79,7 +79,7 @@ int main(int argc, char** argv) {
   for (; i < argc; ++i) spec.argv.emplace_back(argv[i]);
 
   try {
-    hvd::testing::LocalJob job(spec);
+    hvd::test::LocalJob job(spec);
     job.start();
     const auto forever = std::chrono::hours(24 * 365);
     const auto limit =

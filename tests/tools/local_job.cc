@@ -20,7 +20,7 @@
 
 extern char** environ;
 
-namespace hvd::testing {
+namespace hvd::test {
 
 std::string randomToken() {
   unsigned char bytes[16];
@@ -170,4 +170,4 @@ void LocalJob::signalAll(int sig) {
 
 void LocalJob::signalRank(int rank, int sig) { ::kill(pids_.at(rank), sig); }
 
-}  // namespace hvd::testing
+}  // namespace hvd::test

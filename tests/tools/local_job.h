@@ -13,7 +13,7 @@
 
 #include "store/tcp_store_server.h"
 
-namespace hvd::testing {
+namespace hvd::test {
 
 struct LocalJobSpec {
   int np = 1;
@@ -63,4 +63,4 @@ class LocalJob {
 // 32 random hex characters from the kernel's CSPRNG.
 std::string randomToken();
 
-}  // namespace hvd::testing
+}  // namespace hvd::test

@@ -19,8 +19,8 @@
 namespace hvd {
 namespace {
 
-using testing::errorMessage;
-using testing::expectNoErrors;
+using test::errorMessage;
+using test::expectNoErrors;
 using transport::Context;
 using transport::LocalLinkKind;
 
@@ -56,7 +56,7 @@ class CollectiveMismatch : public ::testing::TestWithParam<Param> {
 
   template <typename Body>
   std::vector<std::exception_ptr> runRanks(Body&& body) {
-    return testing::runRanks(contexts_, body);
+    return test::runRanks(contexts_, body);
   }
 
   // Every rank failed with InvalidArgumentError; returns each rank's message.

@@ -16,9 +16,9 @@
 namespace hvd {
 namespace {
 
-using testing::errorMessage;
-using testing::expectNoErrors;
-using testing::runRanks;
+using test::errorMessage;
+using test::expectNoErrors;
+using test::runRanks;
 
 using transport::Context;
 using transport::LocalLinkKind;
@@ -43,9 +43,9 @@ class CollectivesMatrix : public ::testing::TestWithParam<Param> {};
 TEST_P(CollectivesMatrix, EveryCollectiveTypeOpCountAndPlacementIsExactAndIdentical) {
   auto contexts = transport::makeLocalContexts(GetParam().np, GetParam().kind,
                                                testOptions(GetParam().gathered), 16 << 10);
-  std::vector<testing::CheckReport> reports(contexts.size());
+  std::vector<test::CheckReport> reports(contexts.size());
   auto errors =
-      runRanks(contexts, [&](Context& ctx) { testing::checkMatrix(ctx, reports[ctx.rank()]); });
+      runRanks(contexts, [&](Context& ctx) { test::checkMatrix(ctx, reports[ctx.rank()]); });
   for (size_t r = 0; r < contexts.size(); ++r) {
     ASSERT_FALSE(errors[r]) << "rank " << r << ": " << errorMessage(errors[r]);
     EXPECT_TRUE(reports[r].ok()) << "rank " << r << ": " << reports[r].summary();
@@ -56,9 +56,9 @@ TEST_P(CollectivesMatrix, EveryCollectiveTypeOpCountAndPlacementIsExactAndIdenti
 TEST_P(CollectivesMatrix, TwoHundredIterationsWithIterationDependentInputs) {
   auto contexts = transport::makeLocalContexts(GetParam().np, GetParam().kind,
                                                testOptions(GetParam().gathered), 16 << 10);
-  std::vector<testing::CheckReport> reports(contexts.size());
+  std::vector<test::CheckReport> reports(contexts.size());
   auto errors = runRanks(
-      contexts, [&](Context& ctx) { testing::checkIterations(ctx, reports[ctx.rank()], 200); });
+      contexts, [&](Context& ctx) { test::checkIterations(ctx, reports[ctx.rank()], 200); });
   for (size_t r = 0; r < contexts.size(); ++r) {
     ASSERT_FALSE(errors[r]) << "rank " << r << ": " << errorMessage(errors[r]);
     EXPECT_TRUE(reports[r].ok()) << "rank " << r << ": " << reports[r].summary();

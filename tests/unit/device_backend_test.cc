@@ -22,15 +22,15 @@
 namespace hvd {
 namespace {
 
-using testing::errorMessage;
-using testing::expectNoErrors;
+using test::errorMessage;
+using test::expectNoErrors;
 
 using namespace std::chrono_literals;
 using gpu::DeviceBackend;
 using gpu::GpuBackendChoice;
-using testing::FakeCuda;
-using testing::FakeNcclApi;
-using testing::FakeNcclWorld;
+using test::FakeCuda;
+using test::FakeNcclApi;
+using test::FakeNcclWorld;
 
 struct Place {
   int localRank = 0;
@@ -66,7 +66,7 @@ struct Job {
         *why = "libcuda.so.1: cannot open shared object file";
         return nullptr;
       }
-      return testing::sharedFakeCuda(cuda);
+      return test::sharedFakeCuda(cuda);
     };
   }
   DeviceBackend::NcclLoader ncclLoader() {

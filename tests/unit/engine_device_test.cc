@@ -20,9 +20,9 @@ namespace hvd {
 namespace {
 
 using namespace std::chrono_literals;
-using testing::FakeCuda;
-using testing::FakeNcclApi;
-using testing::FakeNcclWorld;
+using test::FakeCuda;
+using test::FakeNcclApi;
+using test::FakeNcclWorld;
 
 class DeviceCluster {
  public:
@@ -39,8 +39,7 @@ class DeviceCluster {
       d.host = "h" + std::to_string(r);
       d.startTimeout = 10s;
       devices_.push_back(std::make_unique<gpu::DeviceBackend>(
-          d, *contexts_[r], &store_,
-          [this](std::string*) { return testing::sharedFakeCuda(cuda_); },
+          d, *contexts_[r], &store_, [this](std::string*) { return test::sharedFakeCuda(cuda_); },
           [this, nccl](std::string* why) -> std::unique_ptr<gpu::NcclApi> {
             if (!nccl) {
               *why = "libnccl.so.2: cannot open shared object file";

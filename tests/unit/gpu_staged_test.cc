@@ -15,7 +15,7 @@
 namespace hvd {
 namespace {
 
-using testing::FakeCuda;
+using test::FakeCuda;
 
 transport::ContextOptions options() {
   transport::ContextOptions o;

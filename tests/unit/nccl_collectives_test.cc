@@ -19,13 +19,13 @@
 namespace hvd {
 namespace {
 
-using testing::errorMessage;
-using testing::expectNoErrors;
+using test::errorMessage;
+using test::expectNoErrors;
 
 using namespace std::chrono_literals;
-using testing::FakeCuda;
-using testing::FakeNcclApi;
-using testing::FakeNcclWorld;
+using test::FakeCuda;
+using test::FakeNcclApi;
+using test::FakeNcclWorld;
 
 // One job of `np` ranks as threads: each gets its NcclCollectives over its own CommCache.
 struct Job {

@@ -39,8 +39,8 @@ using hvd::gpu::CommSpec;
 using hvd::gpu::NcclCommunicator;
 using hvd::gpu::NcclResult;
 using hvd::gpu::NcclUniqueId;
-using hvd::testing::FakeNcclApi;
-using hvd::testing::FakeNcclWorld;
+using hvd::test::FakeNcclApi;
+using hvd::test::FakeNcclWorld;
 using Clock = std::chrono::steady_clock;
 
 bool contains(const std::string& text, const std::string& part) {
