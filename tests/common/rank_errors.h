@@ -23,23 +23,30 @@ inline std::string errorMessage(const std::exception_ptr& e) {
   return "?";
 }
 
-// Runs body(*contexts[r]) on one thread per rank; returns each rank's exception (or null).
-template <typename Context, typename Body>
-std::vector<std::exception_ptr> runRanks(std::vector<std::unique_ptr<Context>>& contexts,
-                                         Body&& body) {
-  std::vector<std::exception_ptr> errors(contexts.size());
+// Runs body(r) for r in 0..n-1 on one thread each; returns each rank's exception (or null).
+// The one ranks-as-threads runner of the tests.
+template <typename Body>
+std::vector<std::exception_ptr> runRankIndices(int n, Body&& body) {
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(n));
   std::vector<std::thread> threads;
-  for (size_t r = 0; r < contexts.size(); ++r) {
+  for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
       try {
-        body(*contexts[r]);
+        body(r);
       } catch (...) {
-        errors[r] = std::current_exception();
+        errors[static_cast<size_t>(r)] = std::current_exception();
       }
     });
   }
   for (auto& t : threads) t.join();
   return errors;
+}
+
+// Runs body(*contexts[r]) on one thread per rank; returns each rank's exception (or null).
+template <typename Context, typename Body>
+std::vector<std::exception_ptr> runRanks(std::vector<std::unique_ptr<Context>>& contexts,
+                                         Body&& body) {
+  return runRankIndices(static_cast<int>(contexts.size()), [&](int r) { body(*contexts[r]); });
 }
 
 inline void expectNoErrors(const std::vector<std::exception_ptr>& errors) {

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "common/fake_cuda.h"
+#include "common/rank_errors.h"
 #include "gpu/staged.h"
 #include "hvd/error.hpp"
 #include "transport/local_fabric.h"
@@ -27,19 +28,10 @@ transport::ContextOptions options() {
 void runRanks(int np, FakeCuda& cuda,
               const std::function<void(int, gpu::StagedCollectives&)>& body) {
   auto contexts = transport::makeLocalContexts(np, transport::LocalLinkKind::kShm, options());
-  std::vector<std::exception_ptr> errors(np);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < np; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        gpu::StagedCollectives staged(cuda, *contexts[r]);
-        body(r, staged);
-      } catch (...) {
-        errors[r] = std::current_exception();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
+  const std::vector<std::exception_ptr> errors = test::runRankIndices(np, [&](int r) {
+    gpu::StagedCollectives staged(cuda, *contexts[r]);
+    body(r, staged);
+  });
   for (auto& e : errors) {
     if (e) std::rethrow_exception(e);
   }

@@ -11,6 +11,7 @@
 
 #include "collectives/collectives.h"
 #include "common/fd_limit.h"
+#include "common/rank_errors.h"
 #include "store/memory_store.h"
 #include "transport/shm_link.h"
 #include "transport/shm_sizing.h"
@@ -350,19 +351,7 @@ TEST(Mesh, OnlyRingNeighboursGetFullSharedMemoryRingsBeyondTheBudget) {
 // Runs body(ctx) on every context at once; fails the test on any rank's error.
 template <typename Body>
 void onEveryRank(std::vector<std::unique_ptr<Context>>& contexts, Body body) {
-  std::vector<std::thread> threads;
-  std::vector<std::string> errors(contexts.size());
-  for (size_t r = 0; r < contexts.size(); ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        body(*contexts[r]);
-      } catch (const std::exception& e) {
-        errors[r] = e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (size_t r = 0; r < errors.size(); ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+  test::expectNoErrors(test::runRanks(contexts, body));
 }
 
 void expectOpenLinks(std::vector<std::unique_ptr<Context>>& contexts, int expected,

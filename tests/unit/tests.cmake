@@ -18,6 +18,7 @@ hvd_test(NAME c_engine_api_test LABEL unit TIMEOUT 120
 target_link_libraries(c_engine_api_test PRIVATE hvd_test_support)
 hvd_test(NAME reduce_test LABEL unit TIMEOUT 60 SOURCES ${CMAKE_CURRENT_LIST_DIR}/reduce_test.cc)
 hvd_test(NAME mesh_test LABEL unit TIMEOUT 120 SOURCES ${CMAKE_CURRENT_LIST_DIR}/mesh_test.cc)
+target_link_libraries(mesh_test PRIVATE hvd_test_support)
 hvd_test(NAME fd_limit_test LABEL unit TIMEOUT 60 SOURCES ${CMAKE_CURRENT_LIST_DIR}/fd_limit_test.cc)
 
 # "Reduction loops that the compiler vectorises": the float32 sum kernel must contain packed
