@@ -9,6 +9,7 @@
 #include <chrono>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -124,5 +125,15 @@ class Process {
 // Runs argv to completion (see Process::finish).
 ProcessResult runProcess(std::vector<std::string> argv, std::chrono::milliseconds timeout,
                          ProcessOptions options = {});
+
+// "NAME=value" entries as a map (the last value of a name wins).
+inline std::map<std::string, std::string> environmentMap(const std::vector<std::string>& env) {
+  std::map<std::string, std::string> out;
+  for (const std::string& e : env) {
+    const size_t eq = e.find('=');
+    out[e.substr(0, eq)] = eq == std::string::npos ? std::string() : e.substr(eq + 1);
+  }
+  return out;
+}
 
 }  // namespace hvd::test

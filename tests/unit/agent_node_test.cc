@@ -13,6 +13,7 @@
 
 #include "agent/node/gpu_discovery.h"
 #include "agent/node/worker_env.h"
+#include "common/test_support.h"
 #include "contract/placement.h"
 #include "hvd/error.hpp"
 
@@ -30,15 +31,6 @@ contract::EnvReader envWith(const char* fakeGpus) {
   return [fakeGpus](const char* name) -> const char* {
     return std::string(name) == "HVD_FAKE_GPUS" ? fakeGpus : nullptr;
   };
-}
-
-std::map<std::string, std::string> toMap(const std::vector<std::string>& env) {
-  std::map<std::string, std::string> out;
-  for (const std::string& e : env) {
-    const size_t eq = e.find('=');
-    out[e.substr(0, eq)] = e.substr(eq + 1);
-  }
-  return out;
 }
 
 // A valid input for `rank` of `placement`; tests change what they pin down.
@@ -196,7 +188,7 @@ TEST(WorkerEnv, HvdVariablesOverrideForwardedOnesAndEachNameAppearsOnce) {
                   "MASTER_PORT=1", "FOO=2",  "HOROVOD_SIZE=1",
                   "HVD_GPU=7",     "EMPTY=", "EQ=a=b"};
   const std::vector<std::string> env = buildWorkerEnvironment(in);
-  const auto m = toMap(env);
+  const auto m = test::environmentMap(env);
   EXPECT_EQ(m.at("RANK"), "4");
   EXPECT_EQ(m.at("HVD_STORE_TOKEN"), "s3cr3t-token");
   EXPECT_EQ(m.at("MASTER_PORT"), "29500");
@@ -244,13 +236,13 @@ TEST(WorkerEnv, GpuBindingTwoGpusTwoLocalRanks) {
     WorkerEnvInput in = inputFor(p, rank, "g");
     in.hostGpus = {0, 1};
     in.forwarded = {"CUDA_VISIBLE_DEVICES=0,1"};
-    auto m = toMap(buildWorkerEnvironment(in));
+    auto m = test::environmentMap(buildWorkerEnvironment(in));
     EXPECT_EQ(m.at("HVD_GPU"), std::to_string(rank));
     EXPECT_EQ(m.at("CUDA_VISIBLE_DEVICES"), "0,1") << "default bind must leave visibility alone";
     EXPECT_EQ(m.at("CUDA_DEVICE_ORDER"), "PCI_BUS_ID");
 
     in.gpuBind = GpuBind::kVisible;
-    m = toMap(buildWorkerEnvironment(in));
+    m = test::environmentMap(buildWorkerEnvironment(in));
     EXPECT_EQ(m.at("HVD_GPU"), std::to_string(rank));
     EXPECT_EQ(m.at("CUDA_VISIBLE_DEVICES"), std::to_string(rank));
   }
@@ -261,7 +253,7 @@ TEST(WorkerEnv, GpuBindingWithoutForwardedVisibilityAddsNone) {
   WorkerEnvInput in = inputFor(p, 1, "g");
   in.hostGpus = {0, 1};
   in.forwarded = {"CUDA_DEVICE_ORDER=FASTEST_FIRST"};
-  const auto m = toMap(buildWorkerEnvironment(in));
+  const auto m = test::environmentMap(buildWorkerEnvironment(in));
   EXPECT_EQ(m.count("CUDA_VISIBLE_DEVICES"), 0u);
   EXPECT_EQ(m.at("CUDA_DEVICE_ORDER"), "FASTEST_FIRST");  // the user's choice is kept
 }
@@ -272,13 +264,13 @@ TEST(WorkerEnv, GpusPerRankTwoGivesConsecutivePairs) {
   in.hostGpus = {0, 1, 2, 3};
   in.gpusPerRank = 2;
   in.gpuBind = GpuBind::kVisible;
-  auto m = toMap(buildWorkerEnvironment(in));
+  auto m = test::environmentMap(buildWorkerEnvironment(in));
   EXPECT_EQ(m.at("HVD_GPU"), "2,3");
   EXPECT_EQ(m.at("CUDA_VISIBLE_DEVICES"), "2,3");
   in = inputFor(p, 0, "g");
   in.hostGpus = {0, 1, 2, 3};
   in.gpusPerRank = 2;
-  m = toMap(buildWorkerEnvironment(in));
+  m = test::environmentMap(buildWorkerEnvironment(in));
   EXPECT_EQ(m.at("HVD_GPU"), "0,1");
 }
 
@@ -293,7 +285,7 @@ TEST(WorkerEnv, TooManyGpuRanksNamesHostGpusAndRanks) {
   EXPECT_THAT(message, Not(HasSubstr("s3cr3t")));
 
   in.oversubscribe = true;  // ranks share GPUs round-robin
-  EXPECT_EQ(toMap(buildWorkerEnvironment(in)).at("HVD_GPU"), "0");
+  EXPECT_EQ(test::environmentMap(buildWorkerEnvironment(in)).at("HVD_GPU"), "0");
   // More GPUs per rank than the host has cannot be shared into existence.
   EXPECT_THROW(assignGpus("h", {0, 1}, 1, 2, 3, true), InvalidArgumentError);
 }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "agent/node/worker_env.h"
+#include "common/test_support.h"
 #include "contract/placement.h"
 #include "core/config.h"
 
@@ -37,15 +38,6 @@ const std::set<std::string> kNotForTheParser = {
     "HOROVOD_CROSS_SIZE",
 };
 
-std::map<std::string, std::string> toMap(const std::vector<std::string>& env) {
-  std::map<std::string, std::string> out;
-  for (const std::string& e : env) {
-    const size_t eq = e.find('=');
-    out[e.substr(0, eq)] = e.substr(eq + 1);
-  }
-  return out;
-}
-
 TEST(WorkerEnvRoundTrip, WhatTheAgentWritesIsWhatTheRuntimeReadsForEveryRank) {
   // Hosts of 3, 1 and 2 slots: uneven local sizes, a host whose only rank is local rank 0.
   const contract::Placement placement =
@@ -70,7 +62,7 @@ TEST(WorkerEnvRoundTrip, WhatTheAgentWritesIsWhatTheRuntimeReadsForEveryRank) {
     in.forwarded = {"HVD_TIMEOUT=30", "HOROVOD_FUSION_THRESHOLD=1048576", "HVD_CYCLE_TIME=2.5",
                     "HOROVOD_STALL_CHECK_TIME_SECONDS=7"};
     const std::vector<std::string> env = buildWorkerEnvironment(in);
-    const std::map<std::string, std::string> values = toMap(env);
+    const std::map<std::string, std::string> values = test::environmentMap(env);
     for (const auto& [name, value] : values) written.insert(name);
 
     const core::Config c = core::parseConfig([&](const char* name) -> const char* {

@@ -173,6 +173,21 @@ def _register(handles, finish, keep=None):
     return hid
 
 
+def _register_result(handles, tensor, target, in_place, keep):
+    """_register for an op whose result is `target`: in place, the caller's `tensor` (marked
+    modified now, and given the result when the engine worked on a contiguous copy)."""
+    if in_place:
+        _mark_modified(tensor)
+
+    def finish(_handles):
+        if in_place and target is not tensor:
+            tensor.copy_(target)
+            return tensor
+        return target
+
+    return _register(handles, finish, keep)
+
+
 def _abandon(handles):
     """A multi-part submit failed part-way: the parts already queued still read their buffers,
     so wait for them (they fail or finish) before the buffers can go."""
@@ -271,16 +286,7 @@ def _allreduce_async(tensor, in_place, name, op, prescale, postscale, fp16=False
                       stream=stream, process_set=set_id)
     h = _submit(_capi.lib().allreduce_async, _op_name("allreduce", name, set_id).encode(),
                 work.data_ptr(), target.data_ptr(), shape, ndim, dtype, ctypes.byref(o))
-    if in_place:
-        _mark_modified(tensor)
-
-    def finish(_handles):
-        if in_place and target is not tensor:
-            tensor.copy_(target)
-            return tensor
-        return target
-
-    return _register([h], finish, keep=work)
+    return _register_result([h], tensor, target, in_place, keep=work)
 
 
 def barrier(process_set=global_process_set):

@@ -28,7 +28,8 @@ from hvd import _capi
 from hvd.torch._engine import (_WIDE_FLOATS, _abandon, _allreduce_async, _contiguous, _device_of,
                                _dtype_code, _engine_output, _gathered, _is_fp16, _mark_modified,
                                _member_names, _op_name, _received_splits,
-                               _reducescatter_grad_scale, _reducescatter_op, _register, _reset,
+                               _reducescatter_grad_scale, _reducescatter_op, _register,
+                               _register_result, _reset,
                                _resolve_op, _set_id, _splits_list, _submit)
 # Horovod's mpi_ops offers these too: they live with the handles they work on.
 from hvd.torch._engine import barrier, join, poll, synchronize  # noqa: F401
@@ -340,16 +341,7 @@ def _broadcast_async(tensor, root_rank, name, in_place, set_id=0):
     o = _capi.options(root=root_rank, device=device, stream=stream, process_set=set_id)
     h = _submit(_capi.lib().broadcast_async, _op_name("broadcast", name, set_id).encode(),
                 target.data_ptr(), shape, ndim, dtype, ctypes.byref(o))
-    if in_place:
-        _mark_modified(tensor)
-
-    def finish(_handles):
-        if in_place and target is not tensor:
-            tensor.copy_(target)
-            return tensor
-        return target
-
-    return _register([h], finish, keep=target)
+    return _register_result([h], tensor, target, in_place, keep=target)
 
 
 def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
