@@ -22,6 +22,7 @@
 #include "common/unix_time.h"
 #include "contract/exit_codes.h"
 #include "hvd/error.hpp"
+#include "launcher/hosts.h"
 #include "launcher/job_render.h"
 #include "launcher/output.h"
 #include "launcher/signals.h"

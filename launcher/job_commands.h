@@ -13,7 +13,7 @@
 #include "agent/auth/cluster_key.h"
 #include "agent/rpc/credentials.h"
 #include "hvd/v1/agent.pb.h"
-#include "launcher/cli.h"
+#include "launcher/options.h"
 
 namespace hvd::launcher {
 

@@ -9,6 +9,9 @@
 #include "agent/rpc/convert.h"
 #include "agent/rpc/net.h"
 #include "hvd/error.hpp"
+#include "launcher/hosts.h"
+#include "launcher/job_environment.h"
+#include "launcher/option_values.h"
 
 namespace hvd::launcher {
 

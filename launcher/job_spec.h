@@ -10,7 +10,7 @@
 
 #include "agent/coordinator/job_coordinator.h"
 #include "hvd/v1/agent.pb.h"
-#include "launcher/cli.h"
+#include "launcher/options.h"
 
 namespace hvd::launcher {
 

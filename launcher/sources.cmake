@@ -3,6 +3,10 @@
 find_package(CLI11 CONFIG REQUIRED)
 add_library(hvd_launcher STATIC
   ${CMAKE_CURRENT_LIST_DIR}/cli.cc
+  ${CMAKE_CURRENT_LIST_DIR}/engine_options.cc
+  ${CMAKE_CURRENT_LIST_DIR}/hosts.cc
+  ${CMAKE_CURRENT_LIST_DIR}/job_environment.cc
+  ${CMAKE_CURRENT_LIST_DIR}/option_values.cc
   ${CMAKE_CURRENT_LIST_DIR}/output.cc
   ${CMAKE_CURRENT_LIST_DIR}/build_info.cc
   ${CMAKE_CURRENT_LIST_DIR}/keygen.cc

@@ -1,5 +1,6 @@
-// hvdrun's command line (launcher/cli.h) and its output renderer (launcher/output.h): the pure
-// decisions hvdrun makes before anything runs, and how rank output reaches the user. The host
+// hvdrun's command line (launcher/cli.h, and the hosts, environment and option values decided
+// from it) and its output renderer (launcher/output.h): the pure decisions hvdrun makes before
+// anything runs, and how rank output reaches the user. The host
 // checks that live in hvdrun's main() (remote host, two names for this machine) are pinned down
 // by running the hvdrun binary itself, which refuses such jobs before starting anything. Also
 // the commands that run no job: --version, --check-build and keygen.
@@ -26,8 +27,11 @@
 #include "hvdrun_parse.h"
 #include "launcher/build_info.h"
 #include "launcher/cli.h"
+#include "launcher/hosts.h"
+#include "launcher/job_environment.h"
 #include "launcher/job_spec.h"
 #include "launcher/keygen.h"
+#include "launcher/option_values.h"
 #include "launcher/output.h"
 
 namespace hvd::launcher {

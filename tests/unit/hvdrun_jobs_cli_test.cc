@@ -11,6 +11,7 @@
 #include "launcher/cli.h"
 #include "launcher/job_commands.h"
 #include "launcher/job_render.h"
+#include "launcher/option_values.h"
 
 namespace hvd::launcher {
 namespace {

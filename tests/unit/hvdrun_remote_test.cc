@@ -30,8 +30,8 @@
 #include "contract/exit_codes.h"
 #include "hvd/error.hpp"
 #include "hvd/v1/agent.grpc.pb.h"
-#include "launcher/cli.h"
 #include "launcher/job_spec.h"
+#include "launcher/options.h"
 #include "launcher/remote_client.h"
 
 namespace hvd::launcher {

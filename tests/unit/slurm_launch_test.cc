@@ -1,7 +1,7 @@
 // hvdrun in a Slurm allocation: the pure pieces of starting the
 // agents through srun (launcher/slurm_agents.h, agent/daemon/slurm_step.h) and the command
-// line's Slurm defaults (launcher/cli.h). The whole path runs in tests/mp/hvdrun_slurm_test.cc
-// (a stand-in srun) and tests/e2e/e2e_slurm_test.cc (real Slurm).
+// line's Slurm defaults (launcher/cli.h, launcher/hosts.h). The whole path runs in
+// tests/mp/hvdrun_slurm_test.cc (a stand-in srun) and tests/e2e/e2e_slurm_test.cc (real Slurm).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -17,6 +17,7 @@
 #include "hvd/error.hpp"
 #include "hvdrun_parse.h"
 #include "launcher/cli.h"
+#include "launcher/hosts.h"
 #include "launcher/slurm_agents.h"
 #include "transport/interfaces.h"
 

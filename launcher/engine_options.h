@@ -1,0 +1,44 @@
+// hvdrun's engine and GPU knobs (--fusion-threshold-mb, --cycle-time-ms, --cache-capacity,
+// --timeline-filename, --timeline-mark-cycles, --stall-check-*-seconds, --gpu-backend,
+// --hierarchical-allreduce): each sets a variable of every rank that the runtime's config reader
+// takes (HVD_*; it also reads the HOROVOD_* names). Registered with the other run options
+// (cli.cc), then turned into the "NAME=VALUE" entries of Options::engineSettings; only the knobs
+// given become settings, so the runtime's own defaults hold otherwise.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace CLI {
+class App;
+}  // namespace CLI
+
+namespace hvd::launcher {
+
+// The knobs as parsed: kept as given and checked by CLI11, converted after parsing.
+struct EngineKnobs {
+  std::string gpuBackend;
+  bool hierarchical = false;
+  double fusionMb = 0;
+  double cycleMs = 0;
+  long long cacheCapacity = 0;
+  std::string timeline;
+  bool markCycles = false;
+  double stallWarn = 0;
+  double stallShutdown = 0;
+};
+
+// --gpu-backend and --hierarchical-allreduce, which --help lists with the GPU options.
+void addGpuEngineOptions(CLI::App* app, EngineKnobs* knobs);
+
+// The engine's own knobs, from --fusion-threshold-mb to --stall-check-shutdown-time-seconds.
+void addEngineOptions(CLI::App* app, EngineKnobs* knobs);
+
+// After `app` parsed: appends to `settings` one "NAME=VALUE" entry per knob given, GPU knobs
+// first, then the engine's in the order of --help. A relative --timeline-filename is made
+// absolute against hvdrun's working directory. False, with *error naming the option and quoting
+// its value, when that fails.
+bool engineSettings(const CLI::App& app, const EngineKnobs& knobs,
+                    std::vector<std::string>* settings, std::string* error);
+
+}  // namespace hvd::launcher

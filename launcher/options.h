@@ -1,0 +1,84 @@
+// What hvdrun's command line asks for, as parsed and checked by parseCommandLine (cli.h): the
+// one value that the job's hosts (hosts.h), its environment (job_environment.h), the job built
+// from them (job_spec.h) and the job commands (job_commands.h) all read.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace hvd::launcher {
+
+// What the command line asks for: run a job (the usual case, `hvdrun [run]`), submit one that
+// outlives hvdrun (`hvdrun submit`), one of the commands about submitted jobs (ps, status, logs,
+// attach, cancel), or one that touches no job (`--version`, `--check-build`, `hvdrun keygen`).
+enum class Action {
+  kRun,
+  kSubmit,
+  kPs,
+  kStatus,
+  kLogs,
+  kAttach,
+  kCancel,
+  kVersion,
+  kCheckBuild,
+  kKeygen
+};
+
+// Seconds hvdrun waits for the leader agent to answer when --start-timeout is not given.
+constexpr double kDefaultStartTimeoutSeconds = 10.0;
+
+struct Options {
+  Action action = Action::kRun;
+  int np = 0;
+  std::string hostList;  // -H
+  std::string hostfile;  // --hostfile
+  bool oversubscribe = false;
+  std::vector<std::string> exports;  // -x NAME or -x NAME=VALUE, in order
+  std::string stopSignal = "TERM";
+  double graceSeconds = 10.0;
+  std::string outputDir;  // --output-filename
+  bool tagOutput = true;
+  bool timestampOutput = false;  // --timestamp-output
+  // --start-timeout: how long the leader agent may take to accept the job (remote mode); when
+  // given explicitly it also reaches every rank as HVD_START_TIMEOUT (see addStartTimeout in
+  // job_environment.h).
+  double startTimeoutSeconds = kDefaultStartTimeoutSeconds;
+  bool startTimeoutGiven = false;
+  int agentPort = 0;  // --agent-port; rpc::kDefaultAgentPort unless given
+  bool agentPortGiven = false;
+  std::string keyFile;  // --key-file; rpc::defaultKeyFile() unless given
+  std::string tlsCert;  // --tls-cert / --tls-key / --tls-ca: all three or none
+  std::string tlsKey;
+  std::string tlsCa;
+  std::string gpuBind = "none";  // --gpu-bind: none | visible
+  int gpusPerRank = 1;           // --gpus-per-rank
+  bool verbose = false;          // --verbose: debug logs
+  // Engine and GPU knobs (--fusion-threshold-mb, --cycle-time-ms, --cache-capacity,
+  // --timeline-filename, --stall-check-*-seconds, --gpu-backend, --hierarchical-allreduce) as the
+  // "NAME=VALUE" entries they set for every rank (engine_options.h; added to the ranks'
+  // environment by addEngineSettings in job_environment.h).
+  std::vector<std::string> engineSettings;
+  std::vector<std::string> command;  // PROGRAM ARGS...
+  double timeLimitSeconds = 0;       // --time-limit; 0: none
+  bool printHosts = false;           // --print-hosts: print the hosts (-H form) and exit
+  bool allowRunAsRoot = false;       // --allow-run-as-root: for the agents hvdrun starts in Slurm
+  // Restarts and the queue (run and submit): parsed and checked here, carried out by the job's
+  // leader agent.
+  int maxRestarts = 0;                 // --max-restarts: attempts after the first, whole job
+  double restartMinUptimeSeconds = 0;  // --restart-min-uptime; 0: none
+  std::vector<int> noRestartOnExit;    // --no-restart-on-exit: codes that end the job at once
+  bool noQueue = false;                // --no-queue: fail (75) rather than wait for resources
+  int treeWidth = 0;  // --tree-width: hosts the leader calls itself (0: the agents' default)
+
+  // The job commands (ps, status, logs, attach, cancel).
+  std::string jobId;
+  std::optional<std::pair<int, int>> logRanks;  // logs --rank R|R1-R2
+  bool follow = false;                          // logs -f
+  long long tailLines = 0;                      // logs/attach --tail N; 0: everything
+  bool stderrOnly = false;                      // logs --stderr
+  std::optional<double> cancelGraceSeconds;     // cancel --grace S
+};
+
+}  // namespace hvd::launcher
