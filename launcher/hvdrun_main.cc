@@ -22,6 +22,7 @@
 #include "agent/auth/request_signer.h"
 #include "agent/common/thread_guard.h"
 #include "agent/coordinator/job_coordinator.h"
+#include "agent/jobs/attempts.h"
 #include "agent/jobs/local_host.h"
 #include "agent/node/gpu_discovery.h"
 #include "agent/process/posix_spawner.h"
@@ -35,7 +36,9 @@
 #include "hvd/error.hpp"
 #include "launcher/build_info.h"
 #include "launcher/cli.h"
+#include "launcher/hosts.h"
 #include "launcher/job_commands.h"
+#include "launcher/job_environment.h"
 #include "launcher/job_spec.h"
 #include "launcher/keygen.h"
 #include "launcher/output.h"
@@ -60,14 +63,38 @@ int finish(const coord::JobResult& result) {
   return result.exitCode;
 }
 
+// The embedded job's side of its attempts: output to the terminal, started at once, paced by
+// the signal pipe (Ctrl-C cancels), each restart announced on stderr.
+class EmbeddedSteps final : public hvd::agent::jobs::AttemptSteps {
+ public:
+  EmbeddedSteps(coord::ClientEvents* events, int signalPipe, const coord::JobSpec& spec)
+      : events_(events), signalPipe_(signalPipe), spec_(spec) {}
+
+  coord::ClientEvents* events(int) override { return events_; }
+  coord::JobCoordinator::Start start(coord::JobCoordinator& coordinator, int) override {
+    return coordinator.tryStart(/*queue=*/false);
+  }
+  void wait(coord::JobCoordinator& coordinator) override {
+    launcher::waitForSignal(signalPipe_, coordinator);
+  }
+  void restarting(int attempt, const coord::JobResult& after) override {
+    std::fputs(
+        launcher::formatRestart(spec_.jobId, attempt, spec_.restart.maxRestarts, after.summary)
+            .c_str(),
+        stderr);
+  }
+
+ private:
+  coord::ClientEvents* const events_;
+  const int signalPipe_;
+  const coord::JobSpec& spec_;
+};
+
 int runEmbedded(const launcher::Options& options, const std::vector<contract::HostSlots>& hosts) {
   std::vector<std::string> callerEnv;
   for (char** e = environ; *e != nullptr; ++e) callerEnv.emplace_back(*e);
-  coord::JobSpec spec = launcher::buildJobSpec(
+  const coord::JobSpec spec = launcher::buildJobSpec(
       options, hosts, launcher::forwardedEnvironment(callerEnv, options.exports));
-  // MASTER_PORT for torch env://: free on loopback now (released before the ranks start, so it
-  // could be taken first; the agent does the same on its listen address).
-  if (const int port = hvd::agent::rpc::pickFreePort("127.0.0.1"); port > 0) spec.masterPort = port;
 
   launcher::OutputRenderer renderer(options.np, options.tagOutput, options.outputDir,
                                     options.timestampOutput);
@@ -81,36 +108,22 @@ int runEmbedded(const launcher::Options& options, const std::vector<contract::Ho
   hvd::agent::process::PosixSpawner spawner;
   hvd::agent::node::NvmlGpuDiscovery gpus;
   hvd::agent::jobs::LocalHost agent(hosts[0].host, &spawner, &gpus);
-  coord::SteadyClock clock;
   launcher::WakingClientEvents events(renderer, launcher::signalPipeWriteFd());
-  coord::JobResult result;
-  for (int attempt = 0;; ++attempt) {
-    spec.attempt = attempt;
-    // Each attempt its own store namespace and token: nothing an earlier attempt's ranks wrote
-    // (or still try to write) reaches this one.
-    const std::string token = hvd::agent::auth::randomHex(32);
-    store.removeJob(spec.jobId);
-    store.addJob(spec.jobId, token);
-    coord::JobCoordinator coordinator(spec, {&agent}, {store.address(), token}, &events, &clock);
-    coordinator.start();
-    launcher::waitForJob(signalPipe, coordinator);
-    result = *coordinator.result();
-    // Before the coordinator goes: every rank reaped, no event may reach it after this.
-    agent.release(spec.launchId());
-    const coord::RestartDecision decision = coord::decideRestart(spec.restart, result, attempt);
-    if (!decision.restart) {
-      if (!decision.why.empty()) result.summary += " (" + decision.why + ")";
-      break;
-    }
-    std::fputs(
-        launcher::formatRestart(spec.jobId, attempt + 1, spec.restart.maxRestarts, result.summary)
-            .c_str(),
-        stderr);
+  EmbeddedSteps steps(&events, signalPipe, spec);
+  hvd::agent::jobs::AttemptSite site;
+  site.local = &agent;
+  site.store = &store;
+  site.storeHost = "127.0.0.1";  // where the store listens
+  site.portHost = "127.0.0.1";   // MASTER_PORT: free on loopback when the job starts
+  std::optional<coord::JobResult> result;
+  {
+    hvd::agent::jobs::JobAttempts attempts(spec, site, &steps);
+    result = attempts.run();
   }
   agent.shutdown();
-  store.removeJob(spec.jobId);
   store.stop();
-  return finish(result);
+  // Started at once, never put aside: run() always has the job's end.
+  return finish(result.value());
 }
 
 // Through the agents: the key signs every call, `addresses` are their addresses (empty: each

@@ -40,22 +40,27 @@ class WakingClientEvents final : public agent::coordinator::ClientEvents {
   int wakeFd_;
 };
 
-// Waits until job.finished(): each SIGINT/SIGTERM read from `signalPipe` calls job.cancel()
-// (the job escalates a second one within 2 s); job.tick() runs at least every 200 ms. `Job` is
-// JobCoordinator (embedded) or RemoteJobClient (remote).
+// Waits up to 200 ms for a signal on `signalPipe`: each SIGINT/SIGTERM read calls job.cancel()
+// (the job escalates a second one within 2 s). `Job` is JobCoordinator (embedded) or
+// RemoteJobClient (remote).
+template <typename Job>
+void waitForSignal(int signalPipe, Job& job) {
+  pollfd pfd = {signalPipe, POLLIN, 0};
+  if (::poll(&pfd, 1, 200) <= 0) return;
+  unsigned char signo = 0;
+  while (::read(signalPipe, &signo, 1) == 1) {
+    if (signo == 0) continue;  // the job ended: the caller's loop sees it
+    std::fprintf(stderr, "hvdrun: got %s, stopping the job (again within 2 s to kill it)\n",
+                 signo == SIGINT ? "SIGINT" : "SIGTERM");
+    job.cancel();
+  }
+}
+
+// Waits until job.finished(), with waitForSignal() between calls to job.tick().
 template <typename Job>
 void waitForJob(int signalPipe, Job& job) {
   while (!job.finished()) {
-    pollfd pfd = {signalPipe, POLLIN, 0};
-    if (::poll(&pfd, 1, 200) > 0) {
-      unsigned char signo = 0;
-      while (::read(signalPipe, &signo, 1) == 1) {
-        if (signo == 0) continue;  // the job ended: the loop condition sees it
-        std::fprintf(stderr, "hvdrun: got %s, stopping the job (again within 2 s to kill it)\n",
-                     signo == SIGINT ? "SIGINT" : "SIGTERM");
-        job.cancel();
-      }
-    }
+    waitForSignal(signalPipe, job);
     job.tick();
   }
 }

@@ -17,6 +17,7 @@
 #include <chrono>
 #include <csignal>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -80,6 +81,16 @@ struct JobSpec {
   std::vector<std::vector<int>> preferredGpus;
   // How long a reservation holds before its launch (the agents' ledger lease).
   std::chrono::milliseconds reserveLease{30000};
+
+  // How the leader reaches the other hosts (jobs/attempts.h): each host's agent "host:port" by
+  // the host's name as given, the relay tree's width (0: relay::kDefaultTreeWidth) and the
+  // timeout of each call to an agent (0: the leader's default).
+  std::map<std::string, std::string> agentAddresses;
+  int treeWidth = 0;
+  std::chrono::milliseconds connectTimeout{0};
+  // The job's name in listings (the program), and whether it outlives its client (hvdrun submit).
+  std::string name;
+  bool detach = false;
 
   // The id agents know this attempt by: the job id for attempt 0, "<job id>.<attempt>" after.
   std::string launchId() const {

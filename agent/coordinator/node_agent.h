@@ -22,19 +22,13 @@
 #include <vector>
 
 #include "agent/ledger/resource_ledger.h"
-#include "agent/node/gpu_discovery.h"
+#include "agent/node/node_description.h"
 #include "agent/process/spawner.h"
 
 namespace hvd::agent::coordinator {
 
 // What an agent says about its node (the Describe RPC).
-struct NodeDescription {
-  std::string hostname;
-  std::vector<std::string> addresses;  // the node's interface addresses
-  int cpus = 0;
-  std::vector<node::GpuInfo> gpus;  // NVML order; empty on a CPU-only node
-  std::string version;              // agent version, for "agent too old" messages later
-};
+using node::NodeDescription;
 
 // Why talking to an agent failed: enough for a one-line message the user can act on.
 struct AgentError {

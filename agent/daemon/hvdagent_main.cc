@@ -27,6 +27,7 @@
 #include "agent/jobs/environment.h"
 #include "agent/jobs/local_host.h"
 #include "agent/node/gpu_discovery.h"
+#include "agent/node/node_facts.h"
 #include "agent/process/posix_spawner.h"
 #include "agent/process/signal_pipe.h"
 #include "agent/records/atomic_file.h"
@@ -36,7 +37,6 @@
 #include "agent/rpc/credentials.h"
 #include "agent/rpc/net.h"
 #include "agent/service/agent_service.h"
-#include "agent/service/node_facts.h"
 #include "common/fd_limit.h"
 #include "common/host.h"
 #include "common/logging.h"
@@ -49,6 +49,7 @@ extern char** environ;
 namespace {
 
 namespace svc = hvd::agent::service;
+namespace node = hvd::agent::node;
 namespace jobs = hvd::agent::jobs;
 namespace records = hvd::agent::records;
 namespace daemon = hvd::agent::daemon;
@@ -183,7 +184,7 @@ int serve(const daemon::AgentCliOptions& options, const hvd::agent::rpc::ListenA
   hvd::logging::program("daemon")->info(
       "hvdagent {}: listening on {}, key fingerprint {}, TLS {}, store port {}, "
       "state dir {} ({} job record(s))",
-      svc::agentVersion(), hvd::agent::rpc::joinHostPort(listen.host, port), key.fingerprint(),
+      node::agentVersion(), hvd::agent::rpc::joinHostPort(listen.host, port), key.fingerprint(),
       options.tls.enabled() ? "on (client certificates required)" : "off", store.port(),
       records.dir(), loaded.loaded);
   if (const int resumed = service.resumeQueued(); resumed > 0) {
@@ -218,7 +219,7 @@ int agentMain(int argc, char** argv) {
   daemon::AgentCliOptions options;
   if (std::optional<int> code = daemon::parseAgentCommandLine(argc, argv, &options)) return *code;
   if (options.version) {
-    std::printf("hvdagent %s\n", svc::agentVersion().c_str());
+    std::printf("hvdagent %s\n", node::agentVersion().c_str());
     return 0;
   }
   // A --slurm-step agent's stdout is hvdrun's channel for the ready line; its log goes to stderr,

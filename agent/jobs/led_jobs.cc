@@ -134,28 +134,107 @@ class JobSink final : public coord::ClientEvents {
 
 struct LedJobs::Job {
   std::string id;
-  coord::JobSpec spec;  // as submitted: attempt 0
-  v1::SubmitJobRequest request;
+  coord::JobSpec spec;  // as submitted
   std::unique_ptr<records::JobLogWriter> log;
-  coord::SteadyClock clock;
   std::shared_ptr<ChangeSignal> changed = std::make_shared<ChangeSignal>();
-  // The attempt in progress; replaced between attempts under LedJobs::mutex_.
-  std::unique_ptr<LocalHost::View> local;
-  std::unique_ptr<relay::TreeHosts> remotes;  // the other hosts, through the relay tree
-  std::unique_ptr<JobSink> sink;
-  std::unique_ptr<coord::JobCoordinator> coordinator;
+  std::unique_ptr<Steps> steps;
+  std::unique_ptr<JobAttempts> attempts;  // after steps: its attempts call them
   // Set under LedJobs::mutex_.
   std::string cancelReason;
   bool cancelRequested = false;
-  std::optional<std::chrono::milliseconds> cancelGrace;
   // From the first try to start its ranks on: a shutdown cancels the job rather than keeping it
   // queued, since ranks may run.
   bool startTried = false;
-  // Kept in the queue by a shutdown before it started: its record stays QUEUED with its request,
-  // for the next agent (LedJobs::resumeQueued).
-  bool suspended = false;
   std::thread thread;
   std::atomic<bool> done{false};
+};
+
+// A led job's side of its attempts: the queue before each start, the job's sink as the pace,
+// and the record at each step.
+class LedJobs::Steps final : public AttemptSteps {
+ public:
+  Steps(LedJobs* led, Job* job) : led_(led), job_(job) {}
+
+  coord::ClientEvents* events(int attempt) override {
+    // Kept for the job's life: a finished attempt's coordinator may outlive the next set-up.
+    sinks_.push_back(std::make_unique<JobSink>(job_->log.get(), job_->changed.get(), attempt));
+    return sinks_.back().get();
+  }
+
+  coord::JobCoordinator::Start start(coord::JobCoordinator& coordinator, int attempt) override {
+    const coord::JobCoordinator::Start started = led_->waitAndStart(job_, coordinator, attempt > 0);
+    recorded_ = coordinator.ranks();
+    return started;
+  }
+
+  void started(const coord::JobCoordinator& coordinator, int attempt) override {
+    const std::string& id = job_->id;
+    led_->history_->dropRequest(id);
+    const int64_t now = nowUnixMs();
+    const bool running = !coordinator.finished();
+    led_->history_->update(id, [&](v1::JobInfo* info) {
+      if (running) info->set_state(v1::JOB_RUNNING);
+      info->clear_queue_reason();
+      if (info->started_unix_ms() == 0) info->set_started_unix_ms(now);
+      info->set_restart_count(attempt);
+      setRanks(coordinator.ranks(), info);
+      setResources(coordinator.resources(), info);
+      v1::AttemptInfo* a = info->add_attempts();
+      a->set_attempt(attempt);
+      for (const auto& h : job_->attempts->spec().hosts) a->add_hosts(h.host);
+      a->set_started_unix_ms(now);
+    });
+    job_->changed->bump();
+    hvd::logging::program("jobs")->info("job {} attempt {}: every rank started", id, attempt);
+  }
+
+  void wait(coord::JobCoordinator&) override {
+    sinks_.back()->waitEnded(std::chrono::milliseconds(150));
+  }
+
+  void progressed(const coord::JobCoordinator& coordinator) override {
+    std::vector<coord::RankSnapshot> ranks = coordinator.ranks();
+    if (ranks != recorded_) {  // an exit, or pids after the launch: rewrite the record
+      led_->history_->update(job_->id, [&](v1::JobInfo* info) { setRanks(ranks, info); });
+      recorded_ = std::move(ranks);
+    }
+  }
+
+  void ended(const coord::JobCoordinator& coordinator, int attempt,
+             const coord::JobResult& result) override {
+    led_->history_->update(job_->id, [&](v1::JobInfo* info) {
+      setRanks(coordinator.ranks(), info);
+      if (info->attempts_size() == 0 || info->attempts().rbegin()->attempt() != attempt) {
+        // It never got every rank started: still an attempt, with no start time.
+        v1::AttemptInfo* a = info->add_attempts();
+        a->set_attempt(attempt);
+        for (const auto& h : job_->attempts->spec().hosts) a->add_hosts(h.host);
+      }
+      v1::AttemptInfo* a = info->mutable_attempts(info->attempts_size() - 1);
+      a->set_ended_unix_ms(nowUnixMs());
+      *a->mutable_end() = rpc::toProto(result);
+    });
+    hvd::logging::program("jobs")->info("job {} attempt {}: ended, exit code {}: {}", job_->id,
+                                        attempt, result.exitCode, result.summary);
+  }
+
+  bool stopping() override {
+    std::lock_guard<std::mutex> lock(led_->mutex_);
+    return job_->cancelRequested || led_->shuttingDown_;
+  }
+
+  void restarting(int attempt, const coord::JobResult& after) override {
+    hvd::logging::program("jobs")->warn("job {}: restarting (restart {} of {}) after: {}", job_->id,
+                                        attempt, job_->spec.restart.maxRestarts, after.summary);
+    led_->history_->update(job_->id, [&](v1::JobInfo* info) { info->set_restart_count(attempt); });
+    job_->changed->bump();
+  }
+
+ private:
+  LedJobs* const led_;
+  Job* const job_;
+  std::vector<std::unique_ptr<JobSink>> sinks_;
+  std::vector<coord::RankSnapshot> recorded_;  // the ranks as the record has them
 };
 
 LedJobs::LedJobs(LedJobsOptions options, LocalHost* local, store::TcpStoreServer* store,
@@ -175,42 +254,35 @@ LedJobs::~LedJobs() {
   if (options_.ledger != nullptr) options_.ledger->setOnRelease(nullptr);
 }
 
-void LedJobs::validate(const coord::JobSpec& spec, const v1::SubmitJobRequest& request) const {
-  if (spec.hosts.size() > 1) {
-    if (rpc::isLoopbackName(spec.hosts[0].host)) {
-      throw InvalidArgumentError(
-          "the first host '" + spec.hosts[0].host +
-          "' is a loopback name, which the other hosts cannot reach; name it by an address or "
-          "hostname they can resolve");
-    }
-    if (!options_.remoteAgents) {
-      throw InvalidArgumentError("this agent cannot reach other agents (no remote agent support)");
-    }
-    if (request.tree_width() < 0) {
-      throw InvalidArgumentError("the tree width must be at least 1 (0: the default, " +
-                                 std::to_string(relay::kDefaultTreeWidth) + ")");
-    }
-    for (int i = 1; i < request.hosts_size(); ++i) {
-      if (request.hosts(i).agent_address().empty()) {
-        throw InvalidArgumentError("host '" + request.hosts(i).host() + "' has no agent address");
-      }
-    }
-  }
+AttemptSite LedJobs::site() {
+  AttemptSite site;
+  site.local = local_;
+  site.describeLocal = options_.describeLocal;
+  site.remoteAgents = options_.remoteAgents;
+  site.store = store_;
+  // The ranks reach this agent's store (and rank 0's MASTER_PORT) at the address the agent
+  // listens on when that is one specific address: it is reachable by construction and needs no
+  // name resolution (the node names of a Slurm allocation, say). A wildcard bind leaves the
+  // leader's host as the user named it.
+  const std::string& listen = options_.listenHost;
+  if (!listen.empty() && !rpc::isWildcardAddress(listen)) site.storeHost = listen;
+  site.portHost = listen;
+  site.defaultConnectTimeout = options_.defaultConnectTimeout;
+  site.detached = &detached_;
+  return site;
 }
 
-std::string LedJobs::submit(coord::JobSpec spec, const v1::SubmitJobRequest& request,
-                            const std::string& submittedBy) {
-  validate(spec, request);
+std::string LedJobs::submit(coord::JobSpec spec, const std::string& submittedBy) {
+  checkRunnable(spec, site());
   reapFinished();
   auto job = std::make_unique<Job>();
   job->id = history_->newJobId();
   spec.jobId = job->id;
   job->spec = spec;
-  job->request = request;
 
   v1::JobInfo info;
   info.set_job_id(job->id);
-  info.set_name(request.job_name());
+  info.set_name(spec.name);
   info.set_state(v1::JOB_PENDING);
   info.set_np(spec.np);
   for (const auto& h : spec.hosts) info.add_hosts(h.host);
@@ -219,12 +291,12 @@ std::string LedJobs::submit(coord::JobSpec spec, const v1::SubmitJobRequest& req
   info.set_submitted_unix_ms(nowUnixMs());
   info.set_time_limit_ms(spec.timeLimit.count());
   info.set_grace_ms(spec.grace.count());
-  info.set_detached(request.detach());
+  info.set_detached(spec.detach);
   info.set_max_restarts(spec.restart.maxRestarts);
   history_->create(info);
   // A submitted job may wait in the queue past this agent's life: its request is kept until
   // it starts.
-  if (request.detach() && !history_->saveRequest(job->id, request)) {
+  if (spec.detach && !history_->saveRequest(job->id, rpc::toProto(spec, {}))) {
     // Not recorded is not accepted: a queued job whose request is lost would vanish at a restart.
     const int error = errno;
     history_->discard(job->id);
@@ -258,8 +330,13 @@ std::string LedJobs::start(std::unique_ptr<Job> job, const std::string& submitte
   }
   hvd::logging::program("jobs")->info("job {}: np {} on {} host(s), '{}', {} by {}", job->id,
                                       job->spec.np, job->spec.hosts.size(), job->spec.argv[0],
-                                      job->request.detach() ? "submitted" : "run", submittedBy);
+                                      job->spec.detach ? "submitted" : "run", submittedBy);
   Job* raw = job.get();
+  coord::JobSpec spec = job->spec;
+  const std::string& listen = options_.listenHost;
+  if (!listen.empty() && !rpc::isWildcardAddress(listen)) spec.masterAddr = listen;
+  job->steps = std::make_unique<Steps>(this, raw);
+  job->attempts = std::make_unique<JobAttempts>(std::move(spec), site(), job->steps.get());
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (shuttingDown_) {
@@ -317,7 +394,7 @@ int LedJobs::resumeQueued() {
       std::optional<v1::SubmitJobRequest> request = history_->savedRequest(id);
       if (!request) throw InvalidArgumentError("its saved request cannot be read");
       coord::JobSpec spec = rpc::fromProto(*request);
-      validate(spec, *request);
+      checkRunnable(spec, site());
       // What ps and status showed is what runs, or nothing does.
       if (const std::optional<v1::JobInfo> info = history_->get(id)) {
         if (const std::string why = disagreement(*info, spec); !why.empty()) {
@@ -328,7 +405,6 @@ int LedJobs::resumeQueued() {
       auto job = std::make_unique<Job>();
       job->id = id;
       job->spec = std::move(spec);
-      job->request = std::move(*request);
       start(std::move(job), "a previous agent's queue");
       ++resumed;
     } catch (const std::exception& e) {
@@ -373,7 +449,8 @@ void LedJobs::setTurn(const std::string& id, Turn turn) {
   queueChanged_->bump();
 }
 
-coord::JobCoordinator::Start LedJobs::waitAndStart(Job* job, bool restarting) {
+coord::JobCoordinator::Start LedJobs::waitAndStart(Job* job, coord::JobCoordinator& coordinator,
+                                                   bool restarting) {
   using Start = coord::JobCoordinator::Start;
   const std::string& id = job->id;
   {
@@ -409,9 +486,7 @@ coord::JobCoordinator::Start LedJobs::waitAndStart(Job* job, bool restarting) {
       // A submitted job that has not started outlives a graceful shutdown as it outlives a
       // crash: nothing of it ran. An attached one is its caller's, and a restart is a job that
       // ran; those end with the agent.
-      suspend =
-          shuttingDown_ && !cancelled && !restarting && job->request.detach() && !job->startTried;
-      job->suspended = suspend;
+      suspend = shuttingDown_ && !cancelled && !restarting && job->spec.detach && !job->startTried;
       if (!suspend && ((ahead.empty() && !deciding) || cancelled)) job->startTried = true;
     }
     if (suspend) {
@@ -421,7 +496,7 @@ coord::JobCoordinator::Start LedJobs::waitAndStart(Job* job, bool restarting) {
     std::string reason;
     if ((ahead.empty() && !deciding) || cancelled) {
       const Start started =
-          job->coordinator->tryStart(job->spec.queue, [&] { setTurn(id, Turn::kStarting); });
+          coordinator.tryStart(job->spec.queue, [&] { setTurn(id, Turn::kStarting); });
       if (started != Start::kBusy) {
         leaveQueue(id);
         return started;
@@ -432,7 +507,7 @@ coord::JobCoordinator::Start LedJobs::waitAndStart(Job* job, bool restarting) {
         job->startTried = false;
       }
       setTurn(id, Turn::kWaiting);
-      reason = job->coordinator->busyReason();
+      reason = coordinator.busyReason();
     } else if (deciding) {
       // Wait for the answer of the job ahead (a moment): it starts, or it waits ahead of this
       // one. Nothing to show meanwhile.
@@ -440,9 +515,9 @@ coord::JobCoordinator::Start LedJobs::waitAndStart(Job* job, bool restarting) {
       continue;
     } else if (!job->spec.queue) {
       // --no-queue does not jump the queue: the jobs ahead would wait longer.
-      job->coordinator->endUnstarted("hvdrun: job " + id + " was not queued (--no-queue): " +
-                                         "job " + ahead + " is waiting ahead of it",
-                                     "job " + ahead + " is waiting ahead of it");
+      coordinator.endUnstarted("hvdrun: job " + id + " was not queued (--no-queue): " + "job " +
+                                   ahead + " is waiting ahead of it",
+                               "job " + ahead + " is waiting ahead of it");
       leaveQueue(id);
       return Start::kEnded;
     } else {
@@ -461,204 +536,24 @@ coord::JobCoordinator::Start LedJobs::waitAndStart(Job* job, bool restarting) {
   }
 }
 
-coord::JobResult LedJobs::runAttempt(Job* job, int attempt, const coord::JobSpec& spec) {
-  const std::string& id = job->id;
-  // Each attempt reaches its own store namespace with its own token: a rank of an earlier
-  // attempt that is still around is refused, and no key it wrote (an NCCL id) survives.
-  const std::string token = auth::randomHex(32);
-  store_->removeJob(id);
-  store_->addJob(id, token);
-  {
-    auto local =
-        std::make_unique<LocalHost::View>(local_, spec.hosts[0].host, options_.describeLocal);
-    std::vector<coord::NodeAgent*> agents = {local.get()};
-    const std::chrono::milliseconds timeout =
-        job->request.connect_timeout_ms() > 0
-            ? std::chrono::milliseconds(job->request.connect_timeout_ms())
-            : options_.defaultConnectTimeout;
-    std::vector<relay::Target> others;
-    for (size_t h = 1; h < spec.hosts.size(); ++h) {
-      std::string address;
-      for (const v1::HostEntry& entry : job->request.hosts()) {
-        if (entry.host() == spec.hosts[h].host) address = entry.agent_address();
-      }
-      others.push_back({spec.hosts[h].host, address});
-    }
-    const int width =
-        job->request.tree_width() > 0 ? job->request.tree_width() : relay::kDefaultTreeWidth;
-    auto remotes = std::make_unique<relay::TreeHosts>(
-        std::move(others), width,
-        [factory = options_.remoteAgents, timeout](const relay::Target& t) {
-          return factory(RemoteHost{t.host, t.address, timeout});
-        });
-    for (coord::NodeAgent* agent : remotes->agents()) agents.push_back(agent);
-    // The ranks reach this agent's store (and rank 0's MASTER_PORT) at the address the agent
-    // listens on when that is one specific address: it is reachable by construction and needs
-    // no name resolution (the node names of a Slurm allocation, say). A wildcard bind leaves
-    // the leader's host as the user named it.
-    const std::string& listen = options_.listenHost;
-    const bool specific = !listen.empty() && !rpc::isWildcardAddress(listen);
-    const std::string storeHost = specific ? listen : spec.hosts[0].host;
-    const std::string storeAddress = rpc::joinHostPort(storeHost, store_->port());
-    auto sink = std::make_unique<JobSink>(job->log.get(), job->changed.get(), attempt);
-    auto coordinator = std::make_unique<coord::JobCoordinator>(
-        spec, agents, coord::StoreEndpoint{storeAddress, token}, sink.get(), &job->clock,
-        remotes.get());
-    std::lock_guard<std::mutex> lock(mutex_);
-    job->local = std::move(local);
-    job->remotes = std::move(remotes);
-    job->sink = std::move(sink);
-    job->coordinator = std::move(coordinator);
-    // A cancel between attempts, or while this one was being set up, still ends it.
-    if (job->cancelRequested) job->coordinator->cancel(job->cancelGrace);
-  }
-  const coord::JobCoordinator::Start started = waitAndStart(job, attempt > 0);
-  if (job->suspended) {
-    // Kept for the next agent: nothing of it ran; only the attempt's set-up goes.
-    tearDownAttempt(job);
-    return {};
-  }
-  // Every rank started (it may have ended already: a fast failure is still an attempt that ran).
-  if (started == coord::JobCoordinator::Start::kRunning && job->coordinator->launched()) {
-    history_->dropRequest(id);
-    const int64_t now = nowUnixMs();
-    const bool running = !job->coordinator->finished();
-    history_->update(id, [&](v1::JobInfo* info) {
-      if (running) info->set_state(v1::JOB_RUNNING);
-      info->clear_queue_reason();
-      if (info->started_unix_ms() == 0) info->set_started_unix_ms(now);
-      info->set_restart_count(attempt);
-      setRanks(job->coordinator->ranks(), info);
-      setResources(job->coordinator->resources(), info);
-      v1::AttemptInfo* a = info->add_attempts();
-      a->set_attempt(attempt);
-      for (const auto& h : spec.hosts) a->add_hosts(h.host);
-      a->set_started_unix_ms(now);
-    });
-    job->changed->bump();
-    hvd::logging::program("jobs")->info("job {} attempt {}: every rank started", id, attempt);
-  }
-  std::vector<coord::RankSnapshot> recorded = job->coordinator->ranks();
-  while (!job->coordinator->finished()) {
-    job->sink->waitEnded(std::chrono::milliseconds(150));
-    job->coordinator->tick();
-    std::vector<coord::RankSnapshot> ranks = job->coordinator->ranks();
-    if (ranks != recorded) {  // an exit, or pids after the launch: rewrite the record
-      history_->update(id, [&](v1::JobInfo* info) { setRanks(ranks, info); });
-      recorded = std::move(ranks);
-    }
-  }
-  const coord::JobResult result = *job->coordinator->result();
-  // Teardown before anything else sees the end: no host may still deliver lines after readers
-  // saw it, and the next attempt must find this one's resources released.
-  tearDownAttempt(job);
-  history_->update(id, [&](v1::JobInfo* info) {
-    setRanks(job->coordinator->ranks(), info);
-    if (info->attempts_size() == 0 || info->attempts().rbegin()->attempt() != attempt) {
-      // It never got every rank started: still an attempt, with no start time.
-      v1::AttemptInfo* a = info->add_attempts();
-      a->set_attempt(attempt);
-      for (const auto& h : spec.hosts) a->add_hosts(h.host);
-    }
-    v1::AttemptInfo* a = info->mutable_attempts(info->attempts_size() - 1);
-    a->set_ended_unix_ms(nowUnixMs());
-    *a->mutable_end() = rpc::toProto(result);
-  });
-  hvd::logging::program("jobs")->info("job {} attempt {}: ended, exit code {}: {}", id, attempt,
-                                      result.exitCode, result.summary);
-  return result;
-}
-
-void LedJobs::tearDownAttempt(Job* job) {
-  std::unique_ptr<relay::TreeHosts> remotes;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    remotes.swap(job->remotes);
-  }
-  // No remote event of this attempt after this (its streams are closed).
-  if (remotes) remotes->closeLaunches();
-  // Releases the local group: leftovers SIGKILLed, ranks reaped. Their exits still reach the
-  // coordinator, whose stops go through the remote hosts' call batch: those must outlive this.
-  job->local->finish();
-  // Their last Stops and Unreserves finish in the background, so a host that does not answer
-  // them delays nobody.
-  if (remotes) detached_.keep(std::move(remotes));
-  store_->removeJob(job->id);
-}
-
 void LedJobs::run(Job* job) {
   const std::string& id = job->id;
-  coord::JobSpec spec = job->spec;
-  // MASTER_PORT for torch env://: free on this agent's address now.
-  if (const int port = rpc::pickFreePort(options_.listenHost); port > 0) spec.masterPort = port;
-  const std::string& listen = options_.listenHost;
-  if (!listen.empty() && !rpc::isWildcardAddress(listen)) spec.masterAddr = listen;
-
-  coord::JobResult result;
-  std::optional<coord::JobResult> previous;  // the failure that caused this attempt
-  for (int attempt = 0;; ++attempt) {
-    spec.attempt = attempt;
-    coord::JobResult ended = runAttempt(job, attempt, spec);
-    if (job->suspended) {
-      job->log->close();
-      history_->update(id, [](v1::JobInfo* info) {
-        info->set_state(v1::JOB_QUEUED);
-        info->set_queue_reason(
-            "its agent stopped before it started; it starts once the agent is back");
-      });
-      hvd::logging::program("jobs")->info(
-          "job {}: kept in the queue for the next agent (not started)", id);
-      job->done = true;
-      job->changed->bump();
-      return;
-    }
-    if (previous && ended.uptime.count() == 0 &&
-        (ended.outcome == coord::JobOutcome::kInvalidJob ||
-         ended.outcome == coord::JobOutcome::kAgentUnreachable ||
-         ended.outcome == coord::JobOutcome::kLaunchFailed)) {
-      // The restart could not start (the lost host's share fits nowhere else, an agent is
-      // gone): the failure that asked for it stays the root cause.
-      result = *previous;
-      result.summary +=
-          " (restart " + std::to_string(attempt) + " could not start: " + ended.reason + ")";
-      break;
-    }
-    result = ended;
-    bool stopping = false;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stopping = job->cancelRequested || shuttingDown_;
-    }
-    const coord::RestartDecision decision = coord::decideRestart(spec.restart, ended, attempt);
-    if (!decision.restart || stopping) {
-      if (!decision.why.empty()) result.summary += " (" + decision.why + ")";
-      break;
-    }
-    // Same placement where free: the same hosts, less one whose agent was lost, and each
-    // host's GPUs of this attempt asked for again.
-    std::vector<std::vector<int>> preferred;
-    const std::vector<coord::HostResources> held = job->coordinator->resources();
-    std::vector<contract::HostSlots> hosts;
-    for (size_t h = 0; h < spec.hosts.size(); ++h) {
-      if (h > 0 && ended.outcome == coord::JobOutcome::kAgentLost &&
-          spec.hosts[h].host == ended.host) {
-        continue;
-      }
-      hosts.push_back(spec.hosts[h]);
-      std::vector<int> gpus;
-      for (const coord::HostResources& r : held) {
-        if (r.host == spec.hosts[h].host) gpus = r.gpus;
-      }
-      preferred.push_back(std::move(gpus));
-    }
-    spec.hosts = std::move(hosts);
-    spec.preferredGpus = std::move(preferred);
-    hvd::logging::program("jobs")->warn("job {}: restarting (restart {} of {}) after: {}", id,
-                                        attempt + 1, spec.restart.maxRestarts, ended.summary);
-    history_->update(id, [&](v1::JobInfo* info) { info->set_restart_count(attempt + 1); });
+  const std::optional<coord::JobResult> ended = job->attempts->run();
+  if (!ended) {
+    // Put aside by a shutdown before it started (waitAndStart).
+    job->log->close();
+    history_->update(id, [](v1::JobInfo* info) {
+      info->set_state(v1::JOB_QUEUED);
+      info->set_queue_reason(
+          "its agent stopped before it started; it starts once the agent is back");
+    });
+    hvd::logging::program("jobs")->info(
+        "job {}: kept in the queue for the next agent (not started)", id);
+    job->done = true;
     job->changed->bump();
-    previous = ended;
+    return;
   }
+  const coord::JobResult& result = *ended;
   job->log->close();
   history_->dropRequest(id);
   std::string cancelReason;
@@ -692,19 +587,9 @@ void LedJobs::abandon(Job* job, const std::string& what) {
   const std::string& id = job->id;
   const std::string role = "job " + id + " (leader, ending it)";
   leaveQueue(id);
-  // The local ranks first: their exits reach the coordinator, which stops through the remote
-  // hosts (tearDownAttempt says why).
   common::runGuarded(role, [&] {
-    if (job->local) job->local->finish();
+    if (job->attempts) job->attempts->abandon();
   });
-  common::runGuarded(role, [&] {
-    std::unique_ptr<relay::TreeHosts> remotes;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      remotes.swap(job->remotes);
-    }
-  });
-  common::runGuarded(role, [&] { store_->removeJob(id); });
   common::runGuarded(role, [&] {
     if (job->log) job->log->close();
   });
@@ -763,9 +648,8 @@ LedJobs::CancelOutcome LedJobs::cancel(const std::string& jobId,
       if (job.cancelReason.empty()) job.cancelReason = reason;
       // Also what the next attempt, or one still being set up, starts with: cancelled.
       job.cancelRequested = true;
-      if (grace) job.cancelGrace = grace;
       // Under mutex_ so the job cannot be reaped meanwhile; cancel() only queues stops.
-      if (job.coordinator) job.coordinator->cancel(grace);
+      if (job.attempts) job.attempts->cancel(grace);
       outcome.found = true;
       outcome.wasRunning = true;
     }
@@ -785,7 +669,7 @@ void LedJobs::shutdown() {
     shuttingDown_ = true;
     for (const auto& [id, job] : running_) {
       // A detached job that has not tried to start stays queued (waitAndStart sees the shutdown).
-      if (job->request.detach() && !job->startTried) continue;
+      if (job->spec.detach && !job->startTried) continue;
       ids.push_back(id);
     }
   }

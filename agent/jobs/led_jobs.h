@@ -5,13 +5,11 @@
 //   * a queue: a job whose slots or GPUs are held by other jobs is QUEUED with the reason and
 //     starts in submission order once they are free (each agent's ledger, agent/ledger); a
 //     submitted (detached) job that waits survives a restart of this agent;
-//   * attempts: a JobCoordinator per attempt over this node (LocalHost::View) and the other
-//     hosts' agents (RemoteAgentFactory), reached through a relay tree beyond the request's
-//     tree width (relay/tree_hosts.h), paced by tick() (stop deadlines, --time-limit); a
-//     failed attempt starts again while the job's restart policy allows (restart_policy.h),
-//     each attempt with its own store namespace and token, so nothing of an earlier attempt
-//     reaches a later one;
-//   * its own MASTER_PORT: several jobs at once share nothing but the agent;
+//   * attempts: JobAttempts (attempts.h) over this node and the other hosts' agents
+//     (RemoteAgentFactory), restarted while the job's restart policy allows, each with its own
+//     store namespace and token, the job with its own MASTER_PORT (several jobs at once share
+//     nothing but the agent); LedJobs adds the queue wait before each start, the pace (the
+//     job's sink, at least every 150 ms for stop deadlines and --time-limit) and the records;
 //   * its record (JobHistory) rewritten at each change of state, every attempt listed, and
 //     every output line appended to its log (JobLogWriter) as it arrives;
 //   * at the end: hosts released, store namespace removed, log closed, then the final record
@@ -35,6 +33,7 @@
 #include <string>
 
 #include "agent/coordinator/job_coordinator.h"
+#include "agent/jobs/attempts.h"
 #include "agent/jobs/local_host.h"
 #include "agent/ledger/resource_ledger.h"
 #include "agent/records/job_history.h"
@@ -48,19 +47,6 @@ class TcpStoreServer;
 }
 
 namespace hvd::agent::jobs {
-
-// Another host of a submitted job, as the leader reaches it.
-struct RemoteHost {
-  std::string host;     // as the user named it
-  std::string address;  // "host:port" of its hvdagent
-  std::chrono::milliseconds callTimeout{5000};
-};
-
-// Builds the link to another host's agent, for that host and the hosts it relays to
-// (hvdagent: client::RemoteNodeAgent with this agent's TLS options and key). Its destructor must
-// cancel its streams and deliver no event afterwards.
-using RemoteAgentFactory =
-    std::function<std::unique_ptr<relay::SubtreeLink>(const RemoteHost& host)>;
 
 struct LedJobsOptions {
   std::string listenHost = "127.0.0.1";  // where MASTER_PORT is picked
@@ -99,9 +85,8 @@ class LedJobs {
 
   // Records the job (PENDING) and starts it on its own thread; returns its id. Throws
   // hvd::InvalidArgumentError for a job this agent cannot lead (named why), hvd::PeerError when
-  // the agent is shutting down.
-  std::string submit(coordinator::JobSpec spec, const v1::SubmitJobRequest& request,
-                     const std::string& submittedBy);
+  // the agent is shutting down, records::StateWriteError when it cannot be recorded.
+  std::string submit(coordinator::JobSpec spec, const std::string& submittedBy);
   // At start-up: the queued submitted jobs a previous agent left (JobHistory kept them QUEUED)
   // join the queue again in submission order. Returns how many; a job whose saved request
   // cannot be read or run is marked FAILED with the reason.
@@ -131,16 +116,14 @@ class LedJobs {
 
  private:
   struct Job;
-  void validate(const coordinator::JobSpec& spec, const v1::SubmitJobRequest& request) const;
+  class Steps;
+  // Where this agent's jobs run their attempts.
+  AttemptSite site();
   std::string start(std::unique_ptr<Job> job, const std::string& submittedBy);
   void run(Job* job);
-  // One attempt from its queue wait to its end; returns how it ended.
-  coordinator::JobResult runAttempt(Job* job, int attempt, const coordinator::JobSpec& spec);
-  // The attempt's hosts let go (remote streams closed, the local group released and reaped)
-  // and its store namespace removed.
-  void tearDownAttempt(Job* job);
   // Waits for the job's turn and its resources; the coordinator's start outcome.
-  coordinator::JobCoordinator::Start waitAndStart(Job* job, bool restarting);
+  coordinator::JobCoordinator::Start waitAndStart(Job* job, coordinator::JobCoordinator& c,
+                                                  bool restarting);
   void leaveQueue(const std::string& id);
   // Where a queued job is (turns_). The queue holds the jobs that wait for resources: one
   // whose first try is still deciding holds up the jobs behind it (they wait for its answer,

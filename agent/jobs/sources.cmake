@@ -3,6 +3,7 @@
 # restarts, the history), over the coordinator and the ledger. No gRPC service here: the adapter
 # in agent/service/ turns calls into these, and remote hosts come in through a factory.
 add_library(hvd_agent_jobs STATIC
+  ${CMAKE_CURRENT_LIST_DIR}/attempts.cc
   ${CMAKE_CURRENT_LIST_DIR}/environment.cc
   ${CMAKE_CURRENT_LIST_DIR}/led_jobs.cc
   ${CMAKE_CURRENT_LIST_DIR}/local_host.cc)

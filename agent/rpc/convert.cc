@@ -1,8 +1,10 @@
 #include "agent/rpc/convert.h"
 
+#include <algorithm>
 #include <csignal>
 #include <set>
 
+#include "agent/node/node_facts.h"
 #include "hvd/error.hpp"
 
 namespace hvd::agent::rpc {
@@ -284,14 +286,22 @@ v1::SubmitJobRequest toProto(const coordinator::JobSpec& spec,
     v1::HostEntry* h = r.add_hosts();
     h->set_host(spec.hosts[i].host);
     h->set_slots(spec.hosts[i].slots.value_or(0));
-    if (i < agentAddresses.size()) h->set_agent_address(agentAddresses[i]);
+    if (i < agentAddresses.size()) {
+      h->set_agent_address(agentAddresses[i]);
+    } else if (const auto it = spec.agentAddresses.find(spec.hosts[i].host);
+               it != spec.agentAddresses.end()) {
+      h->set_agent_address(it->second);
+    }
   }
   r.set_oversubscribe(spec.oversubscribe);
   r.set_gpu_bind(spec.gpuBind == node::GpuBind::kVisible ? v1::GPU_BIND_VISIBLE
                                                          : v1::GPU_BIND_NONE);
   r.set_stop_signal(spec.stopSignal);
   r.set_grace_ms(spec.grace.count());
-  r.set_job_name(spec.jobId);
+  r.set_job_name(spec.name.empty() ? spec.jobId : spec.name);
+  r.set_detach(spec.detach);
+  r.set_tree_width(spec.treeWidth);
+  r.set_connect_timeout_ms(spec.connectTimeout.count());
   r.set_gpus_per_rank(spec.gpusPerRank);
   r.set_time_limit_ms(spec.timeLimit.count());
   r.set_max_restarts(spec.restart.maxRestarts);
@@ -328,7 +338,12 @@ coordinator::JobSpec fromProto(const v1::SubmitJobRequest& r) {
     slots.host = h.host();
     if (h.slots() > 0) slots.slots = h.slots();
     spec.hosts.push_back(slots);
+    if (!h.agent_address().empty()) spec.agentAddresses[h.host()] = h.agent_address();
   }
+  spec.treeWidth = r.tree_width();
+  spec.connectTimeout = std::chrono::milliseconds(std::max<int64_t>(r.connect_timeout_ms(), 0));
+  spec.name = r.job_name();
+  spec.detach = r.detach();
   spec.oversubscribe = r.oversubscribe();
   spec.gpuBind =
       r.gpu_bind() == v1::GPU_BIND_VISIBLE ? node::GpuBind::kVisible : node::GpuBind::kNone;
@@ -460,6 +475,18 @@ std::string jobStateName(v1::JobState state) {
     default:
       return "UNKNOWN";
   }
+}
+
+// Describe's answer: the node's description plus the facts only operators read.
+v1::DescribeResponse toProto(const node::NodeFacts& facts) {
+  v1::DescribeResponse response = toProto(facts.node);
+  for (const transport::InterfaceAddresses& i : facts.interfaces) {
+    v1::NetworkInterface* entry = response.add_interfaces();
+    entry->set_name(i.name);
+    for (const std::string& a : i.addresses) entry->add_addresses(a);
+  }
+  for (const std::string& f : facts.features) response.add_features(f);
+  return response;
 }
 
 }  // namespace hvd::agent::rpc

@@ -60,3 +60,16 @@ bool isFinalState(v1::JobState state);
 std::string jobStateName(v1::JobState state);
 
 }  // namespace hvd::agent::rpc
+
+// Describe's answer from the node's facts (agent/node/node_facts.h): its description plus the
+// interface and feature lists. Declared apart so that this header, which hvdrun includes too,
+// does not pull in the node's interface types.
+namespace hvd::agent::node {
+struct NodeFacts;
+}  // namespace hvd::agent::node
+
+namespace hvd::agent::rpc {
+
+v1::DescribeResponse toProto(const node::NodeFacts& facts);
+
+}  // namespace hvd::agent::rpc

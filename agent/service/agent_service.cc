@@ -128,9 +128,9 @@ bool AgentService::shuttingDown() const {
   return shuttingDown_;
 }
 
-NodeFacts AgentService::describeNode() {
+node::NodeFacts AgentService::describeNode() {
   std::lock_guard<std::mutex> lock(describeMutex_);
-  return collectNodeFacts(gpus_, options_.tlsEnabled);
+  return node::collectNodeFacts(gpus_, options_.tlsEnabled);
 }
 
 grpc::Status AgentService::Describe(grpc::ServerContext* context,
@@ -138,7 +138,7 @@ grpc::Status AgentService::Describe(grpc::ServerContext* context,
                                     v1::DescribeResponse* response) {
   if (grpc::Status s = guard_->check(*context, rpc::kDescribeMethod, *request); !s.ok()) return s;
   return guarded([&] {
-    *response = toProto(describeNode());
+    *response = rpc::toProto(describeNode());
     relayDescribe(*request, response);
     return grpc::Status::OK;
   });

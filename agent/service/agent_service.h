@@ -2,7 +2,7 @@
 // flows", "Security", "Failure semantics"): a thin adapter from hvd.v1.Agent onto the domain
 // pieces.
 //
-//   Describe   node_facts.h
+//   Describe   agent/node/node_facts.h
 //   Launch     LocalHost::start (this node's share of a job): the first event says whether every
 //   rank
 //              started, then output and exits until the last rank is gone. A caller that goes
@@ -43,11 +43,11 @@
 #include "agent/jobs/led_jobs.h"
 #include "agent/jobs/local_host.h"
 #include "agent/node/gpu_discovery.h"
+#include "agent/node/node_facts.h"
 #include "agent/records/job_history.h"
 #include "agent/relay/detached_trees.h"
 #include "agent/relay/tree_hosts.h"
 #include "agent/rpc/call_auth.h"
-#include "agent/service/node_facts.h"
 #include "hvd/v1/agent.grpc.pb.h"
 
 namespace hvd::store {
@@ -119,7 +119,7 @@ class AgentService final : public v1::Agent::Service {
   grpc::Status runJobLogs(grpc::ServerContext* context, const v1::JobLogsRequest& request,
                           grpc::ServerWriter<v1::JobLogsEvent>* writer);
   grpc::Status notFound(const std::string& jobId) const;
-  NodeFacts describeNode();
+  node::NodeFacts describeNode();
   bool shuttingDown() const;
   // The hosts a relayed call names (relay_calls.cc), as a relay tree of this agent's links; null
   // when it names none. Throws InvalidArgumentError for a malformed relay.

@@ -76,7 +76,7 @@ grpc::Status AgentService::runSubmit(grpc::ServerContext* context,
                                      grpc::ServerWriter<v1::JobEvent>* writer) {
   coord::JobSpec spec = rpc::fromProto(request);  // InvalidArgumentError: INVALID_ARGUMENT
   if (shuttingDown()) return {grpc::StatusCode::UNAVAILABLE, "the agent is shutting down"};
-  const std::string jobId = led_->submit(std::move(spec), request, context->peer());
+  const std::string jobId = led_->submit(std::move(spec), context->peer());
 
   v1::JobEvent accepted;
   accepted.mutable_accepted()->set_job_id(jobId);

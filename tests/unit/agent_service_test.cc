@@ -28,6 +28,7 @@
 #include "agent/jobs/environment.h"
 #include "agent/jobs/local_host.h"
 #include "agent/node/gpu_discovery.h"
+#include "agent/node/node_facts.h"
 #include "agent/process/posix_spawner.h"
 #include "agent/records/job_records.h"
 #include "agent/rpc/call_auth.h"
@@ -316,7 +317,7 @@ TEST_F(AgentServiceTest, DescribeSaysWhatTheNodeHas) {
   ASSERT_EQ(::gethostname(name, sizeof(name) - 1), 0);
   EXPECT_EQ(response.hostname(), name);
   EXPECT_GT(response.cpus(), 0);
-  EXPECT_EQ(response.version(), agentVersion());
+  EXPECT_EQ(response.version(), node::agentVersion());
   EXPECT_EQ(response.gpus_size(), 0);
   ASSERT_GE(response.features_size(), 2);
   EXPECT_EQ(response.features(0), "tcp");

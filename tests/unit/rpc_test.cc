@@ -10,6 +10,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -246,6 +247,10 @@ TEST(RpcConvert, SubmitRequestRoundTripsAndIsValidated) {
   spec.gpusPerRank = 2;
   spec.stopSignal = SIGINT;
   spec.grace = 2500ms;
+  spec.treeWidth = 3;
+  spec.connectTimeout = 7s;
+  spec.name = "train.py";
+  spec.detach = true;
   const v1::SubmitJobRequest request = rpc::toProto(spec, {"a:7475", "b:7475"});
   EXPECT_EQ(request.hosts(1).agent_address(), "b:7475");
   EXPECT_EQ(request.hosts(1).slots(), 0);
@@ -260,6 +265,20 @@ TEST(RpcConvert, SubmitRequestRoundTripsAndIsValidated) {
   EXPECT_EQ(back.gpusPerRank, 2);
   EXPECT_EQ(back.stopSignal, SIGINT);
   EXPECT_EQ(back.grace, 2500ms);
+  // What the leader needs to reach the other hosts travels in the spec, not in the message.
+  EXPECT_EQ(back.agentAddresses,
+            (std::map<std::string, std::string>{{"a", "a:7475"}, {"b", "b:7475"}}));
+  EXPECT_EQ(back.treeWidth, 3);
+  EXPECT_EQ(back.connectTimeout, 7s);
+  EXPECT_EQ(back.name, "train.py");
+  EXPECT_TRUE(back.detach);
+  // And back: the spec alone rebuilds the request (a queued job's saved request).
+  const coordinator::JobSpec again = rpc::fromProto(rpc::toProto(back, {}));
+  EXPECT_EQ(again.agentAddresses, back.agentAddresses);
+  EXPECT_EQ(again.treeWidth, 3);
+  EXPECT_EQ(again.connectTimeout, 7s);
+  EXPECT_EQ(again.name, "train.py");
+  EXPECT_TRUE(again.detach);
 
   v1::SubmitJobRequest bad = request;
   bad.set_np(0);

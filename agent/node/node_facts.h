@@ -2,25 +2,24 @@
 // addresses of every non-loopback interface grouped by interface, the CPUs this process may run
 // on, the GPUs NVML reports, the agent's version and what this build can do.
 //
-// The coordinator only needs coordinator::NodeDescription; the interface list and the feature
-// list are extra facts for hvdrun --verbose and operators, so they live in NodeFacts beside it.
+// The coordinator only needs NodeDescription; the interface list and the feature list are extra
+// facts for hvdrun --verbose and operators, so they live in NodeFacts beside it. The Describe
+// answer is made from them in agent/rpc/convert.h.
 #pragma once
 
 #include <string>
-#include <utility>
 #include <vector>
 
-#include "agent/coordinator/node_agent.h"
 #include "agent/node/gpu_discovery.h"
-#include "hvd/v1/agent.pb.h"
+#include "agent/node/node_description.h"
 #include "transport/interfaces.h"
 
-namespace hvd::agent::service {
+namespace hvd::agent::node {
 
 using transport::InterfaceAddresses;
 
 struct NodeFacts {
-  coordinator::NodeDescription node;  // node.addresses: every address of `interfaces`, in order
+  NodeDescription node;  // node.addresses: every address of `interfaces`, in order
   std::vector<InterfaceAddresses> interfaces;
   std::vector<std::string> features;  // "tcp", "shm", "nccl", "mpi", "tls"
 };
@@ -40,8 +39,6 @@ int availableCpus();
 
 // Everything above; `gpus` may be null (no GPUs). Not thread-safe because GpuDiscovery is not:
 // the caller serialises.
-NodeFacts collectNodeFacts(node::GpuDiscovery* gpus, bool tlsEnabled);
+NodeFacts collectNodeFacts(GpuDiscovery* gpus, bool tlsEnabled);
 
-v1::DescribeResponse toProto(const NodeFacts& facts);
-
-}  // namespace hvd::agent::service
+}  // namespace hvd::agent::node

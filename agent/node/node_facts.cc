@@ -1,14 +1,14 @@
-#include "agent/service/node_facts.h"
+#include "agent/node/node_facts.h"
 
 #include <sched.h>
 #include <unistd.h>
 
 #include <thread>
 
-#include "agent/rpc/convert.h"
 #include "common/host.h"
 
-namespace hvd::agent::service {
+namespace hvd::agent::node {
+
 std::string agentVersion() { return HVD_AGENT_VERSION; }
 
 std::vector<std::string> buildFeatures(bool tlsEnabled) {
@@ -33,7 +33,7 @@ int availableCpus() {
   return n > 0 ? static_cast<int>(n) : 1;
 }
 
-NodeFacts collectNodeFacts(node::GpuDiscovery* gpus, bool tlsEnabled) {
+NodeFacts collectNodeFacts(GpuDiscovery* gpus, bool tlsEnabled) {
   NodeFacts facts;
   facts.node.hostname = localHostName();
   facts.interfaces = interfaceAddresses();
@@ -47,15 +47,4 @@ NodeFacts collectNodeFacts(node::GpuDiscovery* gpus, bool tlsEnabled) {
   return facts;
 }
 
-v1::DescribeResponse toProto(const NodeFacts& facts) {
-  v1::DescribeResponse response = rpc::toProto(facts.node);
-  for (const InterfaceAddresses& i : facts.interfaces) {
-    v1::NetworkInterface* entry = response.add_interfaces();
-    entry->set_name(i.name);
-    for (const std::string& a : i.addresses) entry->add_addresses(a);
-  }
-  for (const std::string& f : facts.features) response.add_features(f);
-  return response;
-}
-
-}  // namespace hvd::agent::service
+}  // namespace hvd::agent::node
