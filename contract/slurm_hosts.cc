@@ -2,7 +2,7 @@
 
 #include <cstdlib>
 
-#include "core/scheduler_env.h"
+#include "contract/slurm_tasks.h"
 #include "hvd/error.hpp"
 
 namespace hvd::contract {
@@ -116,7 +116,7 @@ std::optional<std::vector<HostSlots>> slurmAllocationHosts(const EnvReader& gete
   const std::vector<std::string> names = expandHostlist(nodelist);
   std::vector<int> slots;
   if (const char* tasks = getenv("SLURM_TASKS_PER_NODE"); tasks != nullptr && *tasks != '\0') {
-    slots = core::expandTasksPerNode(tasks);
+    slots = expandTasksPerNode(tasks);
     if (slots.size() != names.size()) slots.clear();  // a step's view: leave slots to the GPUs
   }
   std::vector<HostSlots> hosts;

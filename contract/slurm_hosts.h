@@ -24,8 +24,7 @@ namespace hvd::contract {
 // Expands a Slurm hostlist expression into host names, in order.
 std::vector<std::string> expandHostlist(const std::string& hostlist);
 
-// SLURM_TASKS_PER_NODE is expanded by the runtime's core::expandTasksPerNode
-// (runtime/src/core/scheduler_env.h), which srun's workers use too.
+// SLURM_TASKS_PER_NODE is expanded by contract/slurm_tasks.h, which srun's workers use too.
 
 // The hosts of the allocation hvdrun runs in: SLURM_JOB_NODELIST with the slots of
 // SLURM_TASKS_PER_NODE (when it lists one count per node; otherwise, or when unset, slots are

@@ -8,12 +8,14 @@
 
 #include "contract/env_names.h"
 #include "contract/names.h"
+#include "contract/worker_variables.h"
 #include "hvd/error.hpp"
 
 namespace hvd::agent::node {
 namespace {
 
 namespace names = contract::env;
+namespace worker = contract::worker;
 
 constexpr std::string_view kRedacted = "<redacted>";
 
@@ -59,7 +61,8 @@ std::string joinInts(const std::vector<int>& values) {
 }
 
 bool isSecretName(std::string_view name) {
-  return name == names::kStoreToken || contract::isSecretEnvName(name);
+  const contract::WorkerVariable* variable = contract::findWorkerVariable(name);
+  return (variable != nullptr && variable->secret) || contract::isSecretEnvName(name);
 }
 
 void validate(const WorkerEnvInput& in) {
@@ -148,15 +151,15 @@ std::vector<std::string> buildWorkerEnvironment(const WorkerEnvInput& in) {
   // hvd's own variables go after the forwarded ones, in contract order; erase first so that an
   // overridden name moves to its contract position instead of staying among the user's.
   std::vector<std::pair<std::string, std::string>> own = {
-      {names::kRank, std::to_string(p.rank)},
-      {names::kSize, std::to_string(in.size)},
-      {names::kLocalRank, std::to_string(p.localRank)},
-      {names::kLocalSize, std::to_string(p.localSize)},
-      {names::kCrossRank, std::to_string(p.crossRank)},
-      {names::kCrossSize, std::to_string(p.crossSize)},
-      {names::kJobId, in.jobId},
-      {names::kStoreAddr, in.storeAddr},
-      {names::kStoreToken, in.storeToken},
+      {worker::kRank.name, std::to_string(p.rank)},
+      {worker::kSize.name, std::to_string(in.size)},
+      {worker::kLocalRank.name, std::to_string(p.localRank)},
+      {worker::kLocalSize.name, std::to_string(p.localSize)},
+      {worker::kCrossRank.name, std::to_string(p.crossRank)},
+      {worker::kCrossSize.name, std::to_string(p.crossSize)},
+      {worker::kJobId.name, in.jobId},
+      {worker::kStoreAddr.name, in.storeAddr},
+      {worker::kStoreToken.name, in.storeToken},
       {names::torch::kRank, std::to_string(p.rank)},
       {names::torch::kWorldSize, std::to_string(in.size)},
       {names::torch::kLocalRank, std::to_string(p.localRank)},

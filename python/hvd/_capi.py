@@ -73,6 +73,7 @@ _SIGNATURES = {
     "hvd_cross_size": (_Status, [_intp]),
     "hvd_nccl_built": (ctypes.c_int, []),
     "hvd_nccl_version": (ctypes.c_char_p, []),
+    "hvd_cpu_backend": (ctypes.c_char_p, []),
     "hvd_op_options_init": (None, [_opts]),
     "hvd_allreduce_async": (_Status, [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p, _i64p,
                                       ctypes.c_int, ctypes.c_int, _opts, _handlep]),

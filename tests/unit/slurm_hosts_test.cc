@@ -1,5 +1,5 @@
-// Slurm's hostlist and tasks-per-node forms (contract/slurm_hosts.h): every form hvdrun meets in
-// an allocation, and clear errors for malformed ones.
+// Slurm's hostlist and tasks-per-node forms (contract/slurm_hosts.h, contract/slurm_tasks.h): every
+// form hvdrun meets in an allocation, and clear errors for malformed ones.
 #include "contract/slurm_hosts.h"
 
 #include <gtest/gtest.h>
@@ -8,14 +8,13 @@
 #include <string>
 #include <vector>
 
-#include "core/scheduler_env.h"
+#include "contract/slurm_tasks.h"
 #include "hvd/error.hpp"
 
 namespace hvd::contract {
 namespace {
 
 using Names = std::vector<std::string>;
-using core::expandTasksPerNode;
 
 std::string errorOf(const std::function<void()>& f) {
   try {

@@ -107,9 +107,9 @@ def mpi_built():
 
 
 def mpi_enabled():
-    """True when the collectives run over MPI (HVD_CPU_BACKEND=mpi)."""
-    backend = os.environ.get("HVD_CPU_BACKEND") or os.environ.get("HOROVOD_CPU_OPERATIONS") or ""
-    return backend.lower() == "mpi" and mpi_built()
+    """True when the collectives run over MPI (HVD_CPU_BACKEND=mpi). libhvd says which backend:
+    after init the one it runs, before it the one init will read from the environment."""
+    return _capi.lib().cpu_backend() == b"mpi" and mpi_built()
 
 
 def mpi_threads_supported():

@@ -77,6 +77,10 @@ hvd_status hvd_barrier(void);
 int hvd_nccl_built(void);
 const char* hvd_nccl_version(void);
 
+/* The CPU backend: "hvd" or "mpi" (hvd::cpuBackend(); no hvd_init() needed), "" for a value of
+ * HVD_CPU_BACKEND that hvd_init() would refuse. The string is static. */
+const char* hvd_cpu_backend(void);
+
 #ifdef __cplusplus
 }
 #endif

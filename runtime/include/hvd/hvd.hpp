@@ -102,6 +102,11 @@ void barrier();
 // "mpi (Open MPI v4.1.4)" with HVD_CPU_BACKEND=mpi.
 std::string transportDescription();
 
+// What the CPU collectives run on: "hvd" (hvd's own transports) or "mpi". Needs no init():
+// before it, the backend HVD_CPU_BACKEND (or Horovod's HOROVOD_CPU_OPERATIONS) asks for, read as
+// init() will read it; "" when that value is one init() would refuse.
+std::string cpuBackend();
+
 // --- GPU backend ---------------------------------------------------------------------------
 // What device buffers of the blocking collectives run on: "none" before the first call with
 // device memory, then "nccl 2.27.3" (", hierarchical" with HVD_HIERARCHICAL_ALLREDUCE) or

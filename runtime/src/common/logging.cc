@@ -10,12 +10,13 @@
 #include <vector>
 
 #include "common/host.h"
+#include "contract/worker_variables.h"
 
 namespace hvd::logging {
 namespace {
 
 spdlog::level::level_enum configuredLevel() {
-  const char* env = std::getenv("HVD_LOG_LEVEL");
+  const char* env = std::getenv(contract::worker::kLogLevel.name);
   if (env == nullptr || *env == '\0') return spdlog::level::warn;
   auto level = spdlog::level::from_str(env);
   // from_str maps unknown names to "off"; treat an unknown name as the default instead.
@@ -24,7 +25,7 @@ spdlog::level::level_enum configuredLevel() {
 }
 
 bool subsystemEnabled(const std::string& subsystem) {
-  const char* env = std::getenv("HVD_LOG_SUBSYS");
+  const char* env = std::getenv(contract::worker::kLogSubsystems.name);
   if (env == nullptr || *env == '\0') return true;
   std::stringstream list(env);
   std::string item;

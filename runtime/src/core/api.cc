@@ -3,6 +3,7 @@
 // HVD_CPU_BACKEND=mpi), device buffers to its GPU backend.
 #include <unistd.h>
 
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -129,6 +130,13 @@ bool isInitialized() {
   auto& self = instance();
   std::lock_guard<std::mutex> lock(self.mutex);
   return self.runtime != nullptr;
+}
+
+std::string cpuBackend() {
+  auto& self = instance();
+  std::lock_guard<std::mutex> lock(self.mutex);
+  if (self.runtime) return core::cpuBackendName(self.runtime->config().cpuBackend);
+  return core::requestedCpuBackend([](const char* name) { return std::getenv(name); });
 }
 
 int rank() { return initialized().config().rank; }

@@ -117,6 +117,15 @@ hvd_status hvd_barrier(void) {
 
 int hvd_nccl_built(void) { return hvd::ncclBuilt() ? 1 : 0; }
 
+const char* hvd_cpu_backend(void) {
+  try {
+    const std::string backend = hvd::cpuBackend();
+    return backend == "mpi" ? "mpi" : backend == "hvd" ? "hvd" : "";
+  } catch (...) {
+    return "";  // only std::bad_alloc can get here
+  }
+}
+
 const char* hvd_nccl_version(void) {
   thread_local std::string version;
   try {

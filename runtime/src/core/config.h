@@ -8,10 +8,12 @@
 
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "contract/env_reader.h"
+#include "contract/worker_variables.h"
 #include "gpu/backend_choice.h"
 
 namespace hvd::core {
@@ -85,14 +87,26 @@ struct Config {
   // and removed after init.
   bool dynamicProcessSets = false;
 
-  // One line for the start-up log (the token is shown as "<set>").
+  // One line for the start-up log: the placement and the store, then every knob of the worker
+  // table (contract/worker_variables.h) as its variable spells it. The token is shown as "<set>".
   std::string summary() const;
 };
 
-// Reads the configuration through `getenv` (injectable for tests). A missing or malformed
-// variable throws hvd::InvalidArgumentError naming it and what was expected.
+// Reads the configuration through `getenv` (injectable for tests): every configuration
+// variable of the worker table, in the table's order, each checked against its entry. A missing
+// or malformed variable throws hvd::InvalidArgumentError naming it and what was expected.
 using contract::EnvReader;
 Config parseConfig(const EnvReader& getenv);
 Config configFromEnvironment();
+
+// The value `config` holds for `variable`, spelled as the variable takes it ("" when it holds
+// none; the token as it is); nullopt for a variable the configuration does not read.
+std::optional<std::string> configValue(const Config& config,
+                                       const contract::WorkerVariable& variable);
+
+// The CPU backend the environment asks for, read as parseConfig reads it: "hvd" (also when
+// unset) or "mpi", or "" for a value parseConfig would refuse. Whether mpirun started the
+// process is parseConfig's concern, not this one's.
+std::string requestedCpuBackend(const EnvReader& getenv);
 
 }  // namespace hvd::core

@@ -4,20 +4,14 @@
 #include <cerrno>
 #include <cstdlib>
 
+#include "contract/slurm_tasks.h"
 #include "hvd/error.hpp"
 
 namespace hvd::core {
 namespace {
 
-constexpr size_t kMaxHosts = 1 << 20;
-
 bool allDigits(const std::string& s) {
   return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
-}
-
-[[noreturn]] void fail(const std::string& what, const std::string& token,
-                       const std::string& expected) {
-  throw InvalidArgumentError(what + ": '" + token + "': " + expected);
 }
 
 // A required non-negative integer variable of `source`, at most `max`.
@@ -73,7 +67,7 @@ SchedulerPlacement fromSlurm(const contract::EnvReader& getenv) {
         "SLURM_PROCID is set but neither SLURM_STEP_TASKS_PER_NODE nor SLURM_TASKS_PER_NODE is: "
         "cannot tell how many tasks share this node");
   }
-  const std::vector<int> counts = expandTasksPerNode(countsText, countsName);
+  const std::vector<int> counts = contract::expandTasksPerNode(countsText, countsName);
   const int node =
       integer(getenv, "SLURM_NODEID", p.source, static_cast<long long>(counts.size()) - 1);
   p.localSize = counts[node];
@@ -94,34 +88,6 @@ SchedulerPlacement fromSlurm(const contract::EnvReader& getenv) {
 }
 
 }  // namespace
-
-std::vector<int> expandTasksPerNode(const std::string& tasks, const std::string& name) {
-  const std::string what = name + " '" + tasks + "'";
-  std::vector<int> counts;
-  size_t start = 0;
-  for (;;) {
-    const size_t comma = tasks.find(',', start);
-    const std::string entry = tasks.substr(start, comma - start);
-    std::string count = entry;
-    std::string repeat = "1";
-    if (const size_t paren = entry.find("(x"); paren != std::string::npos) {
-      if (entry.back() != ')') fail(what, entry, "expected N or N(xR)");
-      count = entry.substr(0, paren);
-      repeat = entry.substr(paren + 2, entry.size() - paren - 3);
-    }
-    if (!allDigits(count) || !allDigits(repeat) || count.size() > 7 || repeat.size() > 7) {
-      fail(what, entry, "expected N or N(xR) with whole numbers");
-    }
-    const int n = std::atoi(count.c_str());
-    const int r = std::atoi(repeat.c_str());
-    if (n < 1 || r < 1) fail(what, entry, "counts and repeats start at 1");
-    if (counts.size() + static_cast<size_t>(r) > kMaxHosts) fail(what, entry, "too many nodes");
-    counts.insert(counts.end(), static_cast<size_t>(r), n);
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  return counts;
-}
 
 std::pair<int, int> crossPlacement(const std::vector<int>& tasksPerNode, int node, int localRank) {
   int crossRank = 0;

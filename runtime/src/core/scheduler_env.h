@@ -5,7 +5,8 @@
 //
 //   srun     SLURM_PROCID (rank), SLURM_NTASKS (size), SLURM_LOCALID (local rank),
 //            SLURM_NODEID (node index) and SLURM_STEP_TASKS_PER_NODE (else
-//            SLURM_TASKS_PER_NODE; "2(x3),1": tasks on each node of the step). Local size and
+//            SLURM_TASKS_PER_NODE; "2(x3),1": tasks on each node of the step, read by
+//            contract/slurm_tasks.h, which hvdrun shares). Local size and
 //            the cross rank and size follow exactly from those counts. Job id
 //            "slurm-<SLURM_JOB_ID>.<SLURM_STEP_ID>".
 //   mpirun   OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK, _LOCAL_SIZE. Open MPI names no node
@@ -36,12 +37,6 @@ struct SchedulerPlacement {
 // The placement srun or mpirun gave this process, or nullopt when neither did. Throws
 // hvd::InvalidArgumentError naming the variable when one is set but malformed or inconsistent.
 std::optional<SchedulerPlacement> placementFromScheduler(const contract::EnvReader& getenv);
-
-// Expands Slurm's tasks-per-node form ("N" or "N(xR)" entries, comma separated) into one count
-// per node. `name` is the variable it came from, for the error message, which quotes the text,
-// the entry and what was expected.
-std::vector<int> expandTasksPerNode(const std::string& tasks,
-                                    const std::string& name = "SLURM_TASKS_PER_NODE");
 
 // The cross rank and size of `(localRank, node)` given every node's task count (the node of a
 // rank with local rank L is counted when it has more than L tasks).

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "contract/worker_variables.h"
 #include "gpu/cuda_api.h"
 #include "gpu/loader.h"
 
@@ -53,7 +54,7 @@ std::vector<std::string> ncclLibraryCandidates(const std::string& library) {
 }
 
 std::string ncclLibraryFromEnv() {
-  const char* library = std::getenv("HVD_NCCL_LIBRARY");
+  const char* library = std::getenv(contract::worker::kNcclLibrary.name);
   return library != nullptr && *library != '\0' ? library : kDefaultNcclLibrary;
 }
 

@@ -1,0 +1,220 @@
+#include "core/config_fields.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <sstream>
+
+#include "contract/worker_variables.h"
+#include "core/process_sets.h"
+#include "hvd/error.hpp"
+
+namespace hvd::core {
+namespace {
+
+namespace worker = contract::worker;
+using contract::WorkerValue;
+using std::chrono::microseconds;
+using std::chrono::milliseconds;
+
+// A count of `unit`s as the variable spells it in `per` units: 2500 ms per 1000 -> "2.5".
+std::string decimal(long long count, double per) {
+  std::ostringstream out;
+  out.precision(15);
+  out << static_cast<double>(count) / per;
+  return out.str();
+}
+
+std::string flag(bool value) { return value ? "1" : "0"; }
+
+std::string processSetsText(const std::vector<std::vector<int>>& sets) {
+  std::string out;
+  for (const std::vector<int>& set : sets) {
+    if (!out.empty()) out += ';';
+    out += rankList(set);
+  }
+  return out;
+}
+
+// One per variable the configuration reads, in no particular order: parseConfig walks the
+// table, not this list.
+constexpr ConfigField kFields[] = {
+    // The placement and the store: read by parseConfig itself (apply is null).
+    {worker::kSize.name, nullptr, nullptr, [](const Config& c) { return std::to_string(c.size); }},
+    {worker::kRank.name, nullptr, nullptr, [](const Config& c) { return std::to_string(c.rank); }},
+    {worker::kLocalSize.name, nullptr, nullptr,
+     [](const Config& c) { return std::to_string(c.localSize); }},
+    {worker::kLocalRank.name, nullptr, nullptr,
+     [](const Config& c) { return std::to_string(c.localRank); }},
+    {worker::kCrossSize.name, nullptr, nullptr,
+     [](const Config& c) { return std::to_string(c.crossSize); }},
+    {worker::kCrossRank.name, nullptr, nullptr,
+     [](const Config& c) { return std::to_string(c.crossRank); }},
+    {worker::kJobId.name, nullptr, nullptr, [](const Config& c) { return c.jobId; }},
+    {worker::kStoreFile.name, nullptr, nullptr, [](const Config& c) { return c.storeFile; }},
+    {worker::kStoreAddr.name, nullptr, nullptr, [](const Config& c) { return c.storeAddress; }},
+    {worker::kStoreToken.name, nullptr, nullptr, [](const Config& c) { return c.storeToken; }},
+
+    // Transports.
+    {worker::kTimeout.name,
+     [](Config& c, const WorkerValue& v, const EnvReader&) {
+       c.timeout = milliseconds(static_cast<long long>(std::ceil(v.number * 1000)));
+     },
+     nullptr, [](const Config& c) { return decimal(c.timeout.count(), 1000); }},
+    {worker::kStartTimeout.name,
+     [](Config& c, const WorkerValue& v, const EnvReader&) {
+       c.startTimeout = milliseconds(static_cast<long long>(std::ceil(v.number * 1000)));
+     },
+     // The rendezvous waits as long as any other wait unless told otherwise.
+     [](Config& c) { c.startTimeout = c.timeout; },
+     [](const Config& c) { return decimal(c.startTimeout.count(), 1000); }},
+    {worker::kTransport.name,
+     [](Config& c, const WorkerValue& v, const EnvReader&) {
+       // "shm" names what auto does on one host: shared memory where it can.
+       c.transport = v.text == "tcp" ? TransportChoice::kTcp : TransportChoice::kAuto;
+     },
+     nullptr,
+     [](const Config& c) {
+       return std::string(c.transport == TransportChoice::kTcp ? "tcp" : "auto");
+     }},
+    {worker::kDataAddr.name,
+     [](Config& c, const WorkerValue& v, const EnvReader&) { c.dataAddress = v.text; }, nullptr,
+     [](const Config& c) { return c.dataAddress; }},
+    {worker::kShmRingBytes.name,
+     [](Config& c, const WorkerValue& v, const EnvReader&) {
+       c.shmRingBytes = static_cast<size_t>(v.integer);
+       // The ring indexes wrap with a mask.
+       if ((c.shmRingBytes & (c.shmRingBytes - 1)) != 0) {
+         throw InvalidArgumentError(v.from + "=" + std::to_string(c.shmRingBytes) +
+                                    " must be a power of two");
+       }
+     },
+     nullptr, [](const Config& c) { return std::to_string(c.shmRingBytes); }},
+    {worker::kSmallMessageBytes.name,
+     [](Config& c, const WorkerValue& v, const EnvReader&) {
+       c.smallMessageBytes = static_cast<size_t>(v.integer);
+       c.smallMessageBytesTcp = c.smallMessageBytes;
+     },
+     nullptr,
+     [](const Config& c) {
+       // Unset, each transport keeps its own crossover.
+       return c.smallMessageBytes == c.smallMessageBytesTcp
+                  ? std::to_string(c.smallMessageBytes)
+                  : std::to_string(c.smallMessageBytes) + " (tcp " +
+                        std::to_string(c.smallMessageBytesTcp) + ")";
+     }},
+    {worker::kFullMeshRanks.name,
+     [](Config& c, const WorkerValue& v, const EnvReader&) {
+       c.fullMeshRanks = static_cast<int>(v.integer);
+     },
+     nullptr, [](const Config& c) { return std::to_string(c.fullMeshRanks); }},
+    {worker::kPieceBytes.name,
+     [](Config& c, const WorkerValue& v, const EnvReader&) {
+       c.pieceBytes = static_cast<size_t>(v.integer);
+     },
+     nullptr, [](const Config& c) { return std::to_string(c.pieceBytes); }},
+    {worker::kPieceBytesTcp.name,
+     [](Config& c, const WorkerValue& v, const EnvReader&) {
+       c.pieceBytesTcp = static_cast<size_t>(v.integer);
+     },
+     nullptr, [](const Config& c) { return std::to_string(c.pieceBytesTcp); }},
+    {worker::kYieldUs.name,
+     [](Config& c, const WorkerValue& v, const EnvReader&) { c.yield = microseconds(v.integer); },
+     nullptr, [](const Config& c) { return std::to_string(c.yield.count()); }},
+    {worker::kSpinUs.name,
+     [](Config& c, const WorkerValue& v, const EnvReader&) {
+       c.spin = microseconds(v.integer);
+       c.spinFromEnvironment = true;
+     },
+     nullptr, [](const Config& c) { return std::to_string(c.spin.count()); }},
+
+    // Backends.
+    {worker::kGpuBackend.name,
+     [](Config& c, const WorkerValue& v, const EnvReader&) {
+       c.gpuBackend = v.text == "nccl"   ? gpu::GpuBackendChoice::kNccl
+                      : v.text == "host" ? gpu::GpuBackendChoice::kHost
+                                         : gpu::GpuBackendChoice::kAuto;
+     },
+     nullptr, [](const Config& c) { return std::string(gpu::gpuBackendName(c.gpuBackend)); }},
+    {worker::kCpuBackend.name,
+     [](Config& c, const WorkerValue& v, const EnvReader& getenv) {
+       c.cpuBackend = v.text == "mpi" ? CpuBackend::kMpi : CpuBackend::kHvd;
+       const char* mpiSize = getenv("OMPI_COMM_WORLD_SIZE");
+       if (c.cpuBackend == CpuBackend::kMpi && (mpiSize == nullptr || *mpiSize == '\0')) {
+         throw InvalidArgumentError(v.from + "=mpi needs a job started by mpirun, and this " +
+                                    "process was not (OMPI_COMM_WORLD_SIZE is not set): start " +
+                                    "it with mpirun, or leave " + v.from + " unset for hvd's " +
+                                    "own transports");
+       }
+     },
+     nullptr, [](const Config& c) { return std::string(cpuBackendName(c.cpuBackend)); }},
+    {worker::kHierarchicalAllreduce.name,
+     [](Config& c, const WorkerValue& v, const EnvReader&) {
+       c.hierarchicalAllreduce = v.integer == 1;
+     },
+     nullptr, [](const Config& c) { return flag(c.hierarchicalAllreduce); }},
+
+    // The engine.
+    {worker::kCycleTime.name,
+     [](Config& c, const WorkerValue& v, const EnvReader&) {
+       c.cycleTime = microseconds(std::max<long long>(1, std::llround(v.number * 1000)));
+     },
+     nullptr, [](const Config& c) { return decimal(c.cycleTime.count(), 1000); }},
+    {worker::kCacheCapacity.name,
+     [](Config& c, const WorkerValue& v, const EnvReader&) {
+       c.cacheCapacity = static_cast<size_t>(v.integer);
+     },
+     nullptr, [](const Config& c) { return std::to_string(c.cacheCapacity); }},
+    {worker::kFusionThreshold.name,
+     [](Config& c, const WorkerValue& v, const EnvReader&) {
+       c.fusionThreshold = static_cast<size_t>(v.integer);
+     },
+     nullptr, [](const Config& c) { return std::to_string(c.fusionThreshold); }},
+    {worker::kStallCheckTime.name,
+     [](Config& c, const WorkerValue& v, const EnvReader&) {
+       c.stallCheckTime = milliseconds(std::llround(v.number * 1000));
+     },
+     nullptr, [](const Config& c) { return decimal(c.stallCheckTime.count(), 1000); }},
+    {worker::kStallShutdownTime.name,
+     [](Config& c, const WorkerValue& v, const EnvReader&) {
+       c.stallShutdownTime = milliseconds(std::llround(v.number * 1000));
+     },
+     nullptr, [](const Config& c) { return decimal(c.stallShutdownTime.count(), 1000); }},
+    {worker::kTimeline.name,
+     [](Config& c, const WorkerValue& v, const EnvReader&) {
+       // Horovod's word for "the program starts it" (hvd.start_timeline), not a file name.
+       if (v.text == "DYNAMIC") {
+         c.timelineDynamic = true;
+       } else {
+         c.timelinePath = v.text;
+       }
+     },
+     nullptr,
+     [](const Config& c) { return c.timelineDynamic ? std::string("DYNAMIC") : c.timelinePath; }},
+    {worker::kProcessSets.name,
+     [](Config& c, const WorkerValue& v, const EnvReader&) {
+       c.processSets = parseProcessSets(v.text, v.from.c_str());
+     },
+     nullptr, [](const Config& c) { return processSetsText(c.processSets); }},
+    {worker::kDynamicProcessSets.name,
+     [](Config& c, const WorkerValue& v, const EnvReader&) {
+       c.dynamicProcessSets = v.integer == 1;
+     },
+     nullptr, [](const Config& c) { return flag(c.dynamicProcessSets); }},
+    {worker::kTimelineMarkCycles.name,
+     [](Config& c, const WorkerValue& v, const EnvReader&) {
+       c.timelineMarkCycles = v.integer == 1;
+     },
+     nullptr, [](const Config& c) { return flag(c.timelineMarkCycles); }},
+};
+
+}  // namespace
+
+const ConfigField* configField(const contract::WorkerVariable& variable) {
+  for (const ConfigField& field : kFields) {
+    if (std::strcmp(field.name, variable.name) == 0) return &field;
+  }
+  return nullptr;
+}
+
+}  // namespace hvd::core
