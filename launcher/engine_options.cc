@@ -2,10 +2,15 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <sstream>
 #include <system_error>
 
 #include "agent/common/cli_checks.h"
+#include "contract/worker_values.h"
+#include "contract/worker_variables.h"
+#include "hvd/error.hpp"
 
 namespace hvd::launcher {
 
@@ -39,74 +44,134 @@ bool timelinePath(const std::string& timeline, std::string* path, std::string* e
   return true;
 }
 
+// --- From the worker table: each option's help, range and setting are its variable's ---------
+
+namespace worker = contract::worker;
+using contract::VariableType;
+using contract::WorkerVariable;
+
+constexpr double kMiB = 1048576.0;
+
+std::string setting(const WorkerVariable& v, const std::string& value) {
+  return std::string(v.name) + "=" + value;
+}
+
+// The variable's line, its default in the option's unit, and the variable it sets. `scale`:
+// the variable's units in one of the option's (`unit`), when they differ.
+std::string help(const WorkerVariable& v, double scale = 1, const char* unit = nullptr) {
+  std::string text = v.doc;
+  if (v.defaultValue != nullptr && v.type != VariableType::kBool) {
+    std::string value = scale == 1 ? std::string(v.defaultValue)
+                                   : number(std::strtod(v.defaultValue, nullptr) / scale);
+    if (unit != nullptr) value += " " + std::string(unit);
+    // Inside the line's own parenthesis when it ends with one: "(0 disables; default 1024)".
+    if (!text.empty() && text.back() == ')') {
+      text.insert(text.size() - 1, "; default " + value);
+    } else {
+      text += " (default " + value + ")";
+    }
+  }
+  if (unit != nullptr) text += "; given here in " + std::string(unit);
+  text += " -> " + std::string(v.name);
+  if (v.type == VariableType::kBool) text += "=1";
+  return text;
+}
+
+std::vector<std::string> choices(const WorkerVariable& v) {
+  std::vector<std::string> out;
+  std::istringstream words(v.choices != nullptr ? v.choices : "");
+  for (std::string w; words >> w;) out.push_back(w);
+  return out;
+}
+
+// A value the ranks would refuse is refused here, by the same rule (contract/worker_values.h):
+// `text` in the variable's own unit.
+std::string refusedByRanks(const WorkerVariable& v, const std::string& given,
+                           const std::string& text) {
+  try {
+    contract::parseWorkerValue(v, v.name, text);
+    return {};
+  } catch (const InvalidArgumentError& e) {
+    return "'" + given + "' is not accepted by the ranks: " + e.what();
+  }
+}
+
+// A decimal option: CLI11's syntax and range checks in the option's unit, then the table's rule.
+CLI::Validator numberOf(const WorkerVariable& v, double scale, const char* unit) {
+  const CLI::Validator range = finiteRange(v.min / scale, v.max / scale, unit);
+  return CLI::Validator(
+      [range, &v, scale](std::string& value) {
+        std::string problem = range(value);
+        if (!problem.empty()) return problem;
+        const double n = std::strtod(value.c_str(), nullptr) * scale;
+        return refusedByRanks(v, value,
+                              v.type == VariableType::kNumber
+                                  ? number(n)
+                                  : std::to_string(static_cast<long long>(n)));
+      },
+      range.get_description());
+}
+
+// A whole-number option in the variable's own unit.
+CLI::Validator countOf(const WorkerVariable& v) {
+  return integerRange(static_cast<long long>(v.min), static_cast<long long>(v.max));
+}
+
 }  // namespace
 
 void addGpuEngineOptions(CLI::App* app, EngineKnobs* knobs) {
-  app->add_option("--gpu-backend", knobs->gpuBackend,
-                  "device buffers: auto (NCCL if it loads, else staged through host memory), nccl "
-                  "or host -> HVD_GPU_BACKEND")
-      ->check(CLI::IsMember({"auto", "nccl", "host"}));
+  app->add_option("--gpu-backend", knobs->gpuBackend, help(worker::kGpuBackend))
+      ->check(CLI::IsMember(choices(worker::kGpuBackend)));
   app->add_flag("--hierarchical-allreduce", knobs->hierarchical,
-                "GPU allreduce as reduce-scatter in each node, allreduce across nodes, allgather "
-                "in each node -> HVD_HIERARCHICAL_ALLREDUCE=1");
+                help(worker::kHierarchicalAllreduce));
 }
 
 void addEngineOptions(CLI::App* app, EngineKnobs* knobs) {
   app->add_option("--fusion-threshold-mb", knobs->fusionMb,
-                  "engine: fuse ready allreduces into buffers of up to this many MiB (default "
-                  "128; 0 disables fusion) -> HVD_FUSION_THRESHOLD")
-      ->check(finiteRange(0, 1048576, "MiB"));
-  app->add_option("--cycle-time-ms", knobs->cycleMs,
-                  "engine: milliseconds between negotiation cycles (default 1) -> HVD_CYCLE_TIME")
-      ->check(finiteRange(0, 60000, "milliseconds"));
-  app->add_option("--cache-capacity", knobs->cacheCapacity,
-                  "engine: response cache entries (default 1024; 0 disables) -> "
-                  "HVD_CACHE_CAPACITY")
-      ->check(integerRange(0, 1LL << 30));
-  app->add_option("--timeline-filename", knobs->timeline,
-                  "engine: write a Chrome-trace timeline (Perfetto, chrome://tracing) of rank 0 "
-                  "to this file; DYNAMIC: none until the program calls start_timeline() -> "
-                  "HVD_TIMELINE")
+                  help(worker::kFusionThreshold, kMiB, "MiB"))
+      ->check(numberOf(worker::kFusionThreshold, kMiB, "MiB"));
+  app->add_option("--cycle-time-ms", knobs->cycleMs, help(worker::kCycleTime))
+      ->check(numberOf(worker::kCycleTime, 1, "milliseconds"));
+  app->add_option("--cache-capacity", knobs->cacheCapacity, help(worker::kCacheCapacity))
+      ->check(countOf(worker::kCacheCapacity));
+  app->add_option("--timeline-filename", knobs->timeline, help(worker::kTimeline))
       ->check(nonEmpty());
-  app->add_flag("--timeline-mark-cycles", knobs->markCycles,
-                "engine: mark each negotiation cycle that ran ops in the timeline -> "
-                "HVD_TIMELINE_MARK_CYCLES=1");
+  app->add_flag("--timeline-mark-cycles", knobs->markCycles, help(worker::kTimelineMarkCycles));
   app->add_option("--stall-check-warning-time-seconds", knobs->stallWarn,
-                  "engine: warn about ops some ranks submitted and others did not after this "
-                  "long (default 60; 0 disables) -> HVD_STALL_CHECK_TIME")
-      ->check(finiteRange(0, 1e7, "seconds"));
+                  help(worker::kStallCheckTime))
+      ->check(numberOf(worker::kStallCheckTime, 1, "seconds"));
   app->add_option("--stall-check-shutdown-time-seconds", knobs->stallShutdown,
-                  "engine: fail the job after a stall this long (default 300; 0 never) -> "
-                  "HVD_STALL_SHUTDOWN_TIME")
-      ->check(finiteRange(0, 1e7, "seconds"));
+                  help(worker::kStallShutdownTime))
+      ->check(numberOf(worker::kStallShutdownTime, 1, "seconds"));
 }
 
 bool engineSettings(const CLI::App& app, const EngineKnobs& knobs,
                     std::vector<std::string>* settings, std::string* error) {
-  if (!knobs.gpuBackend.empty()) settings->push_back("HVD_GPU_BACKEND=" + knobs.gpuBackend);
-  if (knobs.hierarchical) settings->push_back("HVD_HIERARCHICAL_ALLREDUCE=1");
+  if (!knobs.gpuBackend.empty())
+    settings->push_back(setting(worker::kGpuBackend, knobs.gpuBackend));
+  if (knobs.hierarchical) settings->push_back(setting(worker::kHierarchicalAllreduce, "1"));
   // By count, not by value: a knob given as its default still overrides the caller's variable.
   if (app.count("--fusion-threshold-mb") > 0) {
-    settings->push_back("HVD_FUSION_THRESHOLD=" +
-                        std::to_string(static_cast<long long>(knobs.fusionMb * 1048576.0)));
+    settings->push_back(setting(worker::kFusionThreshold,
+                                std::to_string(static_cast<long long>(knobs.fusionMb * kMiB))));
   }
   if (app.count("--cycle-time-ms") > 0) {
-    settings->push_back("HVD_CYCLE_TIME=" + number(knobs.cycleMs));
+    settings->push_back(setting(worker::kCycleTime, number(knobs.cycleMs)));
   }
   if (app.count("--cache-capacity") > 0) {
-    settings->push_back("HVD_CACHE_CAPACITY=" + std::to_string(knobs.cacheCapacity));
+    settings->push_back(setting(worker::kCacheCapacity, std::to_string(knobs.cacheCapacity)));
   }
   if (app.count("--timeline-filename") > 0) {
     std::string path;
     if (!timelinePath(knobs.timeline, &path, error)) return false;
-    settings->push_back("HVD_TIMELINE=" + path);
+    settings->push_back(setting(worker::kTimeline, path));
   }
-  if (knobs.markCycles) settings->push_back("HVD_TIMELINE_MARK_CYCLES=1");
+  if (knobs.markCycles) settings->push_back(setting(worker::kTimelineMarkCycles, "1"));
   if (app.count("--stall-check-warning-time-seconds") > 0) {
-    settings->push_back("HVD_STALL_CHECK_TIME=" + number(knobs.stallWarn));
+    settings->push_back(setting(worker::kStallCheckTime, number(knobs.stallWarn)));
   }
   if (app.count("--stall-check-shutdown-time-seconds") > 0) {
-    settings->push_back("HVD_STALL_SHUTDOWN_TIME=" + number(knobs.stallShutdown));
+    settings->push_back(setting(worker::kStallShutdownTime, number(knobs.stallShutdown)));
   }
   return true;
 }

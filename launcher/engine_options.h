@@ -1,9 +1,12 @@
 // hvdrun's engine and GPU knobs (--fusion-threshold-mb, --cycle-time-ms, --cache-capacity,
 // --timeline-filename, --timeline-mark-cycles, --stall-check-*-seconds, --gpu-backend,
 // --hierarchical-allreduce): each sets a variable of every rank that the runtime's config reader
-// takes (HVD_*; it also reads the HOROVOD_* names). Registered with the other run options
-// (cli.cc), then turned into the "NAME=VALUE" entries of Options::engineSettings; only the knobs
-// given become settings, so the runtime's own defaults hold otherwise.
+// takes (HVD_*; it also reads the HOROVOD_* names). Each option's help line, default, range and
+// choices come from its variable's entry in the worker table (contract/worker_variables.h), and
+// a value the ranks would refuse is refused here by the same rule, so hvdrun and the ranks
+// cannot disagree. Registered with the other run options (cli.cc), then turned into the
+// "NAME=VALUE" entries of Options::engineSettings; only the knobs given become settings, so the
+// runtime's own defaults hold otherwise.
 #pragma once
 
 #include <string>

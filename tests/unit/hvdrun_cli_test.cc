@@ -23,6 +23,7 @@
 
 #include "agent/auth/cluster_key.h"
 #include "common/test_support.h"
+#include "contract/worker_variables.h"
 #include "hvd/error.hpp"
 #include "hvdrun_parse.h"
 #include "launcher/build_info.h"
@@ -605,6 +606,45 @@ TEST(HvdrunCliEngine, DynamicTimelineAndCycleMarksPassThrough) {
   ASSERT_EQ(p.code, std::nullopt) << p.stderrText;
   EXPECT_EQ(p.options.engineSettings,
             (std::vector<std::string>{"HVD_TIMELINE=DYNAMIC", "HVD_TIMELINE_MARK_CYCLES=1"}));
+}
+
+// The engine options are their worker variables (contract/worker_variables.h): a value the ranks
+// would refuse at init is refused by hvdrun, by the same rule, and --help shows each variable's
+// line and default.
+TEST(HvdrunCliEngine, OptionsTakeRangesHelpAndDefaultsFromTheWorkerTable) {
+  Parsed zero = parse({"hvdrun", "-np", "1", "--cycle-time-ms", "0", "prog"});
+  EXPECT_EQ(zero.code, 2);
+  EXPECT_TRUE(
+      zero.stderrText.find("--cycle-time-ms: '0' is not accepted by the ranks: HVD_CYCLE_TIME") !=
+      std::string::npos)
+      << zero.stderrText;
+  const std::string maxCache =
+      std::to_string(static_cast<long long>(contract::worker::kCacheCapacity.max));
+  const std::string overCache =
+      std::to_string(static_cast<long long>(contract::worker::kCacheCapacity.max) + 1);
+  EXPECT_EQ(parse({"hvdrun", "-np", "1", "--cache-capacity", maxCache, "prog"}).code, std::nullopt);
+  EXPECT_EQ(parse({"hvdrun", "-np", "1", "--cache-capacity", overCache, "prog"}).code, 2);
+  // Above the table's maximum, in the option's unit.
+  const std::string overStall =
+      std::to_string(static_cast<long long>(contract::worker::kStallShutdownTime.max) + 1);
+  EXPECT_EQ(
+      parse({"hvdrun", "-np", "1", "--stall-check-shutdown-time-seconds", overStall, "prog"}).code,
+      2);
+
+  ::testing::internal::CaptureStdout();
+  ASSERT_EQ(parse({"hvdrun", "--help"}).code, 0);
+  const std::string help = ::testing::internal::GetCapturedStdout();
+  for (const contract::WorkerVariable* v :
+       {&contract::worker::kCycleTime, &contract::worker::kStallCheckTime,
+        &contract::worker::kStallShutdownTime, &contract::worker::kTimelineMarkCycles,
+        &contract::worker::kHierarchicalAllreduce}) {
+    std::string doc = v->doc;
+    if (doc.back() == ')') doc.pop_back();  // the default goes inside the line's parenthesis
+    EXPECT_NE(help.find(doc), std::string::npos) << v->name;
+    EXPECT_NE(help.find(std::string("-> ") + v->name), std::string::npos) << v->name;
+  }
+  EXPECT_NE(help.find("default 128 MiB"), std::string::npos);  // HVD_FUSION_THRESHOLD in MiB
+  EXPECT_NE(help.find("default 1024) -> HVD_CACHE_CAPACITY"), std::string::npos);
 }
 
 TEST(HvdrunCliEngine, NoKnobsSetNothingAndBadValuesAreUsageErrors) {
