@@ -1,13 +1,13 @@
 #include "launcher/hosts.h"
 
-#include "agent/rpc/net.h"
+#include "agent/common/net.h"
 #include "contract/slurm_hosts.h"
 #include "hvd/error.hpp"
 
 namespace hvd::launcher {
 
 bool isLocalHost(const std::string& host, const std::string& ownHostname) {
-  return agent::rpc::isLoopbackName(host) || (!ownHostname.empty() && host == ownHostname);
+  return agent::common::isLoopbackName(host) || (!ownHostname.empty() && host == ownHostname);
 }
 
 std::vector<contract::HostSlots> resolveHosts(const Options& options) {
@@ -97,7 +97,7 @@ bool usesAgents(const Options& options, const std::vector<contract::HostSlots>& 
 }
 
 std::string agentAddress(const std::string& host, int port) {
-  return agent::rpc::joinHostPort(host == "localhost" ? "127.0.0.1" : host, port);
+  return agent::common::joinHostPort(host == "localhost" ? "127.0.0.1" : host, port);
 }
 
 }  // namespace hvd::launcher

@@ -14,7 +14,7 @@
 
 namespace hvd::launcher {
 
-// True for the names that mean this machine: loopback names and addresses (rpc::isLoopbackName)
+// True for the names that mean this machine: loopback names and addresses (common::isLoopbackName)
 // and `ownHostname`.
 bool isLocalHost(const std::string& host, const std::string& ownHostname);
 

@@ -28,10 +28,10 @@
 #include "agent/process/posix_spawner.h"
 #include "agent/rpc/call_auth.h"
 #include "agent/rpc/credentials.h"
-#include "agent/rpc/net.h"
-#include "common/fd_limit.h"
-#include "common/host.h"
-#include "common/logging.h"
+#include "agent/common/net.h"
+#include "hvd_support/fd_limit.h"
+#include "hvd_support/host.h"
+#include "hvd_support/logging.h"
 #include "contract/exit_codes.h"
 #include "hvd/error.hpp"
 #include "launcher/build_info.h"
@@ -45,7 +45,7 @@
 #include "launcher/remote_client.h"
 #include "launcher/signals.h"
 #include "launcher/slurm_agents.h"
-#include "store/tcp_store_server.h"
+#include "hvd_support/tcp_store_server.h"
 
 extern char** environ;
 

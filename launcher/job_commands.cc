@@ -19,7 +19,7 @@
 #include "agent/rpc/call_auth.h"
 #include "agent/rpc/convert.h"
 #include "agent/rpc/methods.h"
-#include "common/unix_time.h"
+#include "hvd_support/unix_time.h"
 #include "contract/exit_codes.h"
 #include "hvd/error.hpp"
 #include "launcher/hosts.h"

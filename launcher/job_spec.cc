@@ -7,7 +7,7 @@
 
 #include "agent/auth/cluster_key.h"
 #include "agent/rpc/convert.h"
-#include "agent/rpc/net.h"
+#include "agent/common/net.h"
 #include "hvd/error.hpp"
 #include "launcher/hosts.h"
 #include "launcher/job_environment.h"
@@ -54,7 +54,7 @@ void checkAgentHosts(const std::vector<contract::HostSlots>& hosts) {
                                  "' is listed twice; list it once with its "
                                  "slots");
     }
-    if (agent::rpc::isLoopbackName(h.host) && hosts.size() > 1) {
+    if (agent::common::isLoopbackName(h.host) && hosts.size() > 1) {
       throw InvalidArgumentError("host '" + h.host +
                                  "' means a different machine to each agent; name this machine "
                                  "by its hostname or address in a multi-host job");

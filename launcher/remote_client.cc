@@ -9,7 +9,7 @@
 #include "agent/common/thread_guard.h"
 #include "agent/rpc/convert.h"
 #include "agent/rpc/methods.h"
-#include "common/logging.h"
+#include "hvd_support/logging.h"
 #include "contract/exit_codes.h"
 #include "launcher/output.h"
 

@@ -16,7 +16,7 @@
 #include "agent/common/thread_guard.h"
 #include "agent/daemon/slurm_step.h"
 #include "agent/process/spawner.h"
-#include "common/logging.h"
+#include "hvd_support/logging.h"
 #include "hvd/error.hpp"
 
 extern char** environ;

@@ -19,7 +19,7 @@ add_library(hvd_launcher STATIC
 target_include_directories(hvd_launcher PUBLIC ${PROJECT_SOURCE_DIR})
 target_link_libraries(hvd_launcher
   PUBLIC hvd_contract hvd_agent_jobs hvd_agent_coordinator hvd_agent_process hvd_agent_rpc hvd_agent_client hvd_auth hvd
-  PRIVATE hvd_agent_common hvd_internal CLI11::CLI11 spdlog::spdlog hvd_warnings)
+  PRIVATE hvd_agent_common hvd_support hvd_contract_env CLI11::CLI11 spdlog::spdlog hvd_warnings)
 # --version and --check-build describe this build (cmake/HvdDependencies.cmake's detection).
 target_compile_definitions(hvd_launcher PRIVATE
   HVD_VERSION_STRING="${PROJECT_VERSION}"
@@ -30,5 +30,5 @@ target_compile_definitions(hvd_launcher PRIVATE
 # hvdrun: embedded mode (coordinator, process supervision and the job store in one process) and
 # remote mode (SubmitJob to the leader hvdagent).
 add_executable(hvdrun ${CMAKE_CURRENT_LIST_DIR}/hvdrun_main.cc)
-target_link_libraries(hvdrun PRIVATE hvd_launcher hvd_agent_common hvd_internal spdlog::spdlog
+target_link_libraries(hvdrun PRIVATE hvd_launcher hvd_agent_common hvd_support hvd_contract_env spdlog::spdlog
                              hvd_warnings)

@@ -11,7 +11,7 @@
 #include "agent/relay/tree_shape.h"
 #include "agent/rpc/convert.h"
 #include "agent/rpc/methods.h"
-#include "common/logging.h"
+#include "hvd_support/logging.h"
 
 namespace hvd::agent::client {
 

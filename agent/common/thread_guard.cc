@@ -4,7 +4,7 @@
 
 #include <exception>
 
-#include "common/logging.h"
+#include "hvd_support/logging.h"
 
 namespace hvd::agent::common {
 

@@ -1,6 +1,9 @@
 #include "agent/coordinator/fake_node_agent.h"
 
+#include <exception>
 #include <utility>
+
+#include "agent/coordinator/rank_environments.h"
 
 namespace hvd::agent::coordinator {
 
@@ -224,7 +227,16 @@ DescribeResult FakeNodeAgent::describe() {
 
 LaunchStatus FakeNodeAgent::launch(const LaunchRequest& request, JobEvents* events) {
   std::lock_guard<std::mutex> lock(mutex_);
-  launches_.push_back(request);
+  // As a real agent, it builds its ranks' environments from the host's template; the launch
+  // is recorded with them.
+  LaunchRequest built = request;
+  try {
+    buildRankEnvironments(&built);
+  } catch (const std::exception& e) {
+    launches_.push_back(request);
+    return {e.what()};
+  }
+  launches_.push_back(std::move(built));
   if (launchError_) return {*launchError_};
   // As a real agent: a launch on a reservation that is gone does not start.
   if (request.reserved && ledger_ != nullptr && !ledger_->bind(request.jobId)) {

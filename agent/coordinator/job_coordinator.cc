@@ -306,15 +306,20 @@ std::optional<JobResult> JobCoordinator::build(contract::Placement placement,
       input.oversubscribe = spec_.oversubscribe;
       input.restartCount = spec_.attempt;
       input.maxRestarts = spec_.restart.maxRestarts;
+      // Checked here, built by the host's agent: a job that cannot give a rank its environment
+      // fails as invalid before anything starts.
       for (int rank : placement.hostRanks[h]) {
         input.placement = placement.ranks[rank];
+        node::checkWorkerEnvironment(input);
         RankLaunch launch;
         launch.rank = rank;
         launch.spec.argv = spec_.argv;
         launch.spec.cwd = spec_.cwd;
-        launch.spec.env = node::buildWorkerEnvironment(input);
+        launch.placement = placement.ranks[rank];
         request.ranks.push_back(std::move(launch));
       }
+      input.placement = {};
+      request.environment = std::move(input);
     }
   } catch (const hvd::Error& e) {
     // A bad forwarded variable: the request is wrong, and the message says how.

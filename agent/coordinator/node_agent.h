@@ -23,7 +23,9 @@
 
 #include "agent/ledger/resource_ledger.h"
 #include "agent/node/node_description.h"
+#include "agent/node/worker_env.h"
 #include "agent/process/spawner.h"
+#include "contract/placement.h"
 
 namespace hvd::agent::coordinator {
 
@@ -64,11 +66,14 @@ struct ReserveResult {
   bool ok() const { return error.reason.empty(); }
 };
 
-// One rank to start on the agent's node: its global rank and its complete command (argv list,
-// the full environment from node::buildWorkerEnvironment, cwd).
+// One rank to start on the agent's node: its global rank and its command (argv list, cwd). Its
+// environment is either given whole in spec.env, or, for a job's ranks, built by the agent that
+// starts it from the host's template (LaunchRequest::environment) and the rank's placement
+// (rank_environments.h): the leader sends what the ranks share once per host.
 struct RankLaunch {
   int rank = 0;
   process::SpawnSpec spec;
+  std::optional<contract::RankPlacement> placement;  // with LaunchRequest::environment
 };
 
 // This host's share of a job. Ranks are ascending; the agent starts them all or none.
@@ -83,6 +88,9 @@ struct LaunchRequest {
   // fails when it is gone (its lease expired), instead of starting on resources another job may
   // hold by now.
   bool reserved = false;
+  // The ranks' environments on this host without their placements: every rank with a
+  // placement gets node::buildWorkerEnvironment of this and its placement, on its agent.
+  std::optional<node::WorkerEnvInput> environment;
 };
 
 // Outcome of launch(): empty `error` means every rank was started.

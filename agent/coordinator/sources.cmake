@@ -3,6 +3,7 @@
 # unit-tested with FakeNodeAgent; the gRPC service and the embedded hvdrun adapt it.
 add_library(hvd_agent_coordinator STATIC
   ${CMAKE_CURRENT_LIST_DIR}/job_coordinator.cc
+  ${CMAKE_CURRENT_LIST_DIR}/rank_environments.cc
   ${CMAKE_CURRENT_LIST_DIR}/restart_policy.cc
   ${CMAKE_CURRENT_LIST_DIR}/fake_node_agent.cc)
 target_include_directories(hvd_agent_coordinator PUBLIC ${PROJECT_SOURCE_DIR})

@@ -21,6 +21,7 @@
 #include "agent/auth/cluster_key.h"
 #include "agent/auth/request_signer.h"
 #include "agent/client/remote_node_agent.h"
+#include "agent/common/net.h"
 #include "agent/common/thread_guard.h"
 #include "agent/daemon/agent_cli.h"
 #include "agent/daemon/slurm_step.h"
@@ -35,14 +36,13 @@
 #include "agent/records/job_records.h"
 #include "agent/rpc/call_auth.h"
 #include "agent/rpc/credentials.h"
-#include "agent/rpc/net.h"
 #include "agent/service/agent_service.h"
-#include "common/fd_limit.h"
-#include "common/host.h"
-#include "common/logging.h"
+#include "hvd_support/fd_limit.h"
+#include "hvd_support/host.h"
+#include "hvd_support/logging.h"
 #include "contract/exit_codes.h"
 #include "hvd/error.hpp"
-#include "store/tcp_store_server.h"
+#include "hvd_support/tcp_store_server.h"
 
 extern char** environ;
 
@@ -76,7 +76,7 @@ void writePortFile(const std::string& path, int port) {
   }
 }
 
-int serve(const daemon::AgentCliOptions& options, const hvd::agent::rpc::ListenAddress& listen,
+int serve(const daemon::AgentCliOptions& options, const hvd::agent::common::ListenAddress& listen,
           const hvd::agent::auth::ClusterKey& key, std::vector<std::string> baseEnv) {
   std::shared_ptr<grpc::ServerCredentials> credentials =
       hvd::agent::rpc::makeServerCredentials(options.tls);
@@ -170,9 +170,10 @@ int serve(const daemon::AgentCliOptions& options, const hvd::agent::rpc::ListenA
   if (!options.portFile.empty()) writePortFile(options.portFile, port);
   if (options.slurmStep) {
     // hvdrun reads this through srun; then the end of stdin is the end of this agent.
-    const std::string line = daemon::readyLine(daemon::slurmNodeName(std::getenv),
-                                               hvd::agent::rpc::joinHostPort(listen.host, port)) +
-                             "\n";
+    const std::string line =
+        daemon::readyLine(daemon::slurmNodeName(std::getenv),
+                          hvd::agent::common::joinHostPort(listen.host, port)) +
+        "\n";
     std::fputs(line.c_str(), stdout);
     std::fflush(stdout);
     const int wake = hvd::agent::process::signalPipeWriteFd();
@@ -184,7 +185,7 @@ int serve(const daemon::AgentCliOptions& options, const hvd::agent::rpc::ListenA
   hvd::logging::program("daemon")->info(
       "hvdagent {}: listening on {}, key fingerprint {}, TLS {}, store port {}, "
       "state dir {} ({} job record(s))",
-      node::agentVersion(), hvd::agent::rpc::joinHostPort(listen.host, port), key.fingerprint(),
+      node::agentVersion(), hvd::agent::common::joinHostPort(listen.host, port), key.fingerprint(),
       options.tls.enabled() ? "on (client certificates required)" : "off", store.port(),
       records.dir(), loaded.loaded);
   if (const int resumed = service.resumeQueued(); resumed > 0) {
@@ -242,7 +243,7 @@ int agentMain(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", refusal.c_str());
     return 2;
   }
-  hvd::agent::rpc::ListenAddress listen;
+  hvd::agent::common::ListenAddress listen;
   std::optional<hvd::agent::auth::ClusterKey> key;
   std::optional<daemon::TemporaryStateDir> temporaryState;
   if (options.slurmStep) {
@@ -260,7 +261,7 @@ int agentMain(int argc, char** argv) {
     }
   }
   try {
-    listen = hvd::agent::rpc::parseListenAddress(options.listen);
+    listen = hvd::agent::common::parseListenAddress(options.listen);
   } catch (const hvd::InvalidArgumentError& e) {
     std::fprintf(stderr, "hvdagent: %s\n", e.what());
     return 2;

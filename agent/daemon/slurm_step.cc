@@ -9,12 +9,11 @@
 #include <filesystem>
 #include <vector>
 
+#include "agent/common/net.h"
 #include "agent/common/thread_guard.h"
-#include "agent/rpc/net.h"
-#include "common/host.h"
+#include "hvd_support/host.h"
 #include "hvd/error.hpp"
-#include "transport/interfaces.h"
-#include "transport/mesh.h"
+#include "hvd_support/interfaces.h"
 
 namespace hvd::agent::daemon {
 
@@ -24,10 +23,10 @@ std::string readyLine(const std::string& node, const std::string& address) {
 
 std::string slurmStepListen(const contract::EnvReader& getenv) {
   const char* launcher = getenv("SLURM_LAUNCH_NODE_IPADDR");
-  return rpc::joinHostPort(launcher != nullptr && *launcher
-                               ? transport::localAddressToward(launcher)
-                               : transport::firstInterfaceIpv4(),
-                           0);
+  return common::joinHostPort(launcher != nullptr && *launcher
+                                  ? transport::localAddressToward(launcher)
+                                  : transport::firstInterfaceIpv4(),
+                              0);
 }
 
 std::string slurmNodeName(const contract::EnvReader& getenv) {

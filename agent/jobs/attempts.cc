@@ -3,13 +3,13 @@
 #include <utility>
 #include <vector>
 
+#include "agent/common/net.h"
 #include "agent/common/thread_guard.h"
 #include "agent/coordinator/restart_policy.h"
 #include "agent/relay/tree_shape.h"
-#include "agent/rpc/net.h"
 #include "contract/random.h"
 #include "hvd/error.hpp"
-#include "store/tcp_store_server.h"
+#include "hvd_support/tcp_store_server.h"
 
 namespace hvd::agent::jobs {
 
@@ -17,7 +17,7 @@ namespace coord = coordinator;
 
 void checkRunnable(const coord::JobSpec& spec, const AttemptSite& site) {
   if (spec.hosts.size() <= 1) return;
-  if (rpc::isLoopbackName(spec.hosts[0].host)) {
+  if (common::isLoopbackName(spec.hosts[0].host)) {
     throw InvalidArgumentError(
         "the first host '" + spec.hosts[0].host +
         "' is a loopback name, which the other hosts cannot reach; name it by an address or "
@@ -46,7 +46,7 @@ JobAttempts::~JobAttempts() { abandon(); }
 std::optional<coord::JobResult> JobAttempts::run() {
   // MASTER_PORT for torch env://: free on the site's address now (released before the ranks
   // start, so it could be taken first).
-  if (const int port = rpc::pickFreePort(site_.portHost); port > 0) spec_.masterPort = port;
+  if (const int port = common::pickFreePort(site_.portHost); port > 0) spec_.masterPort = port;
   coord::JobResult result;
   std::optional<coord::JobResult> previous;  // the failure that caused this attempt
   for (int attempt = 0;; ++attempt) {
@@ -123,7 +123,8 @@ void JobAttempts::setUp(int attempt) {
   }
   const std::string& storeHost = site_.storeHost.empty() ? spec_.hosts[0].host : site_.storeHost;
   auto coordinator = std::make_unique<coord::JobCoordinator>(
-      spec_, agents, coord::StoreEndpoint{rpc::joinHostPort(storeHost, site_.store->port()), token},
+      spec_, agents,
+      coord::StoreEndpoint{common::joinHostPort(storeHost, site_.store->port()), token},
       steps_->events(attempt), &clock_, remotes.get());
   std::lock_guard<std::mutex> lock(mutex_);
   local_ = std::move(local);

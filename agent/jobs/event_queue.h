@@ -20,7 +20,7 @@
 #include <utility>
 #include <vector>
 
-namespace hvd::agent::service {
+namespace hvd::agent::jobs {
 
 inline constexpr size_t kMaxQueuedOutputBytes = size_t{64} << 20;
 
@@ -106,4 +106,4 @@ class OutputBudget {
   std::map<int, size_t> dropped_;
 };
 
-}  // namespace hvd::agent::service
+}  // namespace hvd::agent::jobs

@@ -10,64 +10,21 @@
 #include <vector>
 
 #include "agent/auth/cluster_key.h"
+#include "agent/common/net.h"
 #include "agent/common/thread_guard.h"
 #include "agent/coordinator/restart_policy.h"
+#include "agent/records/job_log.h"
 #include "agent/relay/tree_hosts.h"
 #include "agent/relay/tree_shape.h"
-#include "agent/rpc/convert.h"
-#include "agent/rpc/net.h"
-#include "common/logging.h"
-#include "common/unix_time.h"
+#include "hvd_support/logging.h"
+#include "hvd_support/unix_time.h"
 #include "contract/exit_codes.h"
 #include "hvd/error.hpp"
-#include "store/tcp_store_server.h"
+#include "hvd_support/tcp_store_server.h"
 
 namespace hvd::agent::jobs {
-namespace {
 
 namespace coord = coordinator;
-
-v1::RankState toProto(coord::RankState state) {
-  switch (state) {
-    case coord::RankState::kRunning:
-      return v1::RANK_RUNNING;
-    case coord::RankState::kExited:
-      return v1::RANK_EXITED;
-    case coord::RankState::kLost:
-      return v1::RANK_LOST;
-    case coord::RankState::kNotStarted:
-      break;
-  }
-  return v1::RANK_PENDING;
-}
-
-void setRanks(const std::vector<coord::RankSnapshot>& ranks, v1::JobInfo* info) {
-  info->clear_ranks();
-  for (const coord::RankSnapshot& r : ranks) {
-    v1::RankInfo* out = info->add_ranks();
-    out->set_rank(r.rank);
-    out->set_host(r.host);
-    out->set_pid(r.pid);
-    out->set_state(toProto(r.state));
-    if (r.exit) {
-      out->set_exit_code(r.exit->exitCode);
-      out->set_signal(r.exit->signal);
-    }
-  }
-}
-
-void setResources(const std::vector<coord::HostResources>& resources, v1::JobInfo* info) {
-  info->clear_resources();
-  for (const coord::HostResources& r : resources) {
-    v1::HostResources* out = info->add_resources();
-    out->set_host(r.host);
-    out->set_slots(r.slots);
-    for (int g : r.gpus) out->add_gpus(g);
-    for (const std::string& u : r.gpuUuids) out->add_gpu_uuids(u);
-  }
-}
-
-}  // namespace
 
 uint64_t ChangeSignal::current() const {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -85,19 +42,6 @@ void ChangeSignal::bump() {
 void ChangeSignal::waitPast(uint64_t seen, std::chrono::milliseconds timeout) const {
   std::unique_lock<std::mutex> lock(mutex_);
   cv_.wait_for(lock, timeout, [&] { return value_ != seen; });
-}
-
-v1::JobState stateOfOutcome(coord::JobOutcome outcome) {
-  switch (outcome) {
-    case coord::JobOutcome::kSucceeded:
-      return v1::JOB_COMPLETED;
-    case coord::JobOutcome::kCancelled:
-      return v1::JOB_CANCELLED;
-    case coord::JobOutcome::kTimedOut:
-      return v1::JOB_TIMEOUT;
-    default:
-      return v1::JOB_FAILED;
-  }
 }
 
 // The coordinator's client for a led job: every line to the log, the end remembered.
@@ -169,21 +113,9 @@ class LedJobs::Steps final : public AttemptSteps {
 
   void started(const coord::JobCoordinator& coordinator, int attempt) override {
     const std::string& id = job_->id;
-    led_->history_->dropRequest(id);
-    const int64_t now = nowUnixMs();
-    const bool running = !coordinator.finished();
-    led_->history_->update(id, [&](v1::JobInfo* info) {
-      if (running) info->set_state(v1::JOB_RUNNING);
-      info->clear_queue_reason();
-      if (info->started_unix_ms() == 0) info->set_started_unix_ms(now);
-      info->set_restart_count(attempt);
-      setRanks(coordinator.ranks(), info);
-      setResources(coordinator.resources(), info);
-      v1::AttemptInfo* a = info->add_attempts();
-      a->set_attempt(attempt);
-      for (const auto& h : job_->attempts->spec().hosts) a->add_hosts(h.host);
-      a->set_started_unix_ms(now);
-    });
+    led_->records_.dropRequest(id);
+    led_->records_.attemptStarted(id, attempt, job_->attempts->spec(), !coordinator.finished(),
+                                  coordinator.ranks(), coordinator.resources());
     job_->changed->bump();
     hvd::logging::program("jobs")->info("job {} attempt {}: every rank started", id, attempt);
   }
@@ -195,25 +127,15 @@ class LedJobs::Steps final : public AttemptSteps {
   void progressed(const coord::JobCoordinator& coordinator) override {
     std::vector<coord::RankSnapshot> ranks = coordinator.ranks();
     if (ranks != recorded_) {  // an exit, or pids after the launch: rewrite the record
-      led_->history_->update(job_->id, [&](v1::JobInfo* info) { setRanks(ranks, info); });
+      led_->records_.ranksChanged(job_->id, ranks);
       recorded_ = std::move(ranks);
     }
   }
 
   void ended(const coord::JobCoordinator& coordinator, int attempt,
              const coord::JobResult& result) override {
-    led_->history_->update(job_->id, [&](v1::JobInfo* info) {
-      setRanks(coordinator.ranks(), info);
-      if (info->attempts_size() == 0 || info->attempts().rbegin()->attempt() != attempt) {
-        // It never got every rank started: still an attempt, with no start time.
-        v1::AttemptInfo* a = info->add_attempts();
-        a->set_attempt(attempt);
-        for (const auto& h : job_->attempts->spec().hosts) a->add_hosts(h.host);
-      }
-      v1::AttemptInfo* a = info->mutable_attempts(info->attempts_size() - 1);
-      a->set_ended_unix_ms(nowUnixMs());
-      *a->mutable_end() = rpc::toProto(result);
-    });
+    led_->records_.attemptEnded(job_->id, attempt, job_->attempts->spec(), coordinator.ranks(),
+                                result);
     hvd::logging::program("jobs")->info("job {} attempt {}: ended, exit code {}: {}", job_->id,
                                         attempt, result.exitCode, result.summary);
   }
@@ -226,7 +148,7 @@ class LedJobs::Steps final : public AttemptSteps {
   void restarting(int attempt, const coord::JobResult& after) override {
     hvd::logging::program("jobs")->warn("job {}: restarting (restart {} of {}) after: {}", job_->id,
                                         attempt, job_->spec.restart.maxRestarts, after.summary);
-    led_->history_->update(job_->id, [&](v1::JobInfo* info) { info->set_restart_count(attempt); });
+    led_->records_.restarting(job_->id, attempt);
     job_->changed->bump();
   }
 
@@ -239,7 +161,7 @@ class LedJobs::Steps final : public AttemptSteps {
 
 LedJobs::LedJobs(LedJobsOptions options, LocalHost* local, store::TcpStoreServer* store,
                  records::JobHistory* history)
-    : options_(std::move(options)), local_(local), store_(store), history_(history) {
+    : options_(std::move(options)), local_(local), store_(store), records_(history) {
   if (options_.ledger != nullptr) {
     std::weak_ptr<ChangeSignal> signal = queueChanged_;
     options_.ledger->setOnRelease([signal] {
@@ -265,7 +187,7 @@ AttemptSite LedJobs::site() {
   // name resolution (the node names of a Slurm allocation, say). A wildcard bind leaves the
   // leader's host as the user named it.
   const std::string& listen = options_.listenHost;
-  if (!listen.empty() && !rpc::isWildcardAddress(listen)) site.storeHost = listen;
+  if (!listen.empty() && !common::isWildcardAddress(listen)) site.storeHost = listen;
   site.portHost = listen;
   site.defaultConnectTimeout = options_.defaultConnectTimeout;
   site.detached = &detached_;
@@ -276,33 +198,20 @@ std::string LedJobs::submit(coord::JobSpec spec, const std::string& submittedBy)
   checkRunnable(spec, site());
   reapFinished();
   auto job = std::make_unique<Job>();
-  job->id = history_->newJobId();
+  job->id = records_.newJobId();
   spec.jobId = job->id;
   job->spec = spec;
 
-  v1::JobInfo info;
-  info.set_job_id(job->id);
-  info.set_name(spec.name);
-  info.set_state(v1::JOB_PENDING);
-  info.set_np(spec.np);
-  for (const auto& h : spec.hosts) info.add_hosts(h.host);
-  for (const std::string& a : spec.argv) info.add_argv(a);
-  info.set_cwd(spec.cwd);
-  info.set_submitted_unix_ms(nowUnixMs());
-  info.set_time_limit_ms(spec.timeLimit.count());
-  info.set_grace_ms(spec.grace.count());
-  info.set_detached(spec.detach);
-  info.set_max_restarts(spec.restart.maxRestarts);
-  history_->create(info);
+  records_.createPending(spec);
   // A submitted job may wait in the queue past this agent's life: its request is kept until
   // it starts.
-  if (spec.detach && !history_->saveRequest(job->id, rpc::toProto(spec, {}))) {
+  if (spec.detach && !records_.saveRequest(spec)) {
     // Not recorded is not accepted: a queued job whose request is lost would vanish at a restart.
     const int error = errno;
-    history_->discard(job->id);
+    records_.discard(job->id);
     throw records::StateWriteError(
         "cannot record the job: writing its request under the state directory failed: " +
-            std::string(std::strerror(error)) + " (" + history_->space()->describe() +
+            std::string(std::strerror(error)) + " (" + records_.space()->describe() +
             "); free space there, or restart hvdagent with another --state-dir",
         error);
   }
@@ -311,21 +220,13 @@ std::string LedJobs::submit(coord::JobSpec spec, const std::string& submittedBy)
 
 std::string LedJobs::start(std::unique_ptr<Job> job, const std::string& submittedBy) {
   try {
-    job->log = std::make_unique<records::JobLogWriter>(history_->logPath(job->id).value(),
-                                                       options_.maxLogBytes, history_->space());
+    job->log = std::make_unique<records::JobLogWriter>(records_.logPath(job->id).value(),
+                                                       options_.maxLogBytes, records_.space());
   } catch (const records::StateWriteError& e) {
     // Nothing started: the record says why rather than staying PENDING forever.
-    history_->dropRequest(job->id);
-    history_->update(job->id, [&](v1::JobInfo* i) {
-      i->set_state(v1::JOB_FAILED);
-      i->set_ended_unix_ms(nowUnixMs());
-      i->mutable_end()->set_job_id(job->id);
-      i->mutable_end()->set_outcome(v1::LAUNCH_FAILED);
-      i->mutable_end()->set_exit_code(contract::kExitLaunchFailed);
-      i->mutable_end()->set_summary(std::string("hvdrun: ") + e.what());
-      i->mutable_end()->set_reason(e.what());
-      i->mutable_end()->set_rank(-1);
-    });
+    records_.dropRequest(job->id);
+    records_.failed(job->id, coord::JobOutcome::kLaunchFailed, contract::kExitLaunchFailed,
+                    std::string("hvdrun: ") + e.what(), e.what());
     throw;
   }
   hvd::logging::program("jobs")->info("job {}: np {} on {} host(s), '{}', {} by {}", job->id,
@@ -334,16 +235,13 @@ std::string LedJobs::start(std::unique_ptr<Job> job, const std::string& submitte
   Job* raw = job.get();
   coord::JobSpec spec = job->spec;
   const std::string& listen = options_.listenHost;
-  if (!listen.empty() && !rpc::isWildcardAddress(listen)) spec.masterAddr = listen;
+  if (!listen.empty() && !common::isWildcardAddress(listen)) spec.masterAddr = listen;
   job->steps = std::make_unique<Steps>(this, raw);
   job->attempts = std::make_unique<JobAttempts>(std::move(spec), site(), job->steps.get());
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (shuttingDown_) {
-      history_->update(raw->id, [](v1::JobInfo* i) {
-        i->set_state(v1::JOB_CANCELLED);
-        i->set_ended_unix_ms(nowUnixMs());
-      });
+      records_.cancelledUnstarted(raw->id);
       throw PeerError("the agent is shutting down");
     }
     running_[raw->id] = std::move(job);
@@ -356,30 +254,9 @@ std::string LedJobs::start(std::unique_ptr<Job> job, const std::string& submitte
   return raw->id;
 }
 
-namespace {
-
-// Where a queued job's record (what ps and status show) and its saved request (what would run)
-// differ: "" when they agree.
-std::string disagreement(const v1::JobInfo& info, const coord::JobSpec& spec) {
-  const std::vector<std::string> argv(info.argv().begin(), info.argv().end());
-  if (argv != spec.argv) return "the command";
-  if (info.np() != spec.np) return "-np";
-  if (info.cwd() != spec.cwd) return "the working directory";
-  if (static_cast<size_t>(info.hosts_size()) != spec.hosts.size()) return "the hosts";
-  for (size_t i = 0; i < spec.hosts.size(); ++i) {
-    if (info.hosts(static_cast<int>(i)) != spec.hosts[i].host) return "the hosts";
-  }
-  return {};
-}
-
-}  // namespace
-
 int LedJobs::resumeQueued() {
   int resumed = 0;
-  std::vector<std::string> queued;
-  for (const v1::JobInfo& info : history_->list()) {  // in submission order
-    if (info.state() == v1::JOB_QUEUED) queued.push_back(info.job_id());
-  }
+  const std::vector<std::string> queued = records_.queuedJobs();  // in submission order
   {
     // Their places first, in that order: each job's own thread comes to it later, in whatever
     // order the threads run.
@@ -391,15 +268,13 @@ int LedJobs::resumeQueued() {
   }
   for (const std::string& id : queued) {
     try {
-      std::optional<v1::SubmitJobRequest> request = history_->savedRequest(id);
-      if (!request) throw InvalidArgumentError("its saved request cannot be read");
-      coord::JobSpec spec = rpc::fromProto(*request);
+      std::optional<coord::JobSpec> saved = records_.savedRequest(id);
+      if (!saved) throw InvalidArgumentError("its saved request cannot be read");
+      coord::JobSpec spec = std::move(*saved);
       checkRunnable(spec, site());
       // What ps and status showed is what runs, or nothing does.
-      if (const std::optional<v1::JobInfo> info = history_->get(id)) {
-        if (const std::string why = disagreement(*info, spec); !why.empty()) {
-          throw InvalidArgumentError("its record and its saved request disagree on " + why);
-        }
+      if (const std::string why = records_.disagreement(id, spec); !why.empty()) {
+        throw InvalidArgumentError("its record and its saved request disagree on " + why);
       }
       spec.jobId = id;
       auto job = std::make_unique<Job>();
@@ -411,19 +286,11 @@ int LedJobs::resumeQueued() {
       leaveQueue(id);
       hvd::logging::program("jobs")->warn("job {}: cannot resume it from the queue: {}", id,
                                           e.what());
-      history_->dropRequest(id);
-      history_->update(id, [&](v1::JobInfo* i) {
-        i->set_state(v1::JOB_FAILED);
-        i->set_ended_unix_ms(nowUnixMs());
-        i->mutable_end()->set_job_id(id);
-        i->mutable_end()->set_outcome(v1::INVALID_JOB);
-        i->mutable_end()->set_exit_code(contract::kExitUsage);
-        i->mutable_end()->set_summary(
-            std::string("hvdrun: job ") + id +
-            " could not be resumed after the agent restarted: " + e.what());
-        i->mutable_end()->set_reason(e.what());
-        i->mutable_end()->set_rank(-1);
-      });
+      records_.dropRequest(id);
+      records_.failed(id, coord::JobOutcome::kInvalidJob, contract::kExitUsage,
+                      std::string("hvdrun: job ") + id +
+                          " could not be resumed after the agent restarted: " + e.what(),
+                      e.what());
     }
   }
   return resumed;
@@ -525,10 +392,7 @@ coord::JobCoordinator::Start LedJobs::waitAndStart(Job* job, coord::JobCoordinat
     }
     if (reason != shown) {
       hvd::logging::program("jobs")->info("job {}: queued: {}", id, reason);
-      history_->update(id, [&](v1::JobInfo* info) {
-        info->set_state(v1::JOB_QUEUED);
-        info->set_queue_reason(reason);
-      });
+      records_.queued(id, reason);
       job->changed->bump();
       shown = reason;
     }
@@ -542,11 +406,7 @@ void LedJobs::run(Job* job) {
   if (!ended) {
     // Put aside by a shutdown before it started (waitAndStart).
     job->log->close();
-    history_->update(id, [](v1::JobInfo* info) {
-      info->set_state(v1::JOB_QUEUED);
-      info->set_queue_reason(
-          "its agent stopped before it started; it starts once the agent is back");
-    });
+    records_.queued(id, "its agent stopped before it started; it starts once the agent is back");
     hvd::logging::program("jobs")->info(
         "job {}: kept in the queue for the next agent (not started)", id);
     job->done = true;
@@ -555,27 +415,21 @@ void LedJobs::run(Job* job) {
   }
   const coord::JobResult& result = *ended;
   job->log->close();
-  history_->dropRequest(id);
+  records_.dropRequest(id);
   std::string cancelReason;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     cancelReason = job->cancelReason;
   }
-  history_->update(id, [&](v1::JobInfo* info) {
-    info->set_state(stateOfOutcome(result.outcome));
-    info->set_ended_unix_ms(nowUnixMs());
-    info->clear_queue_reason();
-    *info->mutable_end() = rpc::toProto(result);
-    if (result.outcome == coord::JobOutcome::kCancelled && !cancelReason.empty()) {
-      info->mutable_end()->set_reason(cancelReason);
-      info->mutable_end()->set_summary(result.summary + " (" + cancelReason + ")");
-    }
-    info->set_log_lines_dropped(job->log->dropped());
-    info->set_log_drop_reason(job->log->dropReasons());
-  });
+  coord::JobResult recorded = result;
+  if (result.outcome == coord::JobOutcome::kCancelled && !cancelReason.empty()) {
+    recorded.reason = cancelReason;
+    recorded.summary = result.summary + " (" + cancelReason + ")";
+  }
+  records_.ended(id, recorded, job->log->dropped(), job->log->dropReasons());
   hvd::logging::program("jobs")->info("job {}: ended, exit code {}: {}", id, result.exitCode,
                                       result.summary);
-  history_->prune();
+  records_.prune();
   job->done = true;
   job->changed->bump();
 }
@@ -593,21 +447,13 @@ void LedJobs::abandon(Job* job, const std::string& what) {
   common::runGuarded(role, [&] {
     if (job->log) job->log->close();
   });
-  common::runGuarded(role, [&] { history_->dropRequest(id); });
+  common::runGuarded(role, [&] { records_.dropRequest(id); });
   common::runGuarded(role, [&] {
-    history_->update(id, [&](v1::JobInfo* info) {
-      info->set_state(v1::JOB_FAILED);
-      info->set_ended_unix_ms(nowUnixMs());
-      v1::JobEnd* end = info->mutable_end();
-      end->set_job_id(id);
-      // The leader lost track of its job, as if its agent had gone: the program did not fail.
-      end->set_outcome(v1::AGENT_LOST);
-      end->set_exit_code(contract::kExitInternalError);
-      end->set_summary("hvdrun: internal error in the agent leading job " + id + ": " + what +
-                       "; its ranks were stopped");
-      end->set_reason("internal error: " + what);
-      end->set_rank(-1);
-    });
+    // The leader lost track of its job, as if its agent had gone: the program did not fail.
+    records_.failed(id, coord::JobOutcome::kAgentLost, contract::kExitInternalError,
+                    "hvdrun: internal error in the agent leading job " + id + ": " + what +
+                        "; its ranks were stopped",
+                    "internal error: " + what);
   });
   job->done = true;
   job->changed->bump();
@@ -655,9 +501,9 @@ LedJobs::CancelOutcome LedJobs::cancel(const std::string& jobId,
     }
   }
   queueChanged_->bump();  // a queued job ends now rather than at its next poll
-  if (const std::optional<v1::JobInfo> info = history_->get(jobId)) {
+  if (const std::optional<coord::JobState> state = records_.stateOf(jobId)) {
     outcome.found = true;
-    outcome.state = info->state();
+    outcome.state = *state;
   }
   return outcome;
 }
@@ -684,33 +530,6 @@ void LedJobs::join() {
     jobs.swap(running_);
   }
   for (auto& [id, job] : jobs) job->thread.join();
-}
-
-bool streamJobLog(const LedJobs& led, const std::string& jobId, const records::LogFilter& filter,
-                  uint64_t* offset, bool follow, const std::function<bool()>& cancelled,
-                  const std::function<bool(const std::vector<records::LogLine>&)>& emitLines,
-                  const std::function<bool(const v1::JobEnd&)>& emitEnd,
-                  const std::function<bool(const v1::JobInfo&)>& onRecord) {
-  const std::optional<std::string> path = led.history()->logPath(jobId);
-  if (!path) return true;
-  const std::shared_ptr<const ChangeSignal> changed = led.changedOf(jobId);
-  for (;;) {
-    const uint64_t seen = changed->current();
-    // The state first, then the lines: the log is complete once the record is final.
-    const std::optional<v1::JobInfo> info = led.history()->get(jobId);
-    const bool ended = !info || rpc::isFinalState(info->state());
-    if (info && onRecord && !onRecord(*info)) return false;
-    for (;;) {
-      const uint64_t before = *offset;
-      const std::vector<records::LogLine> lines = records::readLogLines(*path, offset, filter);
-      if (!lines.empty() && !emitLines(lines)) return false;
-      if (*offset == before) break;
-    }
-    if (ended) return info && info->has_end() ? emitEnd(info->end()) : true;
-    if (!follow) return true;
-    if (cancelled()) return false;
-    changed->waitPast(seen, std::chrono::milliseconds(150));
-  }
 }
 
 }  // namespace hvd::agent::jobs

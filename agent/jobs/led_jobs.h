@@ -10,22 +10,21 @@
 //     store namespace and token, the job with its own MASTER_PORT (several jobs at once share
 //     nothing but the agent); LedJobs adds the queue wait before each start, the pace (the
 //     job's sink, at least every 150 ms for stop deadlines and --time-limit) and the records;
-//   * its record (JobHistory) rewritten at each change of state, every attempt listed, and
-//     every output line appended to its log (JobLogWriter) as it arrives;
+//   * its record (JobHistory, written through LedJobRecords) rewritten at each change of state,
+//     every attempt listed, and every output line appended to its log (JobLogWriter) as it
+//     arrives;
 //   * at the end: hosts released, store namespace removed, log closed, then the final record
 //     written (so a reader that sees a final state has every line), then old jobs pruned.
 //
-// Readers (an attached run, `hvdrun logs -f`, `hvdrun attach`) follow the log file, woken by
-// the job's own changedOf(); they never hold up the job, and a slow one loses nothing.
+// Readers (an attached run, `hvdrun logs -f`, `hvdrun attach`: agent/service/job_log_stream.h)
+// follow the log file, woken by the job's own changedOf(); they never hold up the job, and a slow
+// one loses nothing.
 #pragma once
-
-#include <grpcpp/grpcpp.h>
 
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
-#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -33,14 +32,13 @@
 #include <string>
 
 #include "agent/coordinator/job_coordinator.h"
+#include "agent/coordinator/job_state.h"
 #include "agent/jobs/attempts.h"
 #include "agent/jobs/local_host.h"
 #include "agent/ledger/resource_ledger.h"
-#include "agent/records/job_history.h"
-#include "agent/records/job_log.h"
+#include "agent/records/led_job_records.h"
 #include "agent/relay/detached_trees.h"
 #include "agent/relay/subtree_link.h"
-#include "hvd/v1/agent.pb.h"
 
 namespace hvd::store {
 class TcpStoreServer;
@@ -95,7 +93,7 @@ class LedJobs {
   struct CancelOutcome {
     bool found = false;
     bool wasRunning = false;  // false: it had ended, nothing changed
-    v1::JobState state = v1::JOB_STATE_UNSPECIFIED;
+    coordinator::JobState state = coordinator::JobState::kUnspecified;
   };
   // Graceful stop of a running job (JobCoordinator::cancel; a second within 2 s kills).
   CancelOutcome cancel(const std::string& jobId,
@@ -112,7 +110,8 @@ class LedJobs {
   // What a reader of job `jobId` waits on: bumped by each of its logged lines and changes of
   // state. A job no longer running gets a signal nobody bumps (its record is final already).
   std::shared_ptr<const ChangeSignal> changedOf(const std::string& jobId) const;
-  records::JobHistory* history() const { return history_; }
+  // The jobs' records (job_history.h), for the readers that answer with them (agent/service).
+  records::JobHistory* history() const { return records_.history(); }
 
  private:
   struct Job;
@@ -137,7 +136,7 @@ class LedJobs {
   const LedJobsOptions options_;
   LocalHost* const local_;
   store::TcpStoreServer* const store_;
-  records::JobHistory* const history_;
+  records::LedJobRecords records_;
   relay::DetachedTrees detached_;  // finished attempts' hosts, until their last calls are answered
 
   mutable std::mutex mutex_;
@@ -149,20 +148,5 @@ class LedJobs {
   // the queue, a cancel. Shared with the ledger's callback, which may outlive this object.
   std::shared_ptr<ChangeSignal> queueChanged_ = std::make_shared<ChangeSignal>();
 };
-
-// The job's end as the record keeps it.
-v1::JobState stateOfOutcome(coordinator::JobOutcome outcome);
-
-// Streams job `jobId`'s log lines matching `filter` from `*offset` to `emitLines`, and with
-// `follow` keeps going until the job has ended. Once the job has ended (and its log is read to
-// the end) `emitEnd` gets its JobEnd. Returns false when an emit failed or `cancelled()` became
-// true (the caller went away). Lines come in the batches they were read in, with their host and
-// time. `onRecord`, when given, sees the job's record at every wake-up (an attached run tells
-// its client about restarts from it); returning false ends the stream as a failed emit.
-bool streamJobLog(const LedJobs& led, const std::string& jobId, const records::LogFilter& filter,
-                  uint64_t* offset, bool follow, const std::function<bool()>& cancelled,
-                  const std::function<bool(const std::vector<records::LogLine>&)>& emitLines,
-                  const std::function<bool(const v1::JobEnd&)>& emitEnd,
-                  const std::function<bool(const v1::JobInfo&)>& onRecord = nullptr);
 
 }  // namespace hvd::agent::jobs

@@ -13,9 +13,10 @@
 #include <utility>
 
 #include "agent/auth/cluster_key.h"
+#include "agent/coordinator/rank_environments.h"
 #include "agent/jobs/environment.h"
-#include "common/host.h"
-#include "common/logging.h"
+#include "hvd_support/host.h"
+#include "hvd_support/logging.h"
 
 namespace hvd::agent::jobs {
 
@@ -154,6 +155,9 @@ coord::LaunchStatus LocalHost::launch(const coord::LaunchRequest& request,
 }
 
 coord::LaunchStatus LocalHost::start(coord::LaunchRequest request, coord::JobEvents* events) {
+  // The ranks' environments are built here, on the host that runs them, from the template the
+  // leader sent once for the host.
+  coord::buildRankEnvironments(&request);
   std::string tag;
   if (options_.records != nullptr) {
     // The tag lets a restarted agent recognise this job's leftovers (job_records.h).

@@ -5,7 +5,7 @@
 
 #include <thread>
 
-#include "common/host.h"
+#include "hvd_support/host.h"
 
 namespace hvd::agent::node {
 

@@ -12,7 +12,7 @@
 
 #include "agent/node/gpu_discovery.h"
 #include "agent/node/node_description.h"
-#include "transport/interfaces.h"
+#include "hvd_support/interfaces.h"
 
 namespace hvd::agent::node {
 
@@ -31,7 +31,7 @@ std::string agentVersion();
 // when the agent serves with mutual TLS (`tlsEnabled`).
 std::vector<std::string> buildFeatures(bool tlsEnabled);
 
-// Non-loopback interface addresses, grouped by interface (transport/interfaces.h).
+// Non-loopback interface addresses, grouped by interface (hvd_support/interfaces.h).
 using transport::interfaceAddresses;
 
 // The CPUs this process may run on (sched_getaffinity: taskset, cgroup cpusets), at least 1.

@@ -130,16 +130,33 @@ std::vector<int> assignGpus(const std::string& hostName, const std::vector<int>&
   return gpus;
 }
 
+namespace {
+
+// The position of '=' in a forwarded entry; throws for one without a name or '='.
+size_t forwardedNameEnd(const std::string& entry) {
+  const size_t eq = entry.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    // Print only the name part: a malformed entry may still hold a secret after all.
+    throw InvalidArgumentError("forwarded environment entry '" + entry.substr(0, eq) +
+                               "' is not NAME=value");
+  }
+  return eq;
+}
+
+}  // namespace
+
+void checkWorkerEnvironment(const WorkerEnvInput& in) {
+  validate(in);
+  for (const std::string& entry : in.forwarded) forwardedNameEnd(entry);
+  const contract::RankPlacement& p = in.placement;
+  assignGpus(in.hostName, in.hostGpus, p.localRank, p.localSize, in.gpusPerRank, in.oversubscribe);
+}
+
 std::vector<std::string> buildWorkerEnvironment(const WorkerEnvInput& in) {
   validate(in);
   EnvList env;
   for (const std::string& entry : in.forwarded) {
-    const size_t eq = entry.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      // Print only the name part: a malformed entry may still hold a secret after all.
-      throw InvalidArgumentError("forwarded environment entry '" + entry.substr(0, eq) +
-                                 "' is not NAME=value");
-    }
+    const size_t eq = forwardedNameEnd(entry);
     env.set(entry.substr(0, eq), entry.substr(eq + 1));
   }
 

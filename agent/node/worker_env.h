@@ -76,6 +76,11 @@ std::vector<int> assignGpus(const std::string& hostName, const std::vector<int>&
 // outside 1..65535, or a GPU shortage (see assignGpus).
 std::vector<std::string> buildWorkerEnvironment(const WorkerEnvInput& input);
 
+// The checks of buildWorkerEnvironment without building anything: what the leader runs for each
+// rank before the launch goes out, so that a job it cannot start fails as an invalid job there,
+// while each agent builds its own ranks' environments (coordinator/rank_environments.h).
+void checkWorkerEnvironment(const WorkerEnvInput& input);
+
 // One line for logs: the entries separated by spaces, with the value of HVD_STORE_TOKEN and of
 // every variable whose name says it is a secret (contract::isSecretEnvName) replaced by
 // <redacted>.

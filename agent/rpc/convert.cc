@@ -52,6 +52,67 @@ process::Stream fromProto(v1::OutputStream stream) {
   return stream == v1::STDERR ? process::Stream::kStderr : process::Stream::kStdout;
 }
 
+v1::RankPlacement toProto(const contract::RankPlacement& p) {
+  v1::RankPlacement r;
+  r.set_host_index(p.hostIndex);
+  r.set_local_rank(p.localRank);
+  r.set_local_size(p.localSize);
+  r.set_cross_rank(p.crossRank);
+  r.set_cross_size(p.crossSize);
+  return r;
+}
+
+contract::RankPlacement fromProto(const v1::RankPlacement& r, int rank) {
+  contract::RankPlacement p;
+  p.rank = rank;
+  p.hostIndex = r.host_index();
+  p.localRank = r.local_rank();
+  p.localSize = r.local_size();
+  p.crossRank = r.cross_rank();
+  p.crossSize = r.cross_size();
+  return p;
+}
+
+v1::WorkerEnvironment toProto(const node::WorkerEnvInput& in) {
+  v1::WorkerEnvironment r;
+  for (const std::string& e : in.forwarded) r.add_forwarded(e);
+  r.set_size(in.size);
+  r.set_group_rank(in.groupRank);
+  r.set_host_name(in.hostName);
+  r.set_job_id(in.jobId);
+  r.set_store_addr(in.storeAddr);
+  r.set_store_token(in.storeToken);
+  r.set_master_addr(in.masterAddr);
+  r.set_master_port(in.masterPort);
+  for (int g : in.hostGpus) r.add_host_gpus(g);
+  r.set_gpus_per_rank(in.gpusPerRank);
+  r.set_gpu_bind_visible(in.gpuBind == node::GpuBind::kVisible);
+  r.set_oversubscribe(in.oversubscribe);
+  r.set_restart_count(in.restartCount);
+  r.set_max_restarts(in.maxRestarts);
+  return r;
+}
+
+node::WorkerEnvInput fromProto(const v1::WorkerEnvironment& r) {
+  node::WorkerEnvInput in;
+  in.forwarded.assign(r.forwarded().begin(), r.forwarded().end());
+  in.size = r.size();
+  in.groupRank = r.group_rank();
+  in.hostName = r.host_name();
+  in.jobId = r.job_id();
+  in.storeAddr = r.store_addr();
+  in.storeToken = r.store_token();
+  in.masterAddr = r.master_addr();
+  in.masterPort = r.master_port();
+  in.hostGpus.assign(r.host_gpus().begin(), r.host_gpus().end());
+  in.gpusPerRank = r.gpus_per_rank();
+  in.gpuBind = r.gpu_bind_visible() ? node::GpuBind::kVisible : node::GpuBind::kNone;
+  in.oversubscribe = r.oversubscribe();
+  in.restartCount = r.restart_count();
+  in.maxRestarts = r.max_restarts();
+  return in;
+}
+
 v1::LaunchRequest toProto(const coordinator::LaunchRequest& request) {
   v1::LaunchRequest r;
   r.set_job_id(request.jobId);
@@ -81,9 +142,11 @@ v1::LaunchRequest toProto(const coordinator::LaunchRequest& request) {
       r.set_common_cwd(first.cwd);
     }
   }
+  if (request.environment) *r.mutable_environment() = toProto(*request.environment);
   for (const coordinator::RankLaunch& rank : request.ranks) {
     v1::RankSpec* spec = r.add_ranks();
     spec->set_rank(rank.rank);
+    if (rank.placement) *spec->mutable_placement() = toProto(*rank.placement);
     for (const std::string& e : rank.spec.env) {
       if (common.count(e) == 0) spec->add_env(e);
     }
@@ -112,8 +175,10 @@ coordinator::LaunchRequest fromProto(const v1::LaunchRequest& r) {
     rank.spec.env.assign(r.common_env().begin(), r.common_env().end());
     rank.spec.env.insert(rank.spec.env.end(), spec.env().begin(), spec.env().end());
     rank.spec.cwd = spec.argv_size() > 0 ? spec.cwd() : r.common_cwd();
+    if (spec.has_placement()) rank.placement = fromProto(spec.placement(), spec.rank());
     request.ranks.push_back(std::move(rank));
   }
+  if (r.has_environment()) request.environment = fromProto(r.environment());
   return request;
 }
 
@@ -181,8 +246,6 @@ coordinator::LaunchStatus fromProto(const v1::LaunchResult& r) {
   return status;
 }
 
-namespace {
-
 v1::JobOutcome toProto(coordinator::JobOutcome o) {
   switch (o) {
     case coordinator::JobOutcome::kSucceeded:
@@ -231,8 +294,6 @@ coordinator::JobOutcome fromProto(v1::JobOutcome o) {
       return coordinator::JobOutcome::kRankFailed;
   }
 }
-
-}  // namespace
 
 v1::JobEnd toProto(const coordinator::JobResult& result) {
   v1::JobEnd e;
@@ -439,6 +500,88 @@ ledger::Grant fromProto(const v1::ReserveResponse& r) {
   grant.gpus.assign(r.gpus().begin(), r.gpus().end());
   grant.reason = r.reason();
   return grant;
+}
+
+v1::RankInfo toProto(const coordinator::RankSnapshot& rank) {
+  v1::RankInfo out;
+  out.set_rank(rank.rank);
+  out.set_host(rank.host);
+  out.set_pid(rank.pid);
+  switch (rank.state) {
+    case coordinator::RankState::kRunning:
+      out.set_state(v1::RANK_RUNNING);
+      break;
+    case coordinator::RankState::kExited:
+      out.set_state(v1::RANK_EXITED);
+      break;
+    case coordinator::RankState::kLost:
+      out.set_state(v1::RANK_LOST);
+      break;
+    case coordinator::RankState::kNotStarted:
+      out.set_state(v1::RANK_PENDING);
+      break;
+  }
+  if (rank.exit) {
+    out.set_exit_code(rank.exit->exitCode);
+    out.set_signal(rank.exit->signal);
+  }
+  return out;
+}
+
+v1::HostResources toProto(const coordinator::HostResources& resources) {
+  v1::HostResources out;
+  out.set_host(resources.host);
+  out.set_slots(resources.slots);
+  for (int g : resources.gpus) out.add_gpus(g);
+  for (const std::string& u : resources.gpuUuids) out.add_gpu_uuids(u);
+  return out;
+}
+
+v1::JobState toProto(coordinator::JobState state) {
+  switch (state) {
+    case coordinator::JobState::kPending:
+      return v1::JOB_PENDING;
+    case coordinator::JobState::kQueued:
+      return v1::JOB_QUEUED;
+    case coordinator::JobState::kRunning:
+      return v1::JOB_RUNNING;
+    case coordinator::JobState::kCompleted:
+      return v1::JOB_COMPLETED;
+    case coordinator::JobState::kFailed:
+      return v1::JOB_FAILED;
+    case coordinator::JobState::kCancelled:
+      return v1::JOB_CANCELLED;
+    case coordinator::JobState::kTimedOut:
+      return v1::JOB_TIMEOUT;
+    case coordinator::JobState::kLost:
+      return v1::JOB_LOST;
+    case coordinator::JobState::kUnspecified:
+      break;
+  }
+  return v1::JOB_STATE_UNSPECIFIED;
+}
+
+coordinator::JobState fromProto(v1::JobState state) {
+  switch (state) {
+    case v1::JOB_PENDING:
+      return coordinator::JobState::kPending;
+    case v1::JOB_QUEUED:
+      return coordinator::JobState::kQueued;
+    case v1::JOB_RUNNING:
+      return coordinator::JobState::kRunning;
+    case v1::JOB_COMPLETED:
+      return coordinator::JobState::kCompleted;
+    case v1::JOB_FAILED:
+      return coordinator::JobState::kFailed;
+    case v1::JOB_CANCELLED:
+      return coordinator::JobState::kCancelled;
+    case v1::JOB_TIMEOUT:
+      return coordinator::JobState::kTimedOut;
+    case v1::JOB_LOST:
+      return coordinator::JobState::kLost;
+    default:
+      return coordinator::JobState::kUnspecified;
+  }
 }
 
 bool isFinalState(v1::JobState state) {

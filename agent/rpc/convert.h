@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "agent/coordinator/job_coordinator.h"
+#include "agent/coordinator/job_state.h"
 #include "agent/coordinator/node_agent.h"
 #include "agent/relay/subtree_link.h"
 #include "hvd/v1/agent.pb.h"
@@ -21,7 +22,14 @@ process::Stream fromProto(v1::OutputStream stream);
 
 v1::LaunchRequest toProto(const coordinator::LaunchRequest& request);
 coordinator::LaunchRequest fromProto(const v1::LaunchRequest& request);
+// A launch's environment template and a rank's placement (RankSpec.rank is the rank).
+v1::WorkerEnvironment toProto(const node::WorkerEnvInput& input);
+node::WorkerEnvInput fromProto(const v1::WorkerEnvironment& environment);
+v1::RankPlacement toProto(const contract::RankPlacement& placement);
+contract::RankPlacement fromProto(const v1::RankPlacement& placement, int rank);
 
+v1::JobOutcome toProto(coordinator::JobOutcome outcome);
+coordinator::JobOutcome fromProto(v1::JobOutcome outcome);
 v1::JobEnd toProto(const coordinator::JobResult& result);
 coordinator::JobResult fromProto(const v1::JobEnd& end);
 
@@ -53,6 +61,12 @@ v1::AgentFailure toProto(const coordinator::AgentError& error);
 coordinator::AgentError fromProto(const v1::AgentFailure& failure);
 v1::LaunchResult toProto(const coordinator::LaunchStatus& status);
 coordinator::LaunchStatus fromProto(const v1::LaunchResult& result);
+
+// A led job's record (JobInfo): its ranks, what it holds on each host, and where it stands.
+v1::RankInfo toProto(const coordinator::RankSnapshot& rank);
+v1::HostResources toProto(const coordinator::HostResources& resources);
+v1::JobState toProto(coordinator::JobState state);
+coordinator::JobState fromProto(v1::JobState state);
 
 // Where a job is: COMPLETED, FAILED, CANCELLED, TIMEOUT and LOST are final.
 bool isFinalState(v1::JobState state);

@@ -2,7 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "common/logging.h"
+#include "hvd_support/logging.h"
 
 namespace hvd::agent::rpc {
 namespace {

@@ -11,57 +11,58 @@
 #include <thread>
 
 #include "agent/common/thread_guard.h"
+#include "agent/jobs/host_launch.h"
 #include "agent/rpc/convert.h"
 #include "agent/rpc/methods.h"
-#include "agent/service/event_queue.h"
-#include "common/logging.h"
+#include "agent/service/job_log_stream.h"
+#include "hvd_support/logging.h"
 #include "hvd/error.hpp"
 
 namespace hvd::agent::service {
 namespace {
 
-// Forwards one Launch's rank events into the handler's queue, in proto form.
-class RankEventQueue final : public coordinator::JobEvents {
+// One Launch's caller: the gRPC stream its events are written to, in proto form.
+class LaunchStream final : public jobs::LaunchCaller {
  public:
-  explicit RankEventQueue(EventQueue<v1::RankEvent>* queue) : queue_(queue) {}
+  LaunchStream(grpc::ServerContext* context, grpc::ServerWriter<v1::RankEvent>* writer)
+      : context_(context), writer_(writer) {}
 
-  void onOutput(int rank, process::Stream stream, std::string_view line) override {
-    size_t dropped = 0;
-    if (!budget_.admit(rank, line.size(), queue_->queuedBytes(), &dropped)) return;
-    if (dropped > 0) pushOutput(rank, process::Stream::kStderr, OutputBudget::notice(dropped));
-    pushOutput(rank, stream, line);
+  bool launched(const coordinator::LaunchStatus& status) override {
+    v1::RankEvent event;
+    *event.mutable_launched() = rpc::toProto(status);
+    return writer_->Write(event);
   }
-  void onExit(int rank, const process::ExitStatus& status) override {
-    if (const size_t dropped = budget_.takeDropped(rank); dropped > 0) {
-      pushOutput(rank, process::Stream::kStderr, OutputBudget::notice(dropped));
+  bool write(const jobs::LaunchEvent& e) override {
+    v1::RankEvent event;
+    switch (e.kind) {
+      case jobs::LaunchEvent::Kind::kOutput: {
+        v1::RankOutput* out = event.mutable_output();
+        out->set_rank(e.rank);
+        out->set_stream(rpc::toProto(e.stream));
+        out->set_line(e.line);
+        break;
+      }
+      case jobs::LaunchEvent::Kind::kExit:
+        event.mutable_exit()->set_rank(e.rank);
+        event.mutable_exit()->set_exit_code(e.exit.exitCode);
+        event.mutable_exit()->set_signal(e.exit.signal);
+        break;
+      case jobs::LaunchEvent::Kind::kHostLaunched:
+        event.mutable_host_launched()->set_host(e.host);
+        *event.mutable_host_launched()->mutable_result() = rpc::toProto(e.result);
+        break;
+      case jobs::LaunchEvent::Kind::kHostLost:
+        event.mutable_host_lost()->set_host(e.host);
+        event.mutable_host_lost()->set_reason(e.reason);
+        break;
     }
-    v1::RankEvent event;
-    v1::RankExit* exit = event.mutable_exit();
-    exit->set_rank(rank);
-    exit->set_exit_code(status.exitCode);
-    exit->set_signal(status.signal);
-    queue_->push(std::move(event));
+    return writer_->Write(event);
   }
-  // A relayed host's agent (never a local one).
-  void onAgentLost(const std::string& host, const std::string& reason) override {
-    v1::RankEvent event;
-    event.mutable_host_lost()->set_host(host);
-    event.mutable_host_lost()->set_reason(reason);
-    queue_->push(std::move(event));
-  }
+  bool gone() override { return context_->IsCancelled(); }
 
  private:
-  void pushOutput(int rank, process::Stream stream, std::string_view line) {
-    v1::RankEvent event;
-    v1::RankOutput* out = event.mutable_output();
-    out->set_rank(rank);
-    out->set_stream(rpc::toProto(stream));
-    out->set_line(line.data(), line.size());
-    queue_->push(std::move(event), line.size());
-  }
-
-  EventQueue<v1::RankEvent>* const queue_;
-  OutputBudget budget_;
+  grpc::ServerContext* const context_;
+  grpc::ServerWriter<v1::RankEvent>* const writer_;
 };
 
 // Runs `body`, turning anything it throws into a status.
@@ -155,140 +156,26 @@ grpc::Status AgentService::runLaunch(grpc::ServerContext* context, const v1::Lau
   if (proto.job_id().empty()) throw InvalidArgumentError("the launch request has no job id");
   if (proto.ranks().empty()) throw InvalidArgumentError("the launch request has no ranks");
   if (shuttingDown()) return {grpc::StatusCode::UNAVAILABLE, "the agent is shutting down"};
-  const coordinator::LaunchRequest request = rpc::fromProto(proto);
-  const std::string& jobId = request.jobId;
   // The relayed hosts' launches (the subtree of a relay tree), checked before anything starts.
   const std::vector<relay::Target> targets = rpc::fromProto(proto.relay());
   if (proto.relayed_size() != static_cast<int>(targets.size())) {
     throw InvalidArgumentError("the launch request relays " + std::to_string(proto.relayed_size()) +
                                " launches for " + std::to_string(targets.size()) + " hosts");
   }
-  std::vector<coordinator::LaunchRequest> relayed;
-  // Every rank whose exit this stream still owes its caller, and the host it runs on.
-  std::map<int, std::string> pending;
-  for (const coordinator::RankLaunch& r : request.ranks) pending[r.rank] = "";
+  std::vector<jobs::RelayedLaunch> relayed;
   for (size_t i = 0; i < targets.size(); ++i) {
-    relayed.push_back(rpc::fromProto(proto.relayed(static_cast<int>(i))));
-    if (relayed.back().jobId != jobId || relayed.back().ranks.empty()) {
-      throw InvalidArgumentError("the relayed launch for " + targets[i].host +
-                                 " is not one of job " + jobId + " or has no ranks");
-    }
-    for (const coordinator::RankLaunch& r : relayed.back().ranks) pending[r.rank] = targets[i].host;
+    relayed.push_back({targets[i].host, rpc::fromProto(proto.relayed(static_cast<int>(i)))});
   }
-  const auto dropHost = [&pending](const std::string& host) {
-    for (auto it = pending.begin(); it != pending.end();) {
-      it = it->second == host ? pending.erase(it) : std::next(it);
-    }
-  };
-
-  EventQueue<v1::RankEvent> queue;
-  RankEventQueue events(&queue);
+  jobs::HostLaunch launch(local_, rpc::fromProto(proto), std::move(relayed),
+                          subtreeOf(proto.relay()));
   hvd::logging::program("service")->info(
-      "job {}: starting {} rank(s) of '{}' for {} ({} bytes){}", jobId, request.ranks.size(),
-      request.ranks.front().spec.argv.empty() ? "" : request.ranks.front().spec.argv[0],
-      context->peer(), proto.ByteSizeLong(),
+      "job {}: starting {} rank(s) of '{}' for {} ({} bytes){}", proto.job_id(), proto.ranks_size(),
+      launch.command(), context->peer(), proto.ByteSizeLong(),
       targets.empty() ? "" : ", relaying to " + std::to_string(targets.size()) + " host(s)");
-  const coordinator::LaunchStatus status = local_->start(request, &events);
-  v1::RankEvent launched;
-  *launched.mutable_launched() = rpc::toProto(status);
-  if (!status.ok()) {
-    hvd::logging::program("service")->warn("job {}: launch failed: {}", jobId, status.error);
-    writer->Write(launched);
-    // Nothing was relayed: the caller learns why for each host.
-    for (const relay::Target& t : targets) {
-      v1::RankEvent event;
-      event.mutable_host_launched()->set_host(t.host);
-      event.mutable_host_launched()->mutable_result()->set_error(
-          "not launched: the launch on the relaying agent failed first (" + status.error + ")");
-      writer->Write(event);
-    }
-    return grpc::Status::OK;
+  LaunchStream stream(context, writer);
+  if (launch.run(stream, context->peer()) == jobs::HostLaunch::Outcome::kCallerGone) {
+    return {grpc::StatusCode::CANCELLED, "the caller went away"};
   }
-  bool callerGone = !writer->Write(launched);
-  // From here on the job runs: whatever happens, it is stopped and released before returning.
-  struct Release {
-    jobs::LocalHost* local;
-    const std::string& id;
-    ~Release() { local->release(id); }
-  } release{local_, jobId};
-
-  // The subtree: launched as one round, answered one host at a time on a thread of its own
-  // while this one writes events. The tree outlives that thread (declared first, destroyed last).
-  std::unique_ptr<relay::TreeHosts> tree = subtreeOf(proto.relay());
-  std::atomic<bool> awaited{!tree};
-  std::thread awaiter;
-  struct Join {
-    std::thread& t;
-    ~Join() {
-      if (t.joinable()) t.join();
-    }
-  } join{awaiter};
-  if (tree) {
-    {
-      coordinator::HeldRound round(tree.get());
-      for (size_t i = 0; i < relayed.size(); ++i) {
-        std::string ignored;  // a launch that cannot go out answers in awaitLaunch
-        tree->agent(i)->beginLaunch(relayed[i], &events, &ignored);
-      }
-    }
-    awaiter = std::thread([&] {
-      common::runGuarded(
-          "relayed launch of job " + jobId,
-          [&] {
-            for (size_t i = 0; i < relayed.size(); ++i) {
-              v1::RankEvent event;
-              event.mutable_host_launched()->set_host(targets[i].host);
-              *event.mutable_host_launched()->mutable_result() =
-                  rpc::toProto(tree->agent(i)->awaitLaunch(relayed[i], &events));
-              queue.push(std::move(event));
-            }
-          },
-          [&](const std::string& what) {
-            // Whatever is still unanswered fails: the caller must not wait on it.
-            for (const relay::Target& t : targets) {
-              v1::RankEvent event;
-              event.mutable_host_launched()->set_host(t.host);
-              event.mutable_host_launched()->mutable_result()->set_error(
-                  "internal error relaying the launch: " + what);
-              queue.push(std::move(event));
-            }
-          });
-      awaited = true;
-    });
-  }
-
-  bool stopped = false;
-  const auto writeAll = [&](std::vector<v1::RankEvent> batch) {
-    for (v1::RankEvent& event : batch) {
-      if (event.has_exit()) pending.erase(event.exit().rank());
-      if (event.has_host_launched() && !event.host_launched().result().error().empty()) {
-        dropHost(event.host_launched().host());
-      }
-      if (event.has_host_lost()) dropHost(event.host_lost().host());
-      if (!callerGone && !writer->Write(event)) callerGone = true;
-    }
-  };
-  while (!pending.empty() || !awaited) {
-    writeAll(queue.popAll(kPollInterval));
-    // The caller may close the stream as soon as it has the last exit: that is no loss.
-    if (pending.empty() && awaited) break;
-    if (!callerGone && context->IsCancelled()) callerGone = true;
-    if (callerGone && !stopped) {
-      // The leader went away (hvdrun killed, leader agent lost): no worker outlives it, here
-      // or on the hosts relayed to (their agents stop theirs when this stream goes).
-      hvd::logging::program("service")->warn(
-          "job {}: caller {} went away; stopping its ranks (signal {}, "
-          "grace {} ms)",
-          jobId, context->peer(), request.stopSignal, request.grace.count());
-      local_->stop(jobId, request.stopSignal, request.grace);
-      if (tree) tree->cancelLaunches();
-      stopped = true;
-    }
-  }
-  if (awaiter.joinable()) awaiter.join();
-  writeAll(queue.popAll(std::chrono::milliseconds(0)));
-  hvd::logging::program("service")->info("job {}: every rank has exited", jobId);
-  if (callerGone) return {grpc::StatusCode::CANCELLED, "the caller went away"};
   return grpc::Status::OK;
 }
 
@@ -367,7 +254,7 @@ grpc::Status AgentService::CancelJob(grpc::ServerContext* context,
                                              context->peer());
     }
     response->set_was_running(outcome.wasRunning);
-    response->set_state(outcome.state);
+    response->set_state(rpc::toProto(outcome.state));
     return grpc::Status::OK;
   });
 }
@@ -465,7 +352,7 @@ grpc::Status AgentService::runJobLogs(grpc::ServerContext* context,
     }
     if (!emitLines(tail)) return {grpc::StatusCode::CANCELLED, "the client went away"};
   }
-  const bool ok = jobs::streamJobLog(
+  const bool ok = streamJobLog(
       *led_, request.job_id(), filter, &offset, request.follow(),
       [&] { return context->IsCancelled(); }, emitLines,
       [&](const v1::JobEnd& end) {

@@ -3,11 +3,10 @@
 // pieces.
 //
 //   Describe   agent/node/node_facts.h
-//   Launch     LocalHost::start (this node's share of a job): the first event says whether every
-//   rank
-//              started, then output and exits until the last rank is gone. A caller that goes
-//              away gets its ranks stopped (its stop signal, grace, SIGKILL): no worker outlives
-//              the job's leader.
+//   Launch     HostLaunch (agent/jobs/host_launch.h: this node's share of a job and the hosts it
+//              relays to): the first event says whether every rank started, then output and
+//              exits until the last rank is gone. A caller that goes away gets its ranks
+//              stopped (its stop signal, grace, SIGKILL): no worker outlives the job's leader.
 //   Stop       LocalHost::stop.
 //   Relay      a Describe, Reserve, Unreserve, Stop or Launch may also be for other hosts
 //              (proto Relay: the subtree of a relay tree beyond the leader's width): this agent
@@ -45,6 +44,7 @@
 #include "agent/node/gpu_discovery.h"
 #include "agent/node/node_facts.h"
 #include "agent/records/job_history.h"
+#include "agent/records/job_log.h"
 #include "agent/relay/detached_trees.h"
 #include "agent/relay/tree_hosts.h"
 #include "agent/rpc/call_auth.h"

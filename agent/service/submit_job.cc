@@ -9,7 +9,8 @@
 #include "agent/rpc/convert.h"
 #include "agent/rpc/methods.h"
 #include "agent/service/agent_service.h"
-#include "common/logging.h"
+#include "agent/service/job_log_stream.h"
+#include "hvd_support/logging.h"
 #include "hvd/error.hpp"
 
 namespace hvd::agent::service {
@@ -114,7 +115,7 @@ grpc::Status AgentService::runSubmit(grpc::ServerContext* context,
 
   uint64_t offset = 0;
   const bool delivered = followQueue(*led_, jobId, context, writer) &&
-                         jobs::streamJobLog(
+                         streamJobLog(
                              *led_, jobId, records::LogFilter{}, &offset, /*follow=*/true,
                              [&] { return context->IsCancelled(); },
                              [&](const std::vector<records::LogLine>& lines) {

@@ -1,5 +1,5 @@
 // The lines one logger writes while a CapturedLog lives, message text only ("%v"), for tests that
-// assert what a program logs (common/logging.h: hvdagent's and hvdrun's subsystems).
+// assert what a program logs (hvd_support/logging.h: hvdagent's and hvdrun's subsystems).
 #pragma once
 
 #include <spdlog/sinks/ostream_sink.h>

@@ -33,7 +33,7 @@
 #include "contract/placement.h"
 #include "gpu/cuda_api.h"
 #include "hvd/hvd.hpp"
-#include "store/tcp_store_server.h"
+#include "hvd_support/tcp_store_server.h"
 
 extern char** environ;
 

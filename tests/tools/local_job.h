@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "store/tcp_store_server.h"
+#include "hvd_support/tcp_store_server.h"
 
 namespace hvd::test {
 

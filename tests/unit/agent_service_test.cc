@@ -32,12 +32,12 @@
 #include "agent/process/posix_spawner.h"
 #include "agent/records/job_records.h"
 #include "agent/rpc/call_auth.h"
-#include "agent/rpc/net.h"
-#include "agent/service/event_queue.h"
+#include "agent/common/net.h"
+#include "agent/jobs/event_queue.h"
 #include "common/grpc_test_server.h"
 #include "common/test_support.h"
 #include "hvd/error.hpp"
-#include "store/tcp_store_server.h"
+#include "hvd_support/tcp_store_server.h"
 
 extern char** environ;
 
@@ -48,9 +48,9 @@ namespace {
 using namespace hvd::agent::jobs;     // NOLINT(google-build-using-namespace)
 using namespace hvd::agent::records;  // NOLINT(google-build-using-namespace)
 using namespace hvd::agent::daemon;   // NOLINT(google-build-using-namespace)
-using rpc::isLoopbackName;
-using rpc::parseListenAddress;
-using rpc::pickFreePort;
+using common::isLoopbackName;
+using common::parseListenAddress;
+using common::pickFreePort;
 
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;

@@ -1,5 +1,5 @@
 // The open-file limit: raised from a low soft limit to the hard one, never lowered.
-#include "common/fd_limit.h"
+#include "hvd_support/fd_limit.h"
 
 #include <gtest/gtest.h>
 #include <sys/resource.h>

@@ -18,3 +18,9 @@ target_link_libraries(local_host_test PRIVATE hvd_agent_jobs)
 hvd_test(NAME hvdrun_jobs_cli_test LABEL unit TIMEOUT 60
          SOURCES ${CMAKE_CURRENT_LIST_DIR}/hvdrun_jobs_cli_test.cc)
 target_link_libraries(hvdrun_jobs_cli_test PRIVATE hvd_launcher hvd_test_support)
+
+# The Launch RPC's logic (agent/jobs/host_launch.h) without gRPC: real ranks on this host, fake
+# relayed hosts, callers that read everything or go away.
+hvd_test(NAME host_launch_test LABEL unit TIMEOUT 60
+         SOURCES ${CMAKE_CURRENT_LIST_DIR}/host_launch_test.cc)
+target_link_libraries(host_launch_test PRIVATE hvd_agent_jobs hvd_agent_process)

@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "collectives/collectives.h"
-#include "common/fd_limit.h"
+#include "hvd_support/fd_limit.h"
 #include "common/rank_errors.h"
 #include "store/memory_store.h"
 #include "transport/shm_link.h"

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "common/fake_nccl.h"
-#include "common/logging.h"
+#include "hvd_support/logging.h"
 #include "gpu/comm_cache.h"
 #include "hvd/error.hpp"
 #include "store/memory_store.h"

@@ -18,12 +18,13 @@
 #include "agent/auth/cluster_key.h"
 #include "agent/auth/fake_clock.h"
 #include "agent/client/remote_node_agent.h"
+#include "agent/coordinator/rank_environments.h"
 #include "agent/rpc/call_auth.h"
 #include "agent/rpc/convert.h"
 #include "agent/rpc/methods.h"
 #include "common/captured_log.h"
 #include "common/grpc_test_server.h"
-#include "common/logging.h"
+#include "hvd_support/logging.h"
 #include "common/test_support.h"
 #include "hvd/error.hpp"
 
@@ -318,6 +319,66 @@ TEST(RpcConvert, LaunchRequestCarriesStopPolicy) {
   EXPECT_EQ(back.ranks[0].spec.argv, (std::vector<std::string>{"prog", "x"}));
   EXPECT_EQ(back.ranks[0].spec.env, (std::vector<std::string>{"K=V"}));
   EXPECT_EQ(back.ranks[0].spec.cwd, "/tmp");
+}
+
+// A job's ranks: the leader sends the host's environment template and each rank's placement;
+// the agent that starts them builds each environment, equal to what building it from the whole
+// input gives, and the message carries the shared part once however many ranks the host has.
+TEST(RpcConvert, ALaunchCarriesTheHostsTemplateAndEachAgentBuildsItsRanksEnvironments) {
+  node::WorkerEnvInput input;
+  input.forwarded = {"PATH=/usr/bin", "BIG=" + std::string(1000, 'x'), "RANK=99"};
+  input.size = 16;
+  input.groupRank = 1;
+  input.hostName = "node-b";
+  input.jobId = "job-7";
+  input.storeAddr = "node-a:4000";
+  input.storeToken = "secret-token";
+  input.masterAddr = "node-a";
+  input.masterPort = 29500;
+  input.hostGpus = {3, 5, 6, 7};
+  input.gpusPerRank = 2;
+  input.gpuBind = node::GpuBind::kVisible;
+  input.oversubscribe = false;
+  input.restartCount = 2;
+  input.maxRestarts = 3;
+  coordinator::LaunchRequest request;
+  request.jobId = "job-7.1";
+  request.environment = input;
+  for (int local = 0; local < 2; ++local) {
+    coordinator::RankLaunch rank;
+    rank.rank = 8 + local;
+    rank.spec.argv = {"python3", "train.py"};
+    rank.spec.cwd = "/work";
+    rank.placement = contract::RankPlacement{8 + local, 1, local, 2, 1, 2};
+    request.ranks.push_back(rank);
+  }
+  const v1::LaunchRequest message = rpc::toProto(request);
+  EXPECT_EQ(message.ranks(0).env_size(), 0);
+  EXPECT_LT(message.ByteSizeLong(), 1400u);  // the 1000-byte entry once
+  coordinator::LaunchRequest back = rpc::fromProto(message);
+  ASSERT_TRUE(back.environment.has_value());
+  coordinator::buildRankEnvironments(&back);
+  ASSERT_EQ(back.ranks.size(), 2u);
+  for (int local = 0; local < 2; ++local) {
+    node::WorkerEnvInput whole = input;
+    whole.placement = *request.ranks[local].placement;
+    EXPECT_EQ(back.ranks[local].spec.env, node::buildWorkerEnvironment(whole)) << local;
+    ASSERT_TRUE(back.ranks[local].placement.has_value());
+    EXPECT_EQ(*back.ranks[local].placement, *request.ranks[local].placement);
+  }
+  const std::map<std::string, std::string> rank9 = test::environmentMap(back.ranks[1].spec.env);
+  EXPECT_EQ(rank9.at("HVD_RANK"), "9");
+  EXPECT_EQ(rank9.at("RANK"), "9");  // hvd's own value wins over the forwarded one
+  EXPECT_EQ(rank9.at("HVD_LOCAL_RANK"), "1");
+  EXPECT_EQ(rank9.at("HVD_GPU"), "6,7");
+  EXPECT_EQ(rank9.at("CUDA_VISIBLE_DEVICES"), "6,7");
+  EXPECT_EQ(rank9.at("HVD_STORE_TOKEN"), "secret-token");
+  EXPECT_EQ(rank9.at("HVD_RESTART_COUNT"), "2");
+  EXPECT_EQ(rank9.at("GROUP_RANK"), "1");
+  // A placement without a template cannot be built.
+  coordinator::LaunchRequest orphan = back;
+  orphan.environment.reset();
+  EXPECT_THROW(coordinator::buildRankEnvironments(&orphan), hvd::InvalidArgumentError);
 }
 
 // A host's ranks share most of their environment and their command: sent once, as the host's

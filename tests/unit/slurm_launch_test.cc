@@ -19,7 +19,7 @@
 #include "launcher/cli.h"
 #include "launcher/hosts.h"
 #include "launcher/slurm_agents.h"
-#include "transport/interfaces.h"
+#include "hvd_support/interfaces.h"
 
 namespace hvd::launcher {
 namespace {

@@ -21,7 +21,7 @@
 #include "store/file_store.h"
 #include "store/memory_store.h"
 #include "store/tcp_store_client.h"
-#include "store/tcp_store_server.h"
+#include "hvd_support/tcp_store_server.h"
 
 namespace hvd::store {
 namespace {

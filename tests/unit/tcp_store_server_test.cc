@@ -1,7 +1,7 @@
 // The TCP store beyond the Store contract: credentials and job namespaces, a thousand
 // concurrent ranks, hostile or broken input on the wire, a server that goes away, and the
 // protocol's encoder and decoder on raw byte buffers.
-#include "store/tcp_store_server.h"
+#include "hvd_support/tcp_store_server.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -27,7 +27,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/logging.h"
+#include "hvd_support/logging.h"
 #include "hvd/error.hpp"
 #include "store/tcp_protocol.h"
 #include "store/tcp_store_client.h"

@@ -14,7 +14,7 @@
 #include "agent/common/cli_checks.h"
 #include "agent/common/thread_guard.h"
 #include "common/captured_log.h"
-#include "common/logging.h"
+#include "hvd_support/logging.h"
 #include "contract/names.h"
 
 namespace hvd {

@@ -1,4 +1,4 @@
-#include "common/fd_limit.h"
+#include "hvd_support/fd_limit.h"
 
 #include <sys/resource.h>
 

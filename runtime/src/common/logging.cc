@@ -1,4 +1,4 @@
-#include "common/logging.h"
+#include "hvd_support/logging.h"
 
 #include <spdlog/sinks/stdout_sinks.h>
 #include <unistd.h>
@@ -9,7 +9,7 @@
 #include <sstream>
 #include <vector>
 
-#include "common/host.h"
+#include "hvd_support/host.h"
 #include "contract/worker_variables.h"
 
 namespace hvd::logging {

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "common/logging.h"
+#include "hvd_support/logging.h"
 #include "core/runtime.h"
 #include "gpu/device_backend.h"
 #include "hvd/error.hpp"

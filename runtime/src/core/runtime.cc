@@ -9,9 +9,9 @@
 #include <tuple>
 #include <vector>
 
-#include "common/fd_limit.h"
-#include "common/host.h"
-#include "common/logging.h"
+#include "hvd_support/fd_limit.h"
+#include "hvd_support/host.h"
+#include "hvd_support/logging.h"
 #include "contract/host_port.h"
 #include "contract/random.h"
 #include "core/scheduler_env.h"
@@ -21,7 +21,7 @@
 #include "store/file_store.h"
 #include "store/prefixed_store.h"
 #include "store/tcp_store_client.h"
-#include "transport/interfaces.h"
+#include "hvd_support/interfaces.h"
 #include "transport/mesh.h"
 
 namespace hvd::core {

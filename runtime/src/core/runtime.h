@@ -32,7 +32,7 @@
 #include "gpu/device_backend.h"
 #include "mpi/mpi_api.h"
 #include "store/store.h"
-#include "store/tcp_store_server.h"
+#include "hvd_support/tcp_store_server.h"
 #include "transport/context.h"
 #include "transport/mesh.h"
 

@@ -4,7 +4,7 @@
 #include <sstream>
 
 #include "collectives/collectives.h"
-#include "common/logging.h"
+#include "hvd_support/logging.h"
 #include "engine/timeline.h"
 #include "hvd/error.hpp"
 

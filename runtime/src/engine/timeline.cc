@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "common/logging.h"
+#include "hvd_support/logging.h"
 #include "common/syscall_error.h"
 
 namespace hvd::engine {

@@ -4,7 +4,7 @@
 #include <thread>
 
 #include "collectives/collectives.h"
-#include "common/logging.h"
+#include "hvd_support/logging.h"
 #include "gpu/comm_cache.h"
 #include "gpu/hierarchical.h"
 #include "gpu/loader.h"

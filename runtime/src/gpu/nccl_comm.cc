@@ -4,7 +4,7 @@
 #include <thread>
 #include <utility>
 
-#include "common/logging.h"
+#include "hvd_support/logging.h"
 #include "hvd/error.hpp"
 
 namespace hvd::gpu {

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <utility>
 
-#include "common/logging.h"
+#include "hvd_support/logging.h"
 #include "hvd/error.hpp"
 
 namespace hvd::gpu {

@@ -8,7 +8,7 @@
 
 #include "collectives/reduce.h"
 #include "collectives/validate.h"
-#include "common/logging.h"
+#include "hvd_support/logging.h"
 #include "hvd/error.hpp"
 
 namespace hvd::mpi {

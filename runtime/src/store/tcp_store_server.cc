@@ -1,4 +1,4 @@
-#include "store/tcp_store_server.h"
+#include "hvd_support/tcp_store_server.h"
 
 #include <boost/asio.hpp>
 #include <chrono>
@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "common/logging.h"
+#include "hvd_support/logging.h"
 #include "hvd/error.hpp"
 #include "store/tcp_protocol.h"
 #include "store/tcp_store_session.h"

@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "common/logging.h"
+#include "hvd_support/logging.h"
 #include "hvd/error.hpp"
 #include "store/store.h"
 #include "store/tcp_protocol.h"

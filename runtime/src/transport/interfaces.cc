@@ -1,9 +1,11 @@
-#include "transport/interfaces.h"
+#include "hvd_support/interfaces.h"
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
+
+#include <boost/asio.hpp>
 
 namespace hvd::transport {
 namespace {
@@ -70,6 +72,27 @@ std::string firstInterfaceIpv4() {
     for (const std::string& a : i.addresses) {
       if (a.find(':') == std::string::npos) return a;
     }
+  }
+  return "127.0.0.1";
+}
+
+std::string localAddressToward(const std::string& host) {
+  try {
+    boost::asio::io_context io;
+    boost::asio::ip::tcp::resolver resolver(io);
+    auto results = resolver.resolve(host, "9");
+    for (const auto& entry : results) {
+      const auto address = entry.endpoint().address();
+      if (address.is_loopback()) return address.is_v6() ? "::1" : "127.0.0.1";
+      boost::asio::ip::udp::socket probe(io);
+      boost::system::error_code ec;
+      probe.open(address.is_v6() ? boost::asio::ip::udp::v6() : boost::asio::ip::udp::v4(), ec);
+      if (ec) continue;
+      probe.connect(boost::asio::ip::udp::endpoint(address, 9), ec);  // sends nothing: routing only
+      if (ec) continue;
+      return probe.local_endpoint().address().to_string();
+    }
+  } catch (const std::exception&) {
   }
   return "127.0.0.1";
 }

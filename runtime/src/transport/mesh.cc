@@ -9,8 +9,8 @@
 #include <functional>
 #include <sstream>
 
-#include "common/host.h"
-#include "common/logging.h"
+#include "hvd_support/host.h"
+#include "hvd_support/logging.h"
 #include "common/syscall_error.h"
 #include "hvd/error.hpp"
 #include "transport/member_links.h"
@@ -37,27 +37,6 @@ std::string localHostKey() {
   const ssize_t n = ::readlink("/proc/self/ns/net", netns, sizeof(netns) - 1);
   if (n > 0) netns[n] = '\0';
   return localHostName() + "|" + readFirstLine("/proc/sys/kernel/random/boot_id") + "|" + netns;
-}
-
-std::string localAddressToward(const std::string& host) {
-  try {
-    asio::io_context io;
-    tcp::resolver resolver(io);
-    auto results = resolver.resolve(host, "9");
-    for (const auto& entry : results) {
-      const auto address = entry.endpoint().address();
-      if (address.is_loopback()) return address.is_v6() ? "::1" : "127.0.0.1";
-      asio::ip::udp::socket probe(io);
-      boost::system::error_code ec;
-      probe.open(address.is_v6() ? asio::ip::udp::v6() : asio::ip::udp::v4(), ec);
-      if (ec) continue;
-      probe.connect(asio::ip::udp::endpoint(address, 9), ec);  // sends nothing: routing only
-      if (ec) continue;
-      return probe.local_endpoint().address().to_string();
-    }
-  } catch (const std::exception&) {
-  }
-  return "127.0.0.1";
 }
 
 namespace {

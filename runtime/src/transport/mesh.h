@@ -78,8 +78,4 @@ std::unique_ptr<Context> connectMesh(store::Store& store, const MeshConfig& conf
 // Host identity used for MeshConfig::hostKey: hostname, kernel boot id and network namespace.
 std::string localHostKey();
 
-// The local address that routes to `host` (the interface a peer can reach us on when it can
-// reach the store), or 127.0.0.1 for loopback stores.
-std::string localAddressToward(const std::string& host);
-
 }  // namespace hvd::transport

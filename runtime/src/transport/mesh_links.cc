@@ -8,7 +8,7 @@
 #include <set>
 #include <sstream>
 
-#include "common/logging.h"
+#include "hvd_support/logging.h"
 #include "hvd/error.hpp"
 #include "transport/shm_link.h"
 #include "transport/shm_segment.h"

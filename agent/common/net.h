@@ -5,7 +5,7 @@
 
 #include <string>
 
-namespace hvd::agent::rpc {
+namespace hvd::agent::common {
 
 // "0.0.0.0" or "::": every address of this host.
 inline bool isWildcardAddress(const std::string& host) { return host == "0.0.0.0" || host == "::"; }
@@ -37,4 +37,4 @@ bool isLoopbackName(const std::string& host);
 // take it first; good enough for MASTER_PORT, which only torch env:// jobs use.
 int pickFreePort(const std::string& host);
 
-}  // namespace hvd::agent::rpc
+}  // namespace hvd::agent::common

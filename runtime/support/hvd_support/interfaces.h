@@ -21,4 +21,8 @@ std::vector<InterfaceAddresses> interfaceAddresses();
 // The first IPv4 address of interfaceAddresses(), or "127.0.0.1" when there is none.
 std::string firstInterfaceIpv4();
 
+// The local address that routes to `host` (the interface a peer can reach us on when it can
+// reach the store), or 127.0.0.1 for loopback stores.
+std::string localAddressToward(const std::string& host);
+
 }  // namespace hvd::transport

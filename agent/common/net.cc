@@ -1,4 +1,4 @@
-#include "agent/rpc/net.h"
+#include "agent/common/net.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -10,7 +10,7 @@
 #include "contract/host_port.h"
 #include "hvd/error.hpp"
 
-namespace hvd::agent::rpc {
+namespace hvd::agent::common {
 namespace {
 
 bool isIpLiteral(const std::string& host, bool* ipv6) {
@@ -95,4 +95,4 @@ int pickFreePort(const std::string& host) {
   return port;
 }
 
-}  // namespace hvd::agent::rpc
+}  // namespace hvd::agent::common
