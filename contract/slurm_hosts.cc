@@ -3,21 +3,15 @@
 #include <cstdlib>
 
 #include "contract/slurm_tasks.h"
+#include "contract/slurm_text.h"
 #include "hvd/error.hpp"
 
 namespace hvd::contract {
 namespace {
 
-constexpr size_t kMaxHosts = 1 << 20;  // far above any allocation; stops "[1-999999999]"
-
-bool allDigits(const std::string& s) {
-  return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
-}
-
-[[noreturn]] void fail(const std::string& what, const std::string& token,
-                       const std::string& expected) {
-  throw InvalidArgumentError(what + ": '" + token + "': " + expected);
-}
+using slurm_text::allDigits;
+using slurm_text::fail;
+using slurm_text::kMaxNodes;
 
 // Splits on commas outside brackets.
 std::vector<std::string> splitTopLevel(const std::string& text, const std::string& what) {
@@ -57,8 +51,8 @@ std::vector<std::string> expandRanges(const std::string& inside, const std::stri
     const long first = std::atol(lo.c_str());
     const long last = std::atol(hi.c_str());
     if (last < first) fail(what, token, "range " + range + " runs backwards");
-    if (static_cast<size_t>(last - first) + out.size() >= kMaxHosts) {
-      fail(what, token, "more than " + std::to_string(kMaxHosts) + " hosts");
+    if (static_cast<size_t>(last - first) + out.size() >= kMaxNodes) {
+      fail(what, token, "more than " + std::to_string(kMaxNodes) + " hosts");
     }
     for (long n = first; n <= last; ++n) {
       std::string digits = std::to_string(n);
@@ -85,8 +79,8 @@ void expandToken(const std::string& token, const std::string& whole, const std::
   const std::string rest = token.substr(close + 1);
   for (const std::string& n : expandRanges(token.substr(open + 1, close - open - 1), token, what)) {
     expandToken(prefix + n + rest, whole, what, out);
-    if (out->size() > kMaxHosts)
-      fail(what, whole, "more than " + std::to_string(kMaxHosts) + " hosts");
+    if (out->size() > kMaxNodes)
+      fail(what, whole, "more than " + std::to_string(kMaxNodes) + " hosts");
   }
 }
 

@@ -2,21 +2,15 @@
 
 #include <cstdlib>
 
+#include "contract/slurm_text.h"
 #include "hvd/error.hpp"
 
 namespace hvd::contract {
 namespace {
 
-constexpr size_t kMaxHosts = 1 << 20;  // far above any allocation; stops "1(x999999999)"
-
-bool allDigits(const std::string& s) {
-  return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
-}
-
-[[noreturn]] void fail(const std::string& what, const std::string& token,
-                       const std::string& expected) {
-  throw InvalidArgumentError(what + ": '" + token + "': " + expected);
-}
+using slurm_text::allDigits;
+using slurm_text::fail;
+using slurm_text::kMaxNodes;
 
 }  // namespace
 
@@ -40,7 +34,7 @@ std::vector<int> expandTasksPerNode(const std::string& tasks, const std::string&
     const int n = std::atoi(count.c_str());
     const int r = std::atoi(repeat.c_str());
     if (n < 1 || r < 1) fail(what, entry, "counts and repeats start at 1");
-    if (counts.size() + static_cast<size_t>(r) > kMaxHosts) fail(what, entry, "too many nodes");
+    if (counts.size() + static_cast<size_t>(r) > kMaxNodes) fail(what, entry, "too many nodes");
     counts.insert(counts.end(), static_cast<size_t>(r), n);
     if (comma == std::string::npos) break;
     start = comma + 1;

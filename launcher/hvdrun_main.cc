@@ -20,6 +20,7 @@
 
 #include "agent/auth/cluster_key.h"
 #include "agent/auth/request_signer.h"
+#include "agent/common/net.h"
 #include "agent/common/thread_guard.h"
 #include "agent/coordinator/job_coordinator.h"
 #include "agent/jobs/attempts.h"
@@ -28,12 +29,12 @@
 #include "agent/process/posix_spawner.h"
 #include "agent/rpc/call_auth.h"
 #include "agent/rpc/credentials.h"
-#include "agent/common/net.h"
+#include "contract/exit_codes.h"
+#include "hvd/error.hpp"
 #include "hvd_support/fd_limit.h"
 #include "hvd_support/host.h"
 #include "hvd_support/logging.h"
-#include "contract/exit_codes.h"
-#include "hvd/error.hpp"
+#include "hvd_support/tcp_store_server.h"
 #include "launcher/build_info.h"
 #include "launcher/cli.h"
 #include "launcher/hosts.h"
@@ -45,7 +46,6 @@
 #include "launcher/remote_client.h"
 #include "launcher/signals.h"
 #include "launcher/slurm_agents.h"
-#include "hvd_support/tcp_store_server.h"
 
 extern char** environ;
 

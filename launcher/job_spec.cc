@@ -6,8 +6,8 @@
 #include <set>
 
 #include "agent/auth/cluster_key.h"
-#include "agent/rpc/convert.h"
 #include "agent/common/net.h"
+#include "agent/rpc/convert.h"
 #include "hvd/error.hpp"
 #include "launcher/hosts.h"
 #include "launcher/job_environment.h"

@@ -9,8 +9,8 @@
 #include "agent/common/thread_guard.h"
 #include "agent/rpc/convert.h"
 #include "agent/rpc/methods.h"
-#include "hvd_support/logging.h"
 #include "contract/exit_codes.h"
+#include "hvd_support/logging.h"
 #include "launcher/output.h"
 
 namespace hvd::launcher {

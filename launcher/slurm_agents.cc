@@ -16,8 +16,8 @@
 #include "agent/common/thread_guard.h"
 #include "agent/daemon/slurm_step.h"
 #include "agent/process/spawner.h"
-#include "hvd_support/logging.h"
 #include "hvd/error.hpp"
+#include "hvd_support/logging.h"
 
 extern char** environ;
 

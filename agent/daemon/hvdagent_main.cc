@@ -37,11 +37,11 @@
 #include "agent/rpc/call_auth.h"
 #include "agent/rpc/credentials.h"
 #include "agent/service/agent_service.h"
+#include "contract/exit_codes.h"
+#include "hvd/error.hpp"
 #include "hvd_support/fd_limit.h"
 #include "hvd_support/host.h"
 #include "hvd_support/logging.h"
-#include "contract/exit_codes.h"
-#include "hvd/error.hpp"
 #include "hvd_support/tcp_store_server.h"
 
 extern char** environ;

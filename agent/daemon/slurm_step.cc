@@ -11,8 +11,8 @@
 
 #include "agent/common/net.h"
 #include "agent/common/thread_guard.h"
-#include "hvd_support/host.h"
 #include "hvd/error.hpp"
+#include "hvd_support/host.h"
 #include "hvd_support/interfaces.h"
 
 namespace hvd::agent::daemon {

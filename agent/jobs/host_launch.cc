@@ -8,8 +8,8 @@
 #include "agent/common/thread_guard.h"
 #include "agent/coordinator/call_batch.h"
 #include "agent/jobs/event_queue.h"
-#include "hvd_support/logging.h"
 #include "hvd/error.hpp"
+#include "hvd_support/logging.h"
 
 namespace hvd::agent::jobs {
 namespace {

@@ -16,11 +16,11 @@
 #include "agent/records/job_log.h"
 #include "agent/relay/tree_hosts.h"
 #include "agent/relay/tree_shape.h"
-#include "hvd_support/logging.h"
-#include "hvd_support/unix_time.h"
 #include "contract/exit_codes.h"
 #include "hvd/error.hpp"
+#include "hvd_support/logging.h"
 #include "hvd_support/tcp_store_server.h"
+#include "hvd_support/unix_time.h"
 
 namespace hvd::agent::jobs {
 

@@ -19,10 +19,10 @@
 #include "agent/records/atomic_file.h"
 #include "agent/records/job_records.h"
 #include "agent/records/trusted_path.h"
-#include "hvd_support/logging.h"
-#include "hvd_support/unix_time.h"
 #include "contract/exit_codes.h"
 #include "hvd/error.hpp"
+#include "hvd_support/logging.h"
+#include "hvd_support/unix_time.h"
 
 namespace hvd::agent::records {
 namespace {

@@ -15,8 +15,8 @@
 #include "agent/rpc/convert.h"
 #include "agent/rpc/methods.h"
 #include "agent/service/job_log_stream.h"
-#include "hvd_support/logging.h"
 #include "hvd/error.hpp"
+#include "hvd_support/logging.h"
 
 namespace hvd::agent::service {
 namespace {

@@ -10,8 +10,8 @@
 #include "agent/rpc/methods.h"
 #include "agent/service/agent_service.h"
 #include "agent/service/job_log_stream.h"
-#include "hvd_support/logging.h"
 #include "hvd/error.hpp"
+#include "hvd_support/logging.h"
 
 namespace hvd::agent::service {
 namespace {

@@ -10,8 +10,8 @@
 #include <thread>
 
 #include "collectives/collectives.h"
-#include "hvd_support/fd_limit.h"
 #include "common/rank_errors.h"
+#include "hvd_support/fd_limit.h"
 #include "store/memory_store.h"
 #include "transport/shm_link.h"
 #include "transport/shm_sizing.h"

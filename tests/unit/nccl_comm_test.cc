@@ -19,9 +19,9 @@
 #include <vector>
 
 #include "common/fake_nccl.h"
-#include "hvd_support/logging.h"
 #include "gpu/comm_cache.h"
 #include "hvd/error.hpp"
+#include "hvd_support/logging.h"
 #include "store/memory_store.h"
 
 namespace {

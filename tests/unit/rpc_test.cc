@@ -24,9 +24,9 @@
 #include "agent/rpc/methods.h"
 #include "common/captured_log.h"
 #include "common/grpc_test_server.h"
-#include "hvd_support/logging.h"
 #include "common/test_support.h"
 #include "hvd/error.hpp"
+#include "hvd_support/logging.h"
 
 namespace hvd::agent {
 namespace {

@@ -15,11 +15,11 @@
 #include "agent/daemon/slurm_step.h"
 #include "common/test_support.h"
 #include "hvd/error.hpp"
+#include "hvd_support/interfaces.h"
 #include "hvdrun_parse.h"
 #include "launcher/cli.h"
 #include "launcher/hosts.h"
 #include "launcher/slurm_agents.h"
-#include "hvd_support/interfaces.h"
 
 namespace hvd::launcher {
 namespace {

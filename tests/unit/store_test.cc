@@ -18,10 +18,10 @@
 
 #include "common/test_support.h"
 #include "hvd/error.hpp"
+#include "hvd_support/tcp_store_server.h"
 #include "store/file_store.h"
 #include "store/memory_store.h"
 #include "store/tcp_store_client.h"
-#include "hvd_support/tcp_store_server.h"
 
 namespace hvd::store {
 namespace {

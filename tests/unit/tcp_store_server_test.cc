@@ -27,8 +27,8 @@
 #include <thread>
 #include <vector>
 
-#include "hvd_support/logging.h"
 #include "hvd/error.hpp"
+#include "hvd_support/logging.h"
 #include "store/tcp_protocol.h"
 #include "store/tcp_store_client.h"
 

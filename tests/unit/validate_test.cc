@@ -14,8 +14,8 @@
 #include "agent/common/cli_checks.h"
 #include "agent/common/thread_guard.h"
 #include "common/captured_log.h"
-#include "hvd_support/logging.h"
 #include "contract/names.h"
+#include "hvd_support/logging.h"
 
 namespace hvd {
 namespace {

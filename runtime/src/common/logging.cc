@@ -9,8 +9,8 @@
 #include <sstream>
 #include <vector>
 
-#include "hvd_support/host.h"
 #include "contract/worker_variables.h"
+#include "hvd_support/host.h"
 
 namespace hvd::logging {
 namespace {

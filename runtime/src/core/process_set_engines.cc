@@ -2,10 +2,10 @@
 
 #include <algorithm>
 
-#include "hvd_support/logging.h"
 #include "core/runtime.h"
 #include "gpu/device_backend.h"
 #include "hvd/error.hpp"
+#include "hvd_support/logging.h"
 #include "store/prefixed_store.h"
 
 namespace hvd::core {

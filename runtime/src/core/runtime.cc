@@ -9,19 +9,19 @@
 #include <tuple>
 #include <vector>
 
-#include "hvd_support/fd_limit.h"
-#include "hvd_support/host.h"
-#include "hvd_support/logging.h"
 #include "contract/host_port.h"
 #include "contract/random.h"
 #include "core/scheduler_env.h"
 #include "engine/timeline.h"
 #include "hvd/error.hpp"
+#include "hvd_support/fd_limit.h"
+#include "hvd_support/host.h"
+#include "hvd_support/interfaces.h"
+#include "hvd_support/logging.h"
 #include "mpi/mpi_collectives.h"
 #include "store/file_store.h"
 #include "store/prefixed_store.h"
 #include "store/tcp_store_client.h"
-#include "hvd_support/interfaces.h"
 #include "transport/mesh.h"
 
 namespace hvd::core {

@@ -30,9 +30,9 @@
 #include "core/process_set_engines.h"
 #include "engine/engine.h"
 #include "gpu/device_backend.h"
+#include "hvd_support/tcp_store_server.h"
 #include "mpi/mpi_api.h"
 #include "store/store.h"
-#include "hvd_support/tcp_store_server.h"
 #include "transport/context.h"
 #include "transport/mesh.h"
 

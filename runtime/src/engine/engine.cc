@@ -4,9 +4,9 @@
 #include <sstream>
 
 #include "collectives/collectives.h"
-#include "hvd_support/logging.h"
 #include "engine/timeline.h"
 #include "hvd/error.hpp"
+#include "hvd_support/logging.h"
 
 namespace hvd::engine {
 namespace {

@@ -17,8 +17,8 @@
 #include <utility>
 #include <vector>
 
-#include "hvd_support/logging.h"
 #include "common/syscall_error.h"
+#include "hvd_support/logging.h"
 
 namespace hvd::engine {
 

@@ -4,7 +4,6 @@
 #include <thread>
 
 #include "collectives/collectives.h"
-#include "hvd_support/logging.h"
 #include "gpu/comm_cache.h"
 #include "gpu/hierarchical.h"
 #include "gpu/loader.h"
@@ -12,6 +11,7 @@
 #include "gpu/staged.h"
 #include "gpu/watchdog.h"
 #include "hvd/error.hpp"
+#include "hvd_support/logging.h"
 #include "store/memory_store.h"
 
 namespace hvd::gpu {

@@ -4,8 +4,8 @@
 #include <thread>
 #include <utility>
 
-#include "hvd_support/logging.h"
 #include "hvd/error.hpp"
+#include "hvd_support/logging.h"
 
 namespace hvd::gpu {
 namespace {

@@ -5,8 +5,8 @@
 #include <cstdlib>
 #include <utility>
 
-#include "hvd_support/logging.h"
 #include "hvd/error.hpp"
+#include "hvd_support/logging.h"
 
 namespace hvd::gpu {
 namespace {

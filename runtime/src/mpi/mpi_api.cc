@@ -5,8 +5,8 @@
 #include <cstdlib>
 #include <mutex>
 
-#include "hvd_support/logging.h"
 #include "hvd/error.hpp"
+#include "hvd_support/logging.h"
 
 namespace hvd::mpi {
 namespace {

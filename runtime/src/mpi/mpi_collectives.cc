@@ -8,8 +8,8 @@
 
 #include "collectives/reduce.h"
 #include "collectives/validate.h"
-#include "hvd_support/logging.h"
 #include "hvd/error.hpp"
+#include "hvd_support/logging.h"
 
 namespace hvd::mpi {
 namespace {

@@ -11,8 +11,8 @@
 #include <utility>
 #include <vector>
 
-#include "hvd_support/logging.h"
 #include "hvd/error.hpp"
+#include "hvd_support/logging.h"
 #include "store/tcp_protocol.h"
 #include "store/tcp_store_session.h"
 

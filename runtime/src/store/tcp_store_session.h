@@ -15,8 +15,8 @@
 #include <utility>
 #include <vector>
 
-#include "hvd_support/logging.h"
 #include "hvd/error.hpp"
+#include "hvd_support/logging.h"
 #include "store/store.h"
 #include "store/tcp_protocol.h"
 

@@ -9,10 +9,10 @@
 #include <functional>
 #include <sstream>
 
-#include "hvd_support/host.h"
-#include "hvd_support/logging.h"
 #include "common/syscall_error.h"
 #include "hvd/error.hpp"
+#include "hvd_support/host.h"
+#include "hvd_support/logging.h"
 #include "transport/member_links.h"
 #include "transport/mesh_links.h"
 

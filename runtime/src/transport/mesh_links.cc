@@ -8,8 +8,8 @@
 #include <set>
 #include <sstream>
 
-#include "hvd_support/logging.h"
 #include "hvd/error.hpp"
+#include "hvd_support/logging.h"
 #include "transport/shm_link.h"
 #include "transport/shm_segment.h"
 #include "transport/shm_sizing.h"
