@@ -22,6 +22,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "agent/coordinator/call_batch.h"
@@ -44,6 +45,24 @@ class Clock {
 class SteadyClock : public Clock {
  public:
   std::chrono::steady_clock::time_point now() override { return std::chrono::steady_clock::now(); }
+};
+
+// Elastic mode (hvdrun --min-np / --host-discovery-script, Horovod's flags): the job lives
+// through rounds (jobs/elastic_job.h, contract/elastic.h) instead of attempts.
+struct ElasticSpec {
+  bool enabled = false;
+  int minNp = 1;
+  int maxNp = 0;  // 0: every available slot
+  // Run every discoveryInterval; prints "host[:slots]" lines. Empty: JobSpec::hosts, fixed.
+  std::string discoveryScript;
+  int slotsPerHost = 0;  // a discovered host's slots when its line names none (0: 1)
+  std::chrono::milliseconds discoveryInterval{1000};
+  // How long a round waits for minNp slots, and workers for their next assignment.
+  std::chrono::milliseconds timeout{600000};
+  int resetLimit = 0;  // rounds after the first before the job fails; 0: no limit
+  // --blacklist-cooldown-range: a failed host returns after a backoff within [min, max] seconds;
+  // unset: it never returns.
+  std::optional<std::pair<int, int>> cooldownSeconds;
 };
 
 // A job as submitted (hvdrun's options after parsing).
@@ -88,6 +107,7 @@ struct JobSpec {
   std::map<std::string, std::string> agentAddresses;
   int treeWidth = 0;
   std::chrono::milliseconds connectTimeout{0};
+  ElasticSpec elastic;
   // The job's name in listings (the program), and whether it outlives its client (hvdrun submit).
   std::string name;
   bool detach = false;
