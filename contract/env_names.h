@@ -41,6 +41,8 @@ inline constexpr const char* kLocalRank = "HOROVOD_LOCAL_RANK";
 inline constexpr const char* kLocalSize = "HOROVOD_LOCAL_SIZE";
 inline constexpr const char* kCrossRank = "HOROVOD_CROSS_RANK";
 inline constexpr const char* kCrossSize = "HOROVOD_CROSS_SIZE";
+// The rank's host as the job lists it (-H, the hostfile, the discovery script).
+inline constexpr const char* kHostname = "HOROVOD_HOSTNAME";
 }  // namespace horovod
 
 }  // namespace hvd::contract::env

@@ -193,6 +193,40 @@ inline constexpr WorkerVariable kStoreToken =
         .asSecret()
         .withExample("token-of-the-attempt");
 
+// --- Elastic mode (contract/elastic.h) -----------------------------------------------------
+inline constexpr WorkerVariable kElastic =
+    WorkerVariable("HVD_ELASTIC", T::kBool,
+                   "1: an elastic job; init after shutdown takes the rank's place in the next "
+                   "round from the leader")
+        .withAlias("HOROVOD_ELASTIC")
+        .writtenByLauncher()
+        .withRange(0, 1)
+        .withDefault("0")
+        .withExample("1");
+inline constexpr WorkerVariable kElasticRound =
+    WorkerVariable("HVD_ELASTIC_ROUND", T::kInt,
+                   "the round the worker was started for (its store namespace)")
+        .writtenByLauncher()
+        .withRange(0, 1 << 30)
+        .withDefault("0")
+        .withExample("3");
+inline constexpr WorkerVariable kWorkerId =
+    WorkerVariable("HVD_WORKER_ID", T::kInt,
+                   "the worker's id in an elastic job, kept across rounds and never reused")
+        .writtenByLauncher()
+        .withRange(0, 1 << 30)
+        .withDefault("0")
+        .withExample("7");
+inline constexpr WorkerVariable kElasticTimeout =
+    WorkerVariable("HVD_ELASTIC_TIMEOUT", T::kSeconds,
+                   "seconds a worker waits for its place in the next round")
+        .withAlias("HOROVOD_ELASTIC_TIMEOUT")
+        .writtenByLauncher()
+        .withRange(0, 1e6)
+        .withUnit("s")
+        .withDefault("600")
+        .withExample("120");
+
 // --- Transports and their tuning -----------------------------------------------------------
 inline constexpr WorkerVariable kTimeout =
     WorkerVariable("HVD_TIMEOUT", T::kSeconds,
@@ -396,6 +430,10 @@ inline constexpr WorkerVariable kAll[] = {
     kStoreFile,
     kStoreAddr,
     kStoreToken,
+    kElastic,
+    kElasticRound,
+    kWorkerId,
+    kElasticTimeout,
     kTimeout,
     kStartTimeout,
     kTransport,

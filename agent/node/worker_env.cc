@@ -199,6 +199,21 @@ std::vector<std::string> buildWorkerEnvironment(const WorkerEnvInput& in) {
     own.emplace_back(names::torch::kRestartCount, std::to_string(in.restartCount));
     own.emplace_back(names::torch::kMaxRestarts, std::to_string(in.maxRestarts));
   }
+  own.emplace_back(names::horovod::kHostname, in.hostName);
+  if (in.elastic) {
+    own.emplace_back(worker::kElastic.name, "1");
+    own.emplace_back(worker::kElastic.alias, "1");
+    own.emplace_back(worker::kElasticRound.name, std::to_string(in.elastic->round));
+    own.emplace_back(worker::kWorkerId.name, std::to_string(in.elastic->worker));
+    // Whole milliseconds as seconds: what the runtime reads back is what the leader meant.
+    std::string seconds = std::to_string(in.elastic->timeout.count() / 1000);
+    if (const long long ms = in.elastic->timeout.count() % 1000; ms != 0) {
+      std::string frac = std::to_string(1000 + ms).substr(1);
+      while (frac.back() == '0') frac.pop_back();
+      seconds += "." + frac;
+    }
+    own.emplace_back(worker::kElasticTimeout.name, seconds);
+  }
   if (!gpus.empty()) {
     own.emplace_back(names::kGpu, joinInts(gpus));
     if (in.gpuBind == GpuBind::kVisible) own.emplace_back("CUDA_VISIBLE_DEVICES", joinInts(gpus));

@@ -5,6 +5,8 @@
 // string).
 #pragma once
 
+#include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,7 +32,7 @@ struct WorkerEnvInput {
   contract::RankPlacement placement;  // this rank
   int size = 0;                       // world size
   int groupRank = -1;                 // GROUP_RANK: see groupRankOfHost(); must be set
-  std::string hostName;               // for error messages only
+  std::string hostName;  // as the job lists it: for messages and HOROVOD_HOSTNAME
 
   std::string jobId;
   std::string storeAddr;   // "host:port" of the job's rendezvous store
@@ -50,6 +52,15 @@ struct WorkerEnvInput {
   // restart (maxRestarts > 0) or has.
   int restartCount = 0;
   int maxRestarts = 0;  // TORCHELASTIC_MAX_RESTARTS
+
+  // Elastic mode (contract/elastic.h): the round the worker is started for (storeToken is that
+  // round's), its id, and how long it waits for each later round's place.
+  struct Elastic {
+    int round = 0;
+    int worker = 0;
+    std::chrono::milliseconds timeout{600000};
+  };
+  std::optional<Elastic> elastic;
 };
 
 // The node index torch calls GROUP_RANK: the position of `hostIndex` among the hosts that got at

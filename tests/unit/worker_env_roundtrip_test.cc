@@ -36,6 +36,8 @@ const std::set<std::string> kNotForTheParser = {
     "HOROVOD_LOCAL_SIZE",
     "HOROVOD_CROSS_RANK",
     "HOROVOD_CROSS_SIZE",
+    "HOROVOD_HOSTNAME",  // the host as the job lists it
+    "HOROVOD_ELASTIC",   // HVD_ELASTIC's alias, for scripts that test it
 };
 
 TEST(WorkerEnvRoundTrip, WhatTheAgentWritesIsWhatTheRuntimeReadsForEveryRank) {
@@ -58,6 +60,7 @@ TEST(WorkerEnvRoundTrip, WhatTheAgentWritesIsWhatTheRuntimeReadsForEveryRank) {
     in.hostGpus = {0, 1, 2};
     in.restartCount = 1;
     in.maxRestarts = 3;
+    in.elastic = WorkerEnvInput::Elastic{4, 10 + rank, std::chrono::milliseconds(90500)};
     // Engine knobs a user forwards with -x, under both names.
     in.forwarded = {"HVD_TIMEOUT=30", "HOROVOD_FUSION_THRESHOLD=1048576", "HVD_CYCLE_TIME=2.5",
                     "HOROVOD_STALL_CHECK_TIME_SECONDS=7"};
@@ -86,6 +89,11 @@ TEST(WorkerEnvRoundTrip, WhatTheAgentWritesIsWhatTheRuntimeReadsForEveryRank) {
     EXPECT_EQ(c.fusionThreshold, size_t{1} << 20);
     EXPECT_EQ(c.cycleTime, std::chrono::microseconds(2500));
     EXPECT_EQ(c.stallCheckTime, std::chrono::milliseconds(7000));
+    EXPECT_TRUE(c.elastic);
+    EXPECT_EQ(c.elasticRound, 4);
+    EXPECT_EQ(c.workerId, 10 + rank);
+    EXPECT_EQ(c.elasticTimeout, std::chrono::milliseconds(90500));
+    EXPECT_EQ(values.at("HOROVOD_HOSTNAME"), in.hostName);
   }
   // Every hvd variable written is read by the parser, or is for another reader (listed above).
   std::vector<std::string> unread;

@@ -81,6 +81,17 @@ const char* hvd_nccl_version(void);
  * HVD_CPU_BACKEND that hvd_init() would refuse. The string is static. */
 const char* hvd_cpu_backend(void);
 
+/* Elastic mode (hvdrun --min-np or --host-discovery-script; docs/elastic.md).
+ * hvd_elastic_enabled: 1 when HVD_ELASTIC=1 (no hvd_init() needed). hvd_elastic_round: the round
+ * this process joined last, -1 before any. hvd_elastic_pending (after hvd_init()): *round is the
+ * round the leader announced to follow the current one, 0 when none; *change what changed
+ * (bits: 1 hosts removed, 2 hosts added). hvd_elastic_removed: 1 when an hvd_init() failed
+ * because the leader removed this worker from the job (every later hvd_init() fails too). */
+int hvd_elastic_enabled(void);
+int hvd_elastic_round(void);
+hvd_status hvd_elastic_pending(int* round, int* change);
+int hvd_elastic_removed(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -31,6 +31,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hvd/error.hpp"
@@ -106,6 +107,14 @@ std::string transportDescription();
 // before it, the backend HVD_CPU_BACKEND (or Horovod's HOROVOD_CPU_OPERATIONS) asks for, read as
 // init() will read it; "" when that value is one init() would refuse.
 std::string cpuBackend();
+
+// Elastic mode (HVD_ELASTIC=1; hvd.h's hvd_elastic_* say what each returns).
+bool elasticEnabled();
+int elasticRound();
+// {round, change}: the round the leader announced to follow the current one (0: none) and what
+// changed (bits: 1 hosts removed, 2 hosts added). Needs init().
+std::pair<int, int> elasticPending();
+bool elasticRemoved();
 
 // --- GPU backend ---------------------------------------------------------------------------
 // What device buffers of the blocking collectives run on: "none" before the first call with

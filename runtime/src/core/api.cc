@@ -10,6 +10,8 @@
 #include <string>
 
 #include "collectives/host_collectives.h"
+#include "contract/worker_variables.h"
+#include "core/elastic_session.h"
 #include "core/runtime.h"
 #include "hvd/engine.hpp"
 #include "hvd/hvd.hpp"
@@ -29,6 +31,8 @@ struct Instance {
   std::mutex mutex;
   std::unique_ptr<core::Runtime> runtime;
   int generation = 0;
+  // Elastic mode: the worker's rounds, from its first init to the process's end.
+  std::unique_ptr<core::ElasticSession> elastic;
   pid_t owner = 0;  // the process that made `runtime`
 
   bool forked() const { return runtime && getpid() != owner; }
@@ -97,7 +101,13 @@ void initWith(const std::function<void(core::Config&)>& adjust) {
   adjust(config);
   // A failed init (a bad process set, say) has written this generation's keys already: the
   // next try must not meet them, so the count moves on either way (every rank fails alike).
-  const int generation = self.generation++;
+  int generation = self.generation++;
+  if (config.elastic) {
+    // Each round has a namespace of its own, which every worker of it enters afresh.
+    if (!self.elastic) self.elastic = std::make_unique<core::ElasticSession>(config);
+    config = self.elastic->next(std::move(config));
+    generation = 0;
+  }
   self.runtime = std::make_unique<core::Runtime>(config, generation);
   self.owner = getpid();
 }
@@ -130,6 +140,42 @@ bool isInitialized() {
   auto& self = instance();
   std::lock_guard<std::mutex> lock(self.mutex);
   return self.runtime != nullptr;
+}
+
+bool elasticEnabled() {
+  auto& self = instance();
+  std::lock_guard<std::mutex> lock(self.mutex);
+  if (self.runtime) return self.runtime->config().elastic;
+  const char* value = std::getenv(contract::worker::kElastic.name);
+  if (value == nullptr || *value == '\0') value = std::getenv(contract::worker::kElastic.alias);
+  return value != nullptr && std::string(value) == "1";
+}
+
+int elasticRound() {
+  auto& self = instance();
+  std::lock_guard<std::mutex> lock(self.mutex);
+  return self.elastic ? self.elastic->round() : -1;
+}
+
+std::pair<int, int> elasticPending() {
+  core::ElasticSession* session = nullptr;
+  {
+    auto& self = instance();
+    std::lock_guard<std::mutex> lock(self.mutex);
+    if (!self.runtime) throw InvalidArgumentError("hvd is not initialised: call hvd::init() first");
+    session = self.elastic.get();
+  }
+  // The session lives until the process ends; its own lock serialises its store calls.
+  if (session == nullptr) return {0, 0};
+  const std::optional<contract::ElasticNotice> notice = session->pending();
+  if (!notice) return {0, 0};
+  return {notice->round, static_cast<int>(notice->change)};
+}
+
+bool elasticRemoved() {
+  auto& self = instance();
+  std::lock_guard<std::mutex> lock(self.mutex);
+  return self.elastic && self.elastic->removed();
 }
 
 std::string cpuBackend() {

@@ -117,6 +117,29 @@ hvd_status hvd_barrier(void) {
 
 int hvd_nccl_built(void) { return hvd::ncclBuilt() ? 1 : 0; }
 
+int hvd_elastic_enabled(void) {
+  try {
+    return hvd::elasticEnabled() ? 1 : 0;
+  } catch (...) {
+    return 0;
+  }
+}
+
+int hvd_elastic_round(void) { return hvd::elasticRound(); }
+
+hvd_status hvd_elastic_pending(int* round, int* change) {
+  return guarded([&] {
+    if (round == nullptr || change == nullptr) {
+      throw hvd::InvalidArgumentError("output pointer is null");
+    }
+    const std::pair<int, int> pending = hvd::elasticPending();
+    *round = pending.first;
+    *change = pending.second;
+  });
+}
+
+int hvd_elastic_removed(void) { return hvd::elasticRemoved() ? 1 : 0; }
+
 const char* hvd_cpu_backend(void) {
   try {
     const std::string backend = hvd::cpuBackend();

@@ -87,6 +87,13 @@ struct Config {
   // and removed after init.
   bool dynamicProcessSets = false;
 
+  // Elastic mode (HVD_ELASTIC, contract/elastic.h): the store namespace is the round's, and
+  // init after shutdown asks the leader for the next round's place (core/elastic_session.h).
+  bool elastic = false;
+  int elasticRound = 0;   // HVD_ELASTIC_ROUND
+  int workerId = 0;       // HVD_WORKER_ID
+  std::chrono::milliseconds elasticTimeout{600000};  // HVD_ELASTIC_TIMEOUT (seconds)
+
   // One line for the start-up log: the placement and the store, then every knob of the worker
   // table (contract/worker_variables.h) as its variable spells it. The token is shown as "<set>".
   std::string summary() const;

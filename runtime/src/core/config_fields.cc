@@ -201,6 +201,24 @@ constexpr ConfigField kFields[] = {
        c.dynamicProcessSets = v.integer == 1;
      },
      nullptr, [](const Config& c) { return flag(c.dynamicProcessSets); }},
+    {worker::kElastic.name,
+     [](Config& c, const WorkerValue& v, const EnvReader&) { c.elastic = v.integer == 1; },
+     nullptr, [](const Config& c) { return flag(c.elastic); }},
+    {worker::kElasticRound.name,
+     [](Config& c, const WorkerValue& v, const EnvReader&) {
+       c.elasticRound = static_cast<int>(v.integer);
+     },
+     nullptr, [](const Config& c) { return std::to_string(c.elasticRound); }},
+    {worker::kWorkerId.name,
+     [](Config& c, const WorkerValue& v, const EnvReader&) {
+       c.workerId = static_cast<int>(v.integer);
+     },
+     nullptr, [](const Config& c) { return std::to_string(c.workerId); }},
+    {worker::kElasticTimeout.name,
+     [](Config& c, const WorkerValue& v, const EnvReader&) {
+       c.elasticTimeout = milliseconds(static_cast<long long>(std::ceil(v.number * 1000)));
+     },
+     nullptr, [](const Config& c) { return decimal(c.elasticTimeout.count(), 1000); }},
     {worker::kTimelineMarkCycles.name,
      [](Config& c, const WorkerValue& v, const EnvReader&) {
        c.timelineMarkCycles = v.integer == 1;

@@ -11,6 +11,7 @@
 
 #include "contract/host_port.h"
 #include "contract/random.h"
+#include "core/elastic_session.h"
 #include "core/scheduler_env.h"
 #include "engine/timeline.h"
 #include "hvd/error.hpp"
@@ -214,7 +215,7 @@ Runtime::Runtime(const Config& config, int generation) : config_(config) {
     return;
   }
   if (!config_.storeAddress.empty()) {
-    store_ = std::make_unique<store::TcpStore>(config_.storeAddress, config_.jobId,
+    store_ = std::make_unique<store::TcpStore>(config_.storeAddress, storeJobOf(config_),
                                                config_.storeToken, config_.startTimeout);
   } else {
     store_ = std::make_unique<store::FileStore>(fileStoreDirectory(config_));

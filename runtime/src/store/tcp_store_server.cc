@@ -2,6 +2,8 @@
 
 #include <boost/asio.hpp>
 #include <chrono>
+#include <functional>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -129,6 +131,30 @@ class TcpStoreServer::Impl : public SessionOwner {
     });
   }
 
+  void set(const std::string& jobId, const std::string& key, const std::string& value) {
+    std::shared_ptr<Job> job = findJob(jobId);
+    if (!job) throw InvalidArgumentError("store job '" + jobId + "' is not registered");
+    onIoThread([&] {
+      if (job->removed.load()) return;
+      auto it = job->data.find(key);
+      const size_t before = it == job->data.end() ? 0 : key.size() + it->second.size();
+      job->bytes = job->bytes - before + key.size() + value.size();
+      job->data[key] = value;
+      notifyWaiters(*job, key);
+    });
+  }
+
+  std::optional<std::string> value(const std::string& jobId, const std::string& key) {
+    std::shared_ptr<Job> job = findJob(jobId);
+    if (!job) return std::nullopt;
+    std::optional<std::string> out;
+    onIoThread([&] {
+      auto it = job->data.find(key);
+      if (it != job->data.end()) out = it->second;
+    });
+    return out;
+  }
+
   std::shared_ptr<Job> findJob(const std::string& id) override {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = jobs_.find(id);
@@ -156,6 +182,29 @@ class TcpStoreServer::Impl : public SessionOwner {
                          (ec ? ec.message() : std::string("no address found")));
     }
     return results.begin()->endpoint();
+  }
+
+  // Runs `work` on the io thread, which owns every job's data, and waits for it; at once when
+  // the server is not running (nothing else touches the data then).
+  void onIoThread(const std::function<void()>& work) {
+    std::promise<void> done;
+    {
+      // Posted under the lock: a stop() that follows still runs it before its io thread ends.
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (state_ != State::kRunning) {
+        work();
+        return;
+      }
+      asio::post(io_, [&] {
+        try {
+          work();
+          done.set_value();
+        } catch (...) {
+          done.set_exception(std::current_exception());
+        }
+      });
+    }
+    done.get_future().get();
   }
 
   void runIo() {
@@ -236,5 +285,13 @@ void TcpStoreServer::addJob(const std::string& jobId, const std::string& token) 
   impl_->addJob(jobId, token);
 }
 void TcpStoreServer::removeJob(const std::string& jobId) { impl_->removeJob(jobId); }
+void TcpStoreServer::set(const std::string& jobId, const std::string& key,
+                         const std::string& value) {
+  impl_->set(jobId, key, value);
+}
+std::optional<std::string> TcpStoreServer::value(const std::string& jobId,
+                                                 const std::string& key) {
+  return impl_->value(jobId, key);
+}
 
 }  // namespace hvd::store

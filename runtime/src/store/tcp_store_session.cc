@@ -332,15 +332,17 @@ std::vector<std::string> Session::missingKeys(const std::vector<std::string>& ke
   return missing;
 }
 
-void Session::notify(const std::string& key) {
-  auto it = job_->waiters.find(key);
-  if (it == job_->waiters.end()) return;
+void notifyWaiters(Job& job, const std::string& key) {
+  auto it = job.waiters.find(key);
+  if (it == job.waiters.end()) return;
   std::vector<std::weak_ptr<Session>> listed = std::move(it->second);
-  job_->waiters.erase(it);
+  job.waiters.erase(it);
   for (auto& weak : listed) {
     if (auto session = weak.lock()) session->onKeyArrived();
   }
 }
+
+void Session::notify(const std::string& key) { notifyWaiters(*job_, key); }
 
 void Session::park(Opcode op, std::vector<std::string> keys, int64_t timeoutMs) {
   timeoutMs = std::clamp<int64_t>(timeoutMs, 0, kMaxWaitMs);

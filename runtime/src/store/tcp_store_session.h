@@ -40,6 +40,9 @@ struct Job {
   std::unordered_map<std::string, std::vector<std::weak_ptr<Session>>> waiters;
 };
 
+// Wakes the sessions parked on `key` in `job` (io thread).
+void notifyWaiters(Job& job, const std::string& key);
+
 // Callbacks a session needs from its server; keeps Session independent of Impl's layout.
 class SessionOwner {
  public:

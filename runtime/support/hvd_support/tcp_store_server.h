@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace hvd::store {
@@ -55,6 +56,13 @@ class TcpStoreServer {
   // Forgets a job and its keys; its parked waiters and later requests on its open connections
   // get a PeerError, new connections are refused. Thread-safe; unknown ids are ignored.
   void removeJob(const std::string& jobId);
+
+  // The embedding program's own access to a job's keys (elastic mode's leader), from any thread
+  // but the server's io thread: set() wakes the job's waiters as a client's SET does and throws
+  // hvd::InvalidArgumentError for an unknown job; value() is a key's value, nullopt when the key
+  // or the job is absent. Each waits for the io thread (a queued handler), never for a client.
+  void set(const std::string& jobId, const std::string& key, const std::string& value);
+  std::optional<std::string> value(const std::string& jobId, const std::string& key);
 
  private:
   class Impl;
