@@ -1,8 +1,11 @@
 #include "launcher/cli.h"
 
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <limits>
 #include <string>
 #include <utility>
@@ -12,9 +15,13 @@
 #include "agent/relay/tree_shape.h"
 #include "agent/rpc/defaults.h"
 #include "contract/env_reader.h"
+#include "contract/worker_values.h"
+#include "contract/worker_variables.h"
+#include "hvd/error.hpp"
 #include "launcher/engine_options.h"
 #include "launcher/hosts.h"
 #include "launcher/job_environment.h"
+#include "launcher/job_spec.h"
 #include "launcher/option_values.h"
 
 namespace hvd::launcher {
@@ -54,6 +61,12 @@ constexpr char kDescription[] =
     "only those agents get, through srun's stdin, and stops them at the end. The ranks get\n"
     "the agents' environment (the one srun forwards) plus what -x names. --print-hosts shows\n"
     "the hosts hvdrun derived.\n"
+    "\n"
+    "Elastic mode (horovodrun's flags, listed under Elastic) is on when --min-np or\n"
+    "--host-discovery-script is given: -np is then the slots the job starts with, and the\n"
+    "job lives through rounds of between --min-np and --max-np ranks. The script's hosts\n"
+    "may come and go; with -H or --hostfile (not with the script) the hosts are fixed:\n"
+    "fault tolerance without scaling.\n"
     "\n"
     "Every rank also gets the hvd variables (HVD_RANK, HVD_SIZE, ..., RANK/WORLD_SIZE/...,\n"
     "HOROVOD_*). Output lines are prefixed '[rank]<stdout>: ' / '[rank]<stderr>: ' and go\n"
@@ -120,36 +133,52 @@ CLI::Validator exportCheck() {
 // neither an option nor an option's value, or everything after "--"), and "-np" becomes "--np".
 void splitArguments(int argc, char** argv, std::vector<std::string>* ours,
                     std::vector<std::string>* command) {
-  static const char* const kTakesValue[] = {"-n",
-                                            "--np",
-                                            "--num-proc",
-                                            "-H",
-                                            "--hosts",
-                                            "--hostfile",
-                                            "-x",
-                                            "--stop-signal",
-                                            "--grace",
-                                            "--output-filename",
-                                            "--gpu-bind",
-                                            "--gpus-per-rank",
-                                            "--gpu-backend",
-                                            "--agent-port",
-                                            "--start-timeout",
-                                            "--key-file",
-                                            "--tls-cert",
-                                            "--tls-key",
-                                            "--tls-ca",
-                                            "--fusion-threshold-mb",
-                                            "--cycle-time-ms",
-                                            "--cache-capacity",
-                                            "--timeline-filename",
-                                            "--stall-check-warning-time-seconds",
-                                            "--stall-check-shutdown-time-seconds",
-                                            "--time-limit",
-                                            "--max-restarts",
-                                            "--restart-min-uptime",
-                                            "--no-restart-on-exit",
-                                            "--tree-width"};
+  struct TakesValues {
+    const char* name;
+    int count;
+  };
+  static const TakesValues kTakesValues[] = {{"-n", 1},
+                                             {"--np", 1},
+                                             {"--num-proc", 1},
+                                             {"-H", 1},
+                                             {"--hosts", 1},
+                                             {"--hostfile", 1},
+                                             {"-x", 1},
+                                             {"--stop-signal", 1},
+                                             {"--grace", 1},
+                                             {"--output-filename", 1},
+                                             {"--log-level", 1},
+                                             {"--gpu-bind", 1},
+                                             {"--gpus-per-rank", 1},
+                                             {"--gpu-backend", 1},
+                                             {"--agent-port", 1},
+                                             {"--start-timeout", 1},
+                                             {"--key-file", 1},
+                                             {"--tls-cert", 1},
+                                             {"--tls-key", 1},
+                                             {"--tls-ca", 1},
+                                             {"--fusion-threshold-mb", 1},
+                                             {"--cycle-time-ms", 1},
+                                             {"--cache-capacity", 1},
+                                             {"--timeline-filename", 1},
+                                             {"--stall-check-warning-time-seconds", 1},
+                                             {"--stall-check-shutdown-time-seconds", 1},
+                                             {"--time-limit", 1},
+                                             {"--max-restarts", 1},
+                                             {"--restart-min-uptime", 1},
+                                             {"--no-restart-on-exit", 1},
+                                             {"--tree-width", 1},
+                                             {"--min-np", 1},
+                                             {"--min-num-proc", 1},
+                                             {"--max-np", 1},
+                                             {"--max-num-proc", 1},
+                                             {"--host-discovery-script", 1},
+                                             {"--slots-per-host", 1},
+                                             {"--slots", 1},
+                                             {"--elastic-timeout", 1},
+                                             {"--reset-limit", 1},
+                                             {"--blacklist-cooldown-range", 2},
+                                             {"--discovery-interval", 1}};
   ours->push_back(argc > 0 ? argv[0] : "hvdrun");
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -163,8 +192,9 @@ void splitArguments(int argc, char** argv, std::vector<std::string>* ours,
     }
     if (arg == "-np") arg = "--np";
     ours->push_back(arg);
-    for (const char* name : kTakesValue) {
-      if (arg == name && i + 1 < argc) ours->push_back(argv[++i]);
+    for (const TakesValues& option : kTakesValues) {
+      if (arg != option.name) continue;
+      for (int n = 0; n < option.count && i + 1 < argc; ++n) ours->push_back(argv[++i]);
     }
   }
 }
@@ -292,6 +322,9 @@ struct RunText {
   std::string timeLimit;
   std::string minUptime;
   std::string noRestartCodes;
+  std::string logLevel;
+  std::pair<int, int> cooldownRange;
+  int resetLimit = 0;
   bool version = false;
   bool checkBuild = false;
 };
@@ -300,7 +333,9 @@ struct RunText {
 void addPlacementOptions(CLI::App* app, Options* options) {
   // -np is checked after parsing (checkRunOptions) rather than by CLI11, so that --version and
   // --check-build need none.
-  app->add_option("-n,--np,--num-proc", options->np, "number of ranks to run (exact); also -np")
+  app->add_option("-n,--np,--num-proc", options->np,
+                  "number of ranks to run (exact; in elastic mode: the slots to start with); "
+                  "also -np")
       ->check(integerRange(1, 1 << 20));
   app->add_option("-H,--hosts", options->hostList,
                   "hosts as host[:slots],... (IPv6 as [addr]:slots); a host without slots gets "
@@ -319,7 +354,7 @@ void addPlacementOptions(CLI::App* app, Options* options) {
 }
 
 // How the ranks are stopped and how their output is shown.
-void addStopAndOutputOptions(CLI::App* app, Options* options) {
+void addStopAndOutputOptions(CLI::App* app, Options* options, RunText* text) {
   app->add_option("--stop-signal", options->stopSignal,
                   "signal of a graceful stop (name or number)")
       ->capture_default_str();
@@ -333,6 +368,10 @@ void addStopAndOutputOptions(CLI::App* app, Options* options) {
                 "prefix each line with [rank]<stdout>: or [rank]<stderr>: (default on)");
   app->add_flag("--timestamp-output", options->timestampOutput,
                 "prefix each line with the local time it arrived (YYYY-MM-DDTHH:MM:SS.mmm)");
+  app->add_option("--log-level", text->logLevel,
+                  "the ranks' hvd log level: TRACE, DEBUG, INFO, WARNING, ERROR or FATAL (as "
+                  "horovodrun), or trace, debug, info, warn, error, off; default warn -> " +
+                      std::string(contract::worker::kLogLevel.name));
 }
 
 // Which GPUs each rank gets (the GPU knobs of the engine follow them in --help).
@@ -397,6 +436,52 @@ void addJobControlOptions(CLI::App* app, Options* options, RunText* text) {
   app->add_flag("--no-queue", options->noQueue,
                 "fail at once (exit 75) instead of waiting in the agent's queue when the GPUs or "
                 "slots are busy");
+}
+
+// Elastic mode: horovodrun's flags (and their aliases), plus hvd's --discovery-interval. Listed
+// under their own heading, as horovodrun's "elastic arguments". Checked after parsing by
+// convertElastic; the defaults that depend on -np are elasticSpec's (job_spec.h).
+void addElasticOptions(CLI::App* app, Options* options, RunText* text) {
+  const char* const kGroup = "Elastic (on with --min-np or --host-discovery-script)";
+  app->add_option("--min-np,--min-num-proc", options->minNp,
+                  "elastic mode: the fewest ranks the job runs with; with fewer slots it waits "
+                  "for more, up to --elastic-timeout (default -np)")
+      ->check(integerRange(1, 1 << 20))
+      ->group(kGroup);
+  app->add_option("--max-np,--max-num-proc", options->maxNp,
+                  "elastic mode: the most ranks the job runs with (default: every slot there is)")
+      ->check(integerRange(1, 1 << 20))
+      ->group(kGroup);
+  app->add_option("--host-discovery-script", options->discoveryScript,
+                  "an executable printing the hosts the job may use, one host[:slots] per line, "
+                  "run every --discovery-interval; turns elastic mode on. Not with -H or "
+                  "--hostfile (which give fixed hosts: fault tolerance without scaling)")
+      ->check(nonEmpty())
+      ->group(kGroup);
+  app->add_option("--slots-per-host,--slots", options->slotsPerHost,
+                  "slots of a host the discovery script prints without :slots (default 1)")
+      ->check(integerRange(1, 1 << 20))
+      ->group(kGroup);
+  app->add_option("--elastic-timeout", options->elasticTimeoutSeconds,
+                  "seconds a round waits for --min-np slots, and workers for their next round "
+                  "(default $HVD_ELASTIC_TIMEOUT or $HOROVOD_ELASTIC_TIMEOUT, else 600)")
+      ->check(finiteRange(0.001, 1e6, "seconds"))
+      ->group(kGroup);
+  app->add_option("--reset-limit", text->resetLimit,
+                  "at most N resets (new rounds after a failure or a change of hosts); the "
+                  "next one fails the job (default: no limit)")
+      ->check(integerRange(0, std::numeric_limits<int>::max()))
+      ->group(kGroup);
+  app->add_option("--blacklist-cooldown-range", text->cooldownRange,
+                  "a host whose rank failed may return after a backoff of MIN to MAX seconds "
+                  "(each 1-3600; default: never)")
+      ->check(integerRange(1, 3600))
+      ->type_name("MIN MAX")
+      ->group(kGroup);
+  app->add_option("--discovery-interval", options->discoveryIntervalSeconds,
+                  "seconds between two discoveries of the hosts (default 1, as horovodrun)")
+      ->check(finiteRange(0.001, 3600, "seconds"))
+      ->group(kGroup);
 }
 
 // The options that run no job, or only change how hvdrun starts the agents in Slurm.
@@ -471,6 +556,106 @@ std::optional<int> convertJobControl(const CLI::App& app, const RunText& text, O
   return std::nullopt;
 }
 
+// --host-discovery-script's path made absolute against hvdrun's working directory (the driver
+// runs it from wherever it runs), checked now rather than at the job's first discovery: Horovod
+// fails the job at once when the first run of the script fails. "" with *absolute set, else the
+// problem.
+std::string discoveryScriptProblem(const std::string& given, std::string* absolute) {
+  std::error_code failure;
+  const std::filesystem::path path = std::filesystem::absolute(given, failure);
+  if (failure) return inQuotes(given) + ": " + failure.message();
+  *absolute = path.lexically_normal().string();
+  const std::string named =
+      inQuotes(given) + (*absolute == given ? std::string() : " (" + *absolute + ")");
+  const std::filesystem::file_status status = std::filesystem::status(path, failure);
+  if (failure || !std::filesystem::exists(status)) return named + ": no such file";
+  if (std::filesystem::is_directory(status)) return named + ": is a directory, not a script";
+  if (::access(absolute->c_str(), X_OK) != 0) {
+    return named + ": not executable (chmod +x it; it is run as a program, not through a shell)";
+  }
+  return {};
+}
+
+// The elastic flags after parsing: whether elastic mode is on (horovodrun's rule: a discovery
+// script or --min-np), the script, the timeout from the environment, and the flags that mean
+// nothing in the mode the job is in (horovodrun ignores them; hvdrun says so). nullopt to go on;
+// else 2 after saying why.
+std::optional<int> convertElastic(const CLI::App& app, const RunText& text, Options* options) {
+  const bool script = app.count("--host-discovery-script") > 0;
+  options->elastic = script || app.count("--min-np") > 0;
+  if (!options->elastic) {
+    std::string ignored;
+    for (const char* name : {"--max-np", "--slots-per-host", "--elastic-timeout", "--reset-limit",
+                             "--blacklist-cooldown-range", "--discovery-interval"}) {
+      if (app.count(name) > 0) ignored += (ignored.empty() ? "" : ", ") + std::string(name);
+    }
+    if (!ignored.empty()) {
+      std::fprintf(stderr,
+                   "hvdrun: warning: %s ignored: not an elastic job (elastic mode needs --min-np "
+                   "or --host-discovery-script)\n",
+                   ignored.c_str());
+    }
+    return std::nullopt;
+  }
+  if (script) {
+    // horovodrun: -H, --hostfile and --host-discovery-script are mutually exclusive.
+    for (const char* hosts : {"-H", "--hostfile"}) {
+      if (app.count(hosts) > 0) {
+        std::fprintf(stderr,
+                     "hvdrun: --host-discovery-script and %s exclude each other: the script names "
+                     "the hosts (give %s without the script for fixed hosts)\n",
+                     hosts, hosts);
+        return 2;
+      }
+    }
+    if (options->printHosts) {
+      std::fprintf(stderr,
+                   "hvdrun: --print-hosts: the hosts of this job are what "
+                   "--host-discovery-script prints; run the script instead\n");
+      return 2;
+    }
+    std::string absolute;
+    if (const std::string problem = discoveryScriptProblem(options->discoveryScript, &absolute);
+        !problem.empty()) {
+      std::fprintf(stderr, "hvdrun: --host-discovery-script %s\n", problem.c_str());
+      return 2;
+    }
+    options->discoveryScript = absolute;
+  } else if (app.count("--slots-per-host") > 0) {
+    std::fprintf(stderr,
+                 "hvdrun: warning: --slots-per-host ignored: it gives the slots of the hosts a "
+                 "--host-discovery-script prints, and this job's hosts are fixed\n");
+  }
+  // Horovod reads HOROVOD_ELASTIC_TIMEOUT when --elastic-timeout is not given (the option wins);
+  // hvd's own name wins over it, as for every worker variable.
+  if (app.count("--elastic-timeout") == 0) {
+    try {
+      if (const std::optional<contract::WorkerValue> value = contract::readWorkerValue(
+              contract::worker::kElasticTimeout,
+              [](const char* name) -> const char* { return std::getenv(name); })) {
+        options->elasticTimeoutSeconds = value->number;
+      }
+    } catch (const InvalidArgumentError& e) {
+      std::fprintf(stderr, "hvdrun: %s\n", e.what());
+      return 2;
+    }
+  }
+  // As horovodrun: 0 allows no reset at all (the job fails at its first one); absent, any number.
+  if (app.count("--reset-limit") > 0) options->resetLimit = text.resetLimit;
+  if (app.count("--blacklist-cooldown-range") > 0) {
+    const auto [low, high] = text.cooldownRange;
+    if (low > high) {
+      std::fprintf(stderr,
+                   "hvdrun: --blacklist-cooldown-range %d %d: MIN is more than MAX (expected MIN "
+                   "MAX, e.g. 60 300)\n",
+                   low, high);
+      return 2;
+    }
+    options->cooldownRange = text.cooldownRange;
+  }
+  return std::nullopt;
+}
+
 // What a job to run needs beyond what CLI11 checked: -np (unless a Slurm allocation gives it),
 // a PROGRAM, a known stop signal and --gpu-bind. nullopt to go on; else 2 after saying why.
 std::optional<int> checkRunOptions(const Options& options) {
@@ -479,9 +664,22 @@ std::optional<int> checkRunOptions(const Options& options) {
   const contract::EnvReader environment = [](const char* name) -> const char* {
     return std::getenv(name);
   };
-  if (options.np == 0 && !usesSlurmAllocation(options, environment) && !options.printHosts) {
-    std::fprintf(stderr, "hvdrun: -np N is required (the number of ranks; see hvdrun --help)\n");
+  // A discovery script's hosts are not known before the job, so they give no -np (horovodrun
+  // requires -np in elastic mode too).
+  if (options.np == 0 && (!options.discoveryScript.empty() ||
+                          (!usesSlurmAllocation(options, environment) && !options.printHosts))) {
+    std::fprintf(
+        stderr, "hvdrun: -np N is required (%s; see hvdrun --help)\n",
+        options.elastic ? "in elastic mode: the slots the job starts with" : "the number of ranks");
     return 2;
+  }
+  if (options.np > 0) {
+    try {
+      elasticSpec(options);
+    } catch (const InvalidArgumentError& e) {
+      std::fprintf(stderr, "hvdrun: %s\n", e.what());
+      return 2;
+    }
   }
   if (options.printHosts) return std::nullopt;
   if (options.command.empty()) {
@@ -508,13 +706,14 @@ std::optional<int> parseRunCommandLine(int argc, char** argv, Options* options) 
   EngineKnobs knobs;
   // In the order --help lists them.
   addPlacementOptions(&app, options);
-  addStopAndOutputOptions(&app, options);
+  addStopAndOutputOptions(&app, options, &text);
   addGpuOptions(&app, options);
   addGpuEngineOptions(&app, &knobs);
   addRunAgentOptions(&app, options);
   addEngineOptions(&app, &knobs);
   addJobControlOptions(&app, options, &text);
   addOtherOptions(&app, options, &text);
+  addElasticOptions(&app, options, &text);
   if (std::optional<int> code = parseRunArguments(app, argc, argv, options)) return code;
   options->startTimeoutGiven = app.count("--start-timeout") > 0;
   if (std::optional<int> code = convertJobControl(app, text, options)) return code;
@@ -523,11 +722,25 @@ std::optional<int> parseRunCommandLine(int argc, char** argv, Options* options) 
     std::fprintf(stderr, "hvdrun: %s\n", problem.c_str());
     return 2;
   }
+  // By count, not by value: `--log-level ''` is an error, not "the default".
+  if (app.count("--log-level") > 0) {
+    const std::optional<std::string> level = parseLogLevel(text.logLevel);
+    if (!level) {
+      std::fprintf(stderr,
+                   "hvdrun: --log-level '%s': expected TRACE, DEBUG, INFO, WARNING, ERROR, FATAL, "
+                   "or trace, debug, info, warn, error, off\n",
+                   text.logLevel.c_str());
+      return 2;
+    }
+    options->logLevel = *level;
+    options->engineSettings.push_back(std::string(contract::worker::kLogLevel.name) + "=" + *level);
+  }
   setAgentDefaults(app, options);
   if (text.version || text.checkBuild) {
     options->action = text.version ? Action::kVersion : Action::kCheckBuild;
     return std::nullopt;
   }
+  if (std::optional<int> code = convertElastic(app, text, options)) return code;
   return checkRunOptions(*options);
 }
 

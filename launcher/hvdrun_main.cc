@@ -23,7 +23,10 @@
 #include "agent/common/net.h"
 #include "agent/common/thread_guard.h"
 #include "agent/coordinator/job_coordinator.h"
+#include "agent/elastic/discovery.h"
+#include "agent/elastic/script_discovery.h"
 #include "agent/jobs/attempts.h"
+#include "agent/jobs/elastic_job.h"
 #include "agent/jobs/local_host.h"
 #include "agent/node/gpu_discovery.h"
 #include "agent/process/posix_spawner.h"
@@ -123,6 +126,64 @@ int runEmbedded(const launcher::Options& options, const std::vector<contract::Ho
   agent.shutdown();
   store.stop();
   // Started at once, never put aside: run() always has the job's end.
+  return finish(result.value());
+}
+
+// An elastic job on this machine: every host of the job, whether -H lists it or the discovery
+// script finds it, is a name of this machine (localhost, 127.0.0.1, its hostname), a host of its
+// own with its own slots, all run here. Hosts of other machines need agents.
+int runEmbeddedElastic(const launcher::Options& options,
+                       const std::vector<contract::HostSlots>& hosts) {
+  std::vector<std::string> callerEnv;
+  for (char** e = environ; *e != nullptr; ++e) callerEnv.emplace_back(*e);
+  coord::JobSpec spec = launcher::buildJobSpec(
+      options, hosts, launcher::forwardedEnvironment(callerEnv, options.exports));
+  const int defaultSlots = spec.elastic.slotsPerHost > 0 ? spec.elastic.slotsPerHost : 1;
+  std::unique_ptr<hvd::agent::elastic::HostDiscovery> discovery;
+  if (!spec.elastic.discoveryScript.empty()) {
+    // Each run may take up to the polling period, at least 10 s: a script that asks a cluster
+    // manager needs a moment, one that hangs must not stall the job's view of its hosts.
+    const auto timeout = std::max(spec.elastic.discoveryInterval, std::chrono::milliseconds(10000));
+    discovery = std::make_unique<hvd::agent::elastic::ScriptDiscovery>(
+        spec.elastic.discoveryScript, defaultSlots, timeout, callerEnv, spec.cwd);
+  } else {
+    std::vector<hvd::agent::elastic::DiscoveredHost> fixed;
+    for (const contract::HostSlots& h : hosts) {
+      fixed.push_back({h.host, h.slots.value_or(defaultSlots)});
+    }
+    discovery = std::make_unique<hvd::agent::elastic::FixedHosts>(std::move(fixed));
+  }
+
+  launcher::OutputRenderer renderer(options.np, options.tagOutput, options.outputDir,
+                                    options.timestampOutput);
+  const int signalPipe = launcher::installSignalPipe();
+  hvd::store::TcpStoreServer store;  // loopback, ephemeral port
+  store.start();
+  if (const int port = hvd::agent::common::pickFreePort("127.0.0.1"); port > 0) {
+    spec.masterPort = port;
+  }
+  hvd::agent::process::PosixSpawner spawner;
+  hvd::agent::node::NvmlGpuDiscovery gpus;
+  hvd::agent::jobs::LocalHost agent(hosts[0].host, &spawner, &gpus);
+  launcher::WakingClientEvents events(renderer, launcher::signalPipeWriteFd());
+  const std::string self = hvd::localHostName();
+  hvd::agent::jobs::ElasticSite site;
+  site.store = &store;
+  site.storeHost = "127.0.0.1";
+  site.connect = [&agent, self](const std::string& host)
+      -> std::unique_ptr<hvd::agent::coordinator::NodeAgent> {
+    if (!launcher::isLocalHost(host, self)) return nullptr;
+    return std::make_unique<hvd::agent::jobs::LocalHost::View>(&agent, host);
+  };
+  coord::SteadyClock clock;
+  std::optional<coord::JobResult> result;
+  {
+    hvd::agent::jobs::ElasticJob job(spec, site, std::move(discovery), &events, &clock);
+    launcher::waitForJob(signalPipe, job);
+    result = job.result();
+  }
+  agent.shutdown();
+  store.stop();
   return finish(result.value());
 }
 
@@ -244,6 +305,7 @@ int runJob(launcher::Options options) {
   if (options.action == launcher::Action::kSubmit || launcher::usesAgents(options, hosts, self)) {
     return runRemote(options, hosts);
   }
+  if (options.elastic) return runEmbeddedElastic(options, hosts);
   if (hosts.size() > 1) {
     // One machine is one host: two names for it would split its ranks into two "nodes" that
     // both claim every GPU.

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <set>
 
@@ -17,6 +18,41 @@ namespace hvd::launcher {
 
 std::string newJobId() {
   return "hvdrun-" + std::to_string(::getpid()) + "-" + agent::auth::randomHex(4);
+}
+
+agent::coordinator::ElasticSpec elasticSpec(const Options& options) {
+  agent::coordinator::ElasticSpec elastic;
+  if (!options.elastic) return elastic;
+  const int np = options.np;
+  const int minNp = options.minNp > 0 ? options.minNp : np;
+  const std::string maxText = std::to_string(options.maxNp);
+  if (options.maxNp > 0 && options.minNp > options.maxNp) {
+    throw InvalidArgumentError("--min-np " + std::to_string(options.minNp) +
+                               " is more than --max-np " + maxText +
+                               " (an elastic job keeps between --min-np and --max-np ranks)");
+  }
+  if (minNp > np) {
+    throw InvalidArgumentError("--min-np " + std::to_string(minNp) + " is more than -np " +
+                               std::to_string(np) +
+                               " (-np is the slots an elastic job starts with: at least --min-np)");
+  }
+  if (options.maxNp > 0 && np > options.maxNp) {
+    throw InvalidArgumentError("-np " + std::to_string(np) + " is more than --max-np " + maxText +
+                               " (-np is the slots an elastic job starts with: at most --max-np)");
+  }
+  const auto milliseconds = [](double seconds) {
+    return std::chrono::milliseconds(std::llround(seconds * 1000));
+  };
+  elastic.enabled = true;
+  elastic.minNp = minNp;
+  elastic.maxNp = options.maxNp;
+  elastic.discoveryScript = options.discoveryScript;
+  elastic.slotsPerHost = options.slotsPerHost;
+  elastic.discoveryInterval = milliseconds(options.discoveryIntervalSeconds);
+  elastic.timeout = milliseconds(options.elasticTimeoutSeconds);
+  elastic.resetLimit = options.resetLimit;
+  elastic.cooldownSeconds = options.cooldownRange;
+  return elastic;
 }
 
 agent::coordinator::JobSpec buildJobSpec(const Options& options,
@@ -43,6 +79,7 @@ agent::coordinator::JobSpec buildJobSpec(const Options& options,
       std::chrono::milliseconds(static_cast<long long>(options.restartMinUptimeSeconds * 1000));
   spec.restart.noRestartOnExit = options.noRestartOnExit;
   spec.queue = !options.noQueue;
+  spec.elastic = elasticSpec(options);
   return spec;
 }
 

@@ -17,6 +17,13 @@ namespace hvd::launcher {
 // "hvdrun-<pid>-<8 hex>": names the job in logs (the leader agent makes its own id from it).
 std::string newJobId();
 
+// The elastic part of the job (off unless options.elastic), with Horovod's defaults: --min-np is
+// -np when not given, --max-np unbounded (0). -np is the number of slots the first round waits
+// for, so min-np <= np <= max-np must hold: otherwise an hvd::InvalidArgumentError names the
+// flags and their values. parseCommandLine checks it when -np was given; buildJobSpec again with
+// the -np a Slurm allocation gave.
+agent::coordinator::ElasticSpec elasticSpec(const Options& options);
+
 // Everything but the environment comes from `options` and `hosts`; `env` is the forwarded
 // environment of the mode (see forwardedEnvironment / exportedEnvironment), to which
 // --start-timeout is added (addStartTimeout). Options must have been validated by

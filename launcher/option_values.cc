@@ -166,4 +166,16 @@ std::optional<int> parseSignal(const std::string& name) {
   return std::nullopt;
 }
 
+std::optional<std::string> parseLogLevel(const std::string& name) {
+  // Horovod's word first, then the ranks' (spdlog's) name for it.
+  static const std::pair<const char*, const char*> kLevels[] = {
+      {"trace", "trace"}, {"debug", "debug"}, {"info", "info"},      {"warning", "warn"},
+      {"warn", "warn"},   {"error", "error"}, {"fatal", "critical"}, {"off", "off"},
+  };
+  for (const auto& [word, level] : kLevels) {
+    if (strcasecmp(name.c_str(), word) == 0) return std::string(level);
+  }
+  return std::nullopt;
+}
+
 }  // namespace hvd::launcher

@@ -1,7 +1,7 @@
 // The values of hvdrun's options that are more than a number or a path: durations, exit code
-// lists, rank ranges, signal names and --gpu-bind modes. Pure functions, each returning nullopt
-// for text that cannot be meant, so the command line (cli.cc) refuses it as a usage error and the
-// job builder (job_spec.cc) can rely on what was checked.
+// lists, rank ranges, signal names, --gpu-bind modes and log levels. Pure functions, each
+// returning nullopt for text that cannot be meant, so the command line (cli.cc) refuses it as a
+// usage error and the job builder (job_spec.cc) can rely on what was checked.
 #pragma once
 
 #include <optional>
@@ -35,5 +35,10 @@ std::optional<agent::node::GpuBind> parseGpuBind(const std::string& name);
 
 // "TERM", "SIGTERM", "sigterm" or "15" -> 15; nullopt for anything else.
 std::optional<int> parseSignal(const std::string& name);
+
+// --log-level: Horovod's names (TRACE, DEBUG, INFO, WARNING, ERROR, FATAL) and the ranks' own
+// (trace, debug, info, warn, error, off), in any case, as the name HVD_LOG_LEVEL takes:
+// "WARNING" -> "warn", "FATAL" -> "critical". nullopt for anything else.
+std::optional<std::string> parseLogLevel(const std::string& name);
 
 }  // namespace hvd::launcher

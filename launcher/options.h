@@ -28,6 +28,10 @@ enum class Action {
 
 // Seconds hvdrun waits for the leader agent to answer when --start-timeout is not given.
 constexpr double kDefaultStartTimeoutSeconds = 10.0;
+// Horovod's: the elastic driver polls discovery every second, and a round waits 600 s for its
+// slots (ELASTIC_TIMEOUT_SECS).
+constexpr double kDefaultDiscoveryIntervalSeconds = 1.0;
+constexpr double kDefaultElasticTimeoutSeconds = 600.0;
 
 struct Options {
   Action action = Action::kRun;
@@ -71,6 +75,22 @@ struct Options {
   std::vector<int> noRestartOnExit;    // --no-restart-on-exit: codes that end the job at once
   bool noQueue = false;                // --no-queue: fail (75) rather than wait for resources
   int treeWidth = 0;  // --tree-width: hosts the leader calls itself (0: the agents' default)
+  // --log-level as the name the ranks' HVD_LOG_LEVEL takes ("debug"); empty when not given.
+  std::string logLevel;
+
+  // Elastic mode (horovodrun's flags, checked here; the job's rounds are the leader's): on when
+  // --min-np or --host-discovery-script is given. The ElasticSpec built from these applies
+  // Horovod's defaults (job_spec.h elasticSpec).
+  bool elastic = false;
+  int minNp = 0;                // --min-np; 0: -np
+  int maxNp = 0;                // --max-np; 0: every slot there is (Horovod: unbounded)
+  std::string discoveryScript;  // --host-discovery-script, absolute; empty: fixed hosts
+  int slotsPerHost = 0;         // --slots-per-host; 0: not given
+  double discoveryIntervalSeconds = kDefaultDiscoveryIntervalSeconds;
+  // --elastic-timeout, else $HVD_ELASTIC_TIMEOUT / $HOROVOD_ELASTIC_TIMEOUT, else 600.
+  double elasticTimeoutSeconds = kDefaultElasticTimeoutSeconds;
+  std::optional<int> resetLimit;                     // --reset-limit; unset: no limit
+  std::optional<std::pair<int, int>> cooldownRange;  // --blacklist-cooldown-range MIN MAX
 
   // The job commands (ps, status, logs, attach, cancel).
   std::string jobId;

@@ -59,7 +59,8 @@ struct ElasticSpec {
   std::chrono::milliseconds discoveryInterval{1000};
   // How long a round waits for minNp slots, and workers for their next assignment.
   std::chrono::milliseconds timeout{600000};
-  int resetLimit = 0;  // rounds after the first before the job fails; 0: no limit
+  // Rounds after the first before the job fails (Horovod's: 0 allows none); unset: no limit.
+  std::optional<int> resetLimit;
   // --blacklist-cooldown-range: a failed host returns after a backoff within [min, max] seconds;
   // unset: it never returns.
   std::optional<std::pair<int, int>> cooldownSeconds;

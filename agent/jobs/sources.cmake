@@ -5,11 +5,12 @@
 # (agent/records/led_job_records.h), and remote hosts come in through a factory.
 add_library(hvd_agent_jobs STATIC
   ${CMAKE_CURRENT_LIST_DIR}/attempts.cc
+  ${CMAKE_CURRENT_LIST_DIR}/elastic_job.cc
   ${CMAKE_CURRENT_LIST_DIR}/environment.cc
   ${CMAKE_CURRENT_LIST_DIR}/host_launch.cc
   ${CMAKE_CURRENT_LIST_DIR}/led_jobs.cc
   ${CMAKE_CURRENT_LIST_DIR}/local_host.cc)
 target_include_directories(hvd_agent_jobs PUBLIC ${PROJECT_SOURCE_DIR})
 target_link_libraries(hvd_agent_jobs
-                      PUBLIC hvd_agent_records hvd_agent_coordinator hvd_agent_relay hvd_agent_ledger hvd
+                      PUBLIC hvd_agent_records hvd_agent_coordinator hvd_agent_relay hvd_agent_ledger hvd_agent_elastic hvd
                       PRIVATE hvd_agent_common hvd_auth hvd_support hvd_contract_env spdlog::spdlog hvd_warnings)

@@ -176,6 +176,13 @@ TEST(Lifecycle, ShutdownThenInitAgainWorks) {
   for (const auto& e : result.exits) EXPECT_EQ(e.status(), 0) << describe(result);
 }
 
+// Elastic workers shut down and init again at every round: 20 cycles leak nothing.
+TEST(Lifecycle, TwentyInitShutdownCyclesLeakNoThreadDescriptorOrSharedMemory) {
+  const auto result = runJob(3, {"reinit", "20"}, {}, 120s);
+  ASSERT_TRUE(result.finished) << describe(result);
+  for (const auto& e : result.exits) EXPECT_EQ(e.status(), 0) << describe(result);
+}
+
 TEST(Lifecycle, LoopWithoutFaultsSucceeds) {
   const auto result = runJob(4, {"loop", "30", "100003"}, {}, 60s);
   ASSERT_TRUE(result.finished) << describe(result);

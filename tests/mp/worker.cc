@@ -5,7 +5,9 @@
 //   worker loop ITERS COUNT [FAULT_RANK FAULT_ITER kill|stop|exit0]
 //                                allreduce loop through the public API; the fault rank injures
 //                                itself at FAULT_ITER
-//   worker reinit                init / allreduce / shutdown twice
+//   worker reinit [CYCLES]       init / allreduce (blocking and engine) / shutdown, CYCLES
+//                                times (2), holding no more threads, descriptors or shared
+//                                memory after each cycle than after the first
 //   worker init                  init and barrier only (bad-environment tests)
 //   worker store-probe TOKEN     connects to $HVD_STORE_ADDR for $HVD_JOB_ID with TOKEN and
 //                                sets a key: "store: accepted", or "store: refused: <why>" and
@@ -17,11 +19,14 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include "common/collective_checks.h"
 #include "core/runtime.h"
+#include "hvd/engine.hpp"
 #include "hvd/hvd.hpp"
 #include "store/tcp_store_client.h"
 #include "worker_exit.h"
@@ -78,8 +83,39 @@ int runLoop(int iterations, size_t count, int faultRank, int faultIter, const st
   return 0;
 }
 
-int runReinit() {
-  for (int round = 0; round < 2; ++round) {
+// What a process holds that an init/shutdown cycle must give back.
+struct Held {
+  int threads = 0;     // entries of /proc/self/task
+  int descriptors = 0; // entries of /proc/self/fd
+  int shmMaps = 0;     // mappings of /dev/shm files in /proc/self/maps
+};
+
+int countEntries(const char* dir) {
+  int n = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    (void)entry;
+    ++n;
+  }
+  return n;
+}
+
+Held held() {
+  Held h;
+  h.threads = countEntries("/proc/self/task");
+  h.descriptors = countEntries("/proc/self/fd");
+  std::ifstream maps("/proc/self/maps");
+  for (std::string line; std::getline(maps, line);) {
+    if (line.find("/dev/shm/") != std::string::npos) ++h.shmMaps;
+  }
+  return h;
+}
+
+// `cycles` rounds of init, a blocking and an engine allreduce, shutdown. The first round starts
+// what lives as long as the process (loggers); every later one must end holding what it held
+// after the first: no thread, descriptor or shared-memory mapping may accumulate.
+int runReinit(int cycles) {
+  Held first;
+  for (int round = 0; round < cycles; ++round) {
     hvd::init();
     int64_t value = hvd::rank() + 1;
     hvd::allreduce(&value, &value, 1, hvd::DataType::kInt64);
@@ -88,8 +124,28 @@ int runReinit() {
       std::fprintf(stderr, "round %d: sum %lld\n", round, static_cast<long long>(value));
       return 1;
     }
+    float in[4] = {1, 2, 3, 4};
+    float out[4] = {};
+    hvd::allreduceAsync("reinit." + std::to_string(round), in, out, {4}, hvd::DataType::kFloat32)
+        .wait();
+    if (out[3] != 4.0f) {  // the average of equal inputs (the engine's default op)
+      std::fprintf(stderr, "round %d: engine sum %g\n", round, out[3]);
+      return 1;
+    }
     hvd::shutdown();
     if (hvd::isInitialized()) return 1;
+    const Held now = held();
+    if (round == 0) {
+      first = now;
+    } else if (now.threads != first.threads || now.descriptors != first.descriptors ||
+               now.shmMaps != first.shmMaps) {
+      std::fprintf(stderr,
+                   "after round %d: %d threads, %d descriptors, %d shm mappings; after round 0: "
+                   "%d, %d, %d\n",
+                   round, now.threads, now.descriptors, now.shmMaps, first.threads,
+                   first.descriptors, first.shmMaps);
+      return 1;
+    }
   }
   return 0;
 }
@@ -107,7 +163,7 @@ int main(int argc, char** argv) {
                      argc > 6 ? argv[6] : "");
     }
     if (mode == "allreduce-matrix") return runAllreduceMatrix();
-    if (mode == "reinit") return runReinit();
+    if (mode == "reinit") return runReinit(argc > 2 ? std::atoi(argv[2]) : 2);
     if (mode == "store-probe" && argc >= 3) {
       const char* addr = std::getenv("HVD_STORE_ADDR");
       const char* job = std::getenv("HVD_JOB_ID");

@@ -15,8 +15,9 @@ import sys
 # Lowest first. contract/ is below the runtime: libhvd includes its header-only part, and it
 # needs nothing of the runtime but the public error types (hvd/error.hpp).
 ORDER = ['contract', 'runtime', 'agent/common', 'agent/auth', 'agent/process', 'agent/node',
-         'agent/ledger', 'agent/coordinator', 'agent/relay', 'agent/rpc', 'agent/client',
-         'agent/records', 'agent/jobs', 'agent/service', 'agent/daemon', 'launcher']
+         'agent/ledger', 'agent/elastic', 'agent/coordinator', 'agent/relay', 'agent/rpc',
+         'agent/client', 'agent/records', 'agent/jobs', 'agent/service', 'agent/daemon',
+         'launcher']
 # The first folder of an include that means libhvd's insides (runtime/src/<folder>/...).
 RUNTIME_SRC = None  # filled from the tree
 ALLOWED = {('contract', 'hvd/error.hpp')}

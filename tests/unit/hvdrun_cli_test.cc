@@ -16,9 +16,11 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <regex>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "agent/auth/cluster_key.h"
@@ -859,6 +861,432 @@ TEST(HvdrunCliRestarts, HelpDescribesTheNewOptionsAndTheInternalErrorCode) {
         "fail at once (exit 75)", "70 internal error"}) {
     EXPECT_NE(help.find(text), std::string::npos) << text;
   }
+}
+
+// --- elastic mode (horovodrun's flags; the rounds are the leader's) ---------------------------
+
+// Sets (or, with nullptr, unsets) an environment variable for one test and restores it after.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    if (value != nullptr) {
+      ::setenv(name, value, 1);
+    } else {
+      ::unsetenv(name);
+    }
+  }
+  ~ScopedEnv() {
+    if (old_) {
+      ::setenv(name_.c_str(), old_->c_str(), 1);
+    } else {
+      ::unsetenv(name_.c_str());
+    }
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::string name_;
+  std::optional<std::string> old_;
+};
+
+// The elastic timeout variables unset, so that defaults are what the tests see.
+struct NoElasticTimeoutInEnvironment {
+  ScopedEnv hvd{"HVD_ELASTIC_TIMEOUT", nullptr};
+  ScopedEnv horovod{"HOROVOD_ELASTIC_TIMEOUT", nullptr};
+};
+
+// An executable discovery script in a fresh directory.
+struct DiscoveryScript {
+  test::TempDir dir{"hvd-cli-discovery"};
+  std::string path = dir.file("discover.sh");
+
+  DiscoveryScript() {
+    std::ofstream(path) << "#!/bin/sh\necho localhost:2\n";
+    std::filesystem::permissions(path, std::filesystem::perms::owner_all);
+  }
+};
+
+agent::coordinator::ElasticSpec elasticOf(const Parsed& p) {
+  return buildJobSpec(p.options, {{"localhost", 4}}, {}).elastic;
+}
+
+TEST(HvdrunCliElastic, OffWhenNeitherMinNpNorADiscoveryScriptIsGiven) {
+  ScopedEnv timeout("HOROVOD_ELASTIC_TIMEOUT", "30");  // read only in elastic mode
+  Parsed p = parse({"hvdrun", "-np", "4", "prog"});
+  ASSERT_EQ(p.code, std::nullopt) << p.stderrText;
+  EXPECT_EQ(p.stderrText, "");
+  EXPECT_FALSE(p.options.elastic);
+  const agent::coordinator::ElasticSpec e = elasticOf(p);
+  EXPECT_FALSE(e.enabled);
+  EXPECT_EQ(e.minNp, 1);
+  EXPECT_EQ(e.maxNp, 0);
+  EXPECT_EQ(e.discoveryScript, "");
+  EXPECT_EQ(e.timeout, std::chrono::milliseconds(600000));
+  EXPECT_FALSE(e.resetLimit);
+  EXPECT_EQ(e.cooldownSeconds, std::nullopt);
+}
+
+TEST(HvdrunCliElastic, MinNpAloneTurnsElasticOnWithHorovodsDefaults) {
+  NoElasticTimeoutInEnvironment env;
+  Parsed p = parse({"hvdrun", "-np", "4", "--min-np", "2", "prog"});
+  ASSERT_EQ(p.code, std::nullopt) << p.stderrText;
+  EXPECT_TRUE(p.options.elastic);
+  const agent::coordinator::ElasticSpec e = elasticOf(p);
+  EXPECT_TRUE(e.enabled);
+  EXPECT_EQ(e.minNp, 2);
+  EXPECT_EQ(e.maxNp, 0);             // unbounded, as horovodrun's --max-np
+  EXPECT_EQ(e.discoveryScript, "");  // the fixed hosts (-H, or localhost:np)
+  EXPECT_EQ(e.slotsPerHost, 0);
+  EXPECT_EQ(e.discoveryInterval, std::chrono::milliseconds(1000));
+  EXPECT_EQ(e.timeout, std::chrono::milliseconds(600000));
+  EXPECT_FALSE(e.resetLimit);
+  EXPECT_EQ(e.cooldownSeconds, std::nullopt);
+  EXPECT_EQ(buildJobSpec(p.options, {{"localhost", 4}}, {}).np, 4);
+}
+
+TEST(HvdrunCliElastic, ADiscoveryScriptAloneTurnsElasticOnAndMinNpDefaultsToNp) {
+  NoElasticTimeoutInEnvironment env;
+  DiscoveryScript script;
+  Parsed p = parse({"hvdrun", "-np", "3", "--host-discovery-script", script.path, "prog", "a"});
+  ASSERT_EQ(p.code, std::nullopt) << p.stderrText;
+  EXPECT_EQ(p.options.command, (std::vector<std::string>{"prog", "a"}));
+  const agent::coordinator::ElasticSpec e = elasticOf(p);
+  EXPECT_TRUE(e.enabled);
+  EXPECT_EQ(e.minNp, 3);
+  EXPECT_EQ(e.maxNp, 0);
+  EXPECT_EQ(e.discoveryScript, script.path);
+}
+
+TEST(HvdrunCliElastic, EveryFlagReachesTheJobSpec) {
+  NoElasticTimeoutInEnvironment env;
+  DiscoveryScript script;
+  Parsed p = parse({"hvdrun",
+                    "-np",
+                    "4",
+                    "--min-np",
+                    "2",
+                    "--max-np",
+                    "8",
+                    "--host-discovery-script",
+                    script.path,
+                    "--slots-per-host",
+                    "4",
+                    "--elastic-timeout",
+                    "90",
+                    "--reset-limit",
+                    "5",
+                    "--blacklist-cooldown-range",
+                    "60",
+                    "300",
+                    "--discovery-interval",
+                    "0.25",
+                    "prog",
+                    "--min-np",
+                    "9"});
+  ASSERT_EQ(p.code, std::nullopt) << p.stderrText;
+  EXPECT_EQ(p.stderrText, "");
+  EXPECT_EQ(p.options.command, (std::vector<std::string>{"prog", "--min-np", "9"}));
+  const agent::coordinator::ElasticSpec e = elasticOf(p);
+  EXPECT_TRUE(e.enabled);
+  EXPECT_EQ(e.minNp, 2);
+  EXPECT_EQ(e.maxNp, 8);
+  EXPECT_EQ(e.discoveryScript, script.path);
+  EXPECT_EQ(e.slotsPerHost, 4);
+  EXPECT_EQ(e.discoveryInterval, std::chrono::milliseconds(250));
+  EXPECT_EQ(e.timeout, std::chrono::milliseconds(90000));
+  EXPECT_EQ(e.resetLimit, 5);
+  EXPECT_EQ(e.cooldownSeconds, std::make_pair(60, 300));
+}
+
+TEST(HvdrunCliElastic, HorovodsAliasesAndTheEqualsFormAreTheSameFlags) {
+  NoElasticTimeoutInEnvironment env;
+  DiscoveryScript script;
+  Parsed p = parse({"hvdrun", "-np", "2", "--min-num-proc", "1", "--max-num-proc=6",
+                    "--host-discovery-script=" + script.path, "--slots", "2",
+                    "--blacklist-cooldown-range", "5", "5", "prog"});
+  ASSERT_EQ(p.code, std::nullopt) << p.stderrText;
+  EXPECT_EQ(p.options.command, (std::vector<std::string>{"prog"}));
+  const agent::coordinator::ElasticSpec e = elasticOf(p);
+  EXPECT_TRUE(e.enabled);
+  EXPECT_EQ(e.minNp, 1);
+  EXPECT_EQ(e.maxNp, 6);
+  EXPECT_EQ(e.discoveryScript, script.path);
+  EXPECT_EQ(e.slotsPerHost, 2);
+  EXPECT_EQ(e.cooldownSeconds, std::make_pair(5, 5));
+}
+
+TEST(HvdrunCliElastic, RelativeDiscoveryScriptIsMadeAbsoluteAgainstTheWorkingDirectory) {
+  DiscoveryScript script;
+  const std::string relative =
+      std::filesystem::path(script.path).lexically_relative(std::filesystem::current_path());
+  ASSERT_FALSE(relative.empty());
+  ASSERT_NE(relative.front(), '/');
+  Parsed p = parse({"hvdrun", "-np", "1", "--host-discovery-script", relative, "prog"});
+  ASSERT_EQ(p.code, std::nullopt) << p.stderrText;
+  EXPECT_EQ(p.options.discoveryScript, script.path);
+  EXPECT_EQ(elasticOf(p).discoveryScript, script.path);
+}
+
+TEST(HvdrunCliElastic, ElasticTimeoutComesFromTheOptionElseTheEnvironmentElse600) {
+  NoElasticTimeoutInEnvironment env;
+  {
+    ScopedEnv horovod("HOROVOD_ELASTIC_TIMEOUT", "120");
+    Parsed p = parse({"hvdrun", "-np", "2", "--min-np", "1", "prog"});
+    ASSERT_EQ(p.code, std::nullopt) << p.stderrText;
+    EXPECT_EQ(elasticOf(p).timeout, std::chrono::milliseconds(120000));
+    // The option wins over the environment, as in horovodrun.
+    p = parse({"hvdrun", "-np", "2", "--min-np", "1", "--elastic-timeout", "30", "prog"});
+    ASSERT_EQ(p.code, std::nullopt) << p.stderrText;
+    EXPECT_EQ(elasticOf(p).timeout, std::chrono::milliseconds(30000));
+    // hvd's own name wins over Horovod's, as for every worker variable.
+    ScopedEnv hvd("HVD_ELASTIC_TIMEOUT", "45.5");
+    p = parse({"hvdrun", "-np", "2", "--min-np", "1", "prog"});
+    ASSERT_EQ(p.code, std::nullopt) << p.stderrText;
+    EXPECT_EQ(elasticOf(p).timeout, std::chrono::milliseconds(45500));
+  }
+  ScopedEnv bad("HOROVOD_ELASTIC_TIMEOUT", "ten");
+  Parsed p = parse({"hvdrun", "-np", "2", "--min-np", "1", "prog"});
+  EXPECT_EQ(p.code, 2);
+  EXPECT_EQ(p.stderrText,
+            "hvdrun: HOROVOD_ELASTIC_TIMEOUT='ten' is not a positive number of seconds\n");
+  // Given, the option makes the variable irrelevant.
+  p = parse({"hvdrun", "-np", "2", "--min-np", "1", "--elastic-timeout", "7", "prog"});
+  ASSERT_EQ(p.code, std::nullopt) << p.stderrText;
+  EXPECT_EQ(elasticOf(p).timeout, std::chrono::milliseconds(7000));
+}
+
+TEST(HvdrunCliElastic, NpOutsideMinNpToMaxNpIsAUsageErrorNamingFlagsAndValues) {
+  Parsed p = parse({"hvdrun", "-np", "2", "--min-np", "3", "prog"});
+  EXPECT_EQ(p.code, 2);
+  EXPECT_EQ(p.stderrText,
+            "hvdrun: --min-np 3 is more than -np 2 (-np is the slots an elastic job starts with: "
+            "at least --min-np)\n");
+  p = parse({"hvdrun", "-np", "5", "--min-np", "1", "--max-np", "4", "prog"});
+  EXPECT_EQ(p.code, 2);
+  EXPECT_EQ(p.stderrText,
+            "hvdrun: -np 5 is more than --max-np 4 (-np is the slots an elastic job starts with: "
+            "at most --max-np)\n");
+  // --min-np defaults to -np, so -np above --max-np is the error then too.
+  DiscoveryScript script;
+  p = parse(
+      {"hvdrun", "-np", "5", "--host-discovery-script", script.path, "--max-np", "4", "prog"});
+  EXPECT_EQ(p.code, 2);
+  EXPECT_TRUE(mentions(p, "-np 5 is more than --max-np 4")) << p.stderrText;
+  p = parse({"hvdrun", "-np", "2", "--min-np", "6", "--max-np", "4", "prog"});
+  EXPECT_EQ(p.code, 2);
+  EXPECT_EQ(p.stderrText,
+            "hvdrun: --min-np 6 is more than --max-np 4 (an elastic job keeps between --min-np "
+            "and --max-np ranks)\n");
+  // The bounds themselves are fine.
+  p = parse({"hvdrun", "-np", "4", "--min-np", "4", "--max-np", "4", "prog"});
+  ASSERT_EQ(p.code, std::nullopt) << p.stderrText;
+  EXPECT_EQ(elasticOf(p).minNp, 4);
+  EXPECT_EQ(elasticOf(p).maxNp, 4);
+}
+
+TEST(HvdrunCliElastic, NpFromASlurmAllocationIsCheckedWhenTheJobIsBuilt) {
+  // In an allocation -np may come from its slots after parsing; the same rule holds then.
+  Options o;
+  o.elastic = true;
+  o.minNp = 4;
+  o.np = 2;
+  try {
+    buildJobSpec(o, {{"node1", 2}}, {});
+    FAIL() << "expected InvalidArgumentError";
+  } catch (const InvalidArgumentError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "--min-np 4 is more than -np 2 (-np is the slots an elastic job starts with: at "
+              "least --min-np)");
+  }
+  o.np = 4;
+  EXPECT_EQ(buildJobSpec(o, {{"node1", 4}}, {}).elastic.minNp, 4);
+}
+
+TEST(HvdrunCliElastic, NpIsRequiredInElasticModeAsInHorovodrun) {
+  DiscoveryScript script;
+  Parsed p = parse({"hvdrun", "--host-discovery-script", script.path, "prog"});
+  EXPECT_EQ(p.code, 2);
+  EXPECT_EQ(p.stderrText,
+            "hvdrun: -np N is required (in elastic mode: the slots the job starts with; see "
+            "hvdrun --help)\n");
+  // Even in a Slurm allocation: the script's hosts, not the allocation's, are the job's.
+  ScopedEnv slurm("SLURM_JOB_ID", "12345");
+  p = parse({"hvdrun", "--host-discovery-script", script.path, "prog"});
+  EXPECT_EQ(p.code, 2);
+  EXPECT_TRUE(mentions(p, "-np N is required (in elastic mode")) << p.stderrText;
+  p = parse({"hvdrun", "--min-np", "2", "prog"});
+  ASSERT_EQ(p.code, std::nullopt) << p.stderrText;  // the allocation's slots, checked later
+}
+
+TEST(HvdrunCliElastic, DiscoveryScriptMustExistAndBeExecutable) {
+  test::TempDir dir("hvd-cli-discovery");
+  Parsed p = parse({"hvdrun", "-np", "1", "--host-discovery-script", dir.file("none.sh"), "prog"});
+  EXPECT_EQ(p.code, 2);
+  EXPECT_EQ(p.stderrText,
+            "hvdrun: --host-discovery-script '" + dir.file("none.sh") + "': no such file\n");
+  std::ofstream(dir.file("plain.sh")) << "#!/bin/sh\necho localhost\n";
+  p = parse({"hvdrun", "-np", "1", "--host-discovery-script", dir.file("plain.sh"), "prog"});
+  EXPECT_EQ(p.code, 2);
+  EXPECT_EQ(p.stderrText, "hvdrun: --host-discovery-script '" + dir.file("plain.sh") +
+                              "': not executable (chmod +x it; it is run as a program, not "
+                              "through a shell)\n");
+  p = parse({"hvdrun", "-np", "1", "--host-discovery-script", dir.path().string(), "prog"});
+  EXPECT_EQ(p.code, 2);
+  EXPECT_EQ(p.stderrText, "hvdrun: --host-discovery-script '" + dir.path().string() +
+                              "': is a directory, not a script\n");
+  // A relative path is named as given and as resolved.
+  p = parse({"hvdrun", "-np", "1", "--host-discovery-script", "no-such-hvd-script.sh", "prog"});
+  EXPECT_EQ(p.code, 2);
+  EXPECT_EQ(p.stderrText, "hvdrun: --host-discovery-script 'no-such-hvd-script.sh' (" +
+                              (std::filesystem::current_path() / "no-such-hvd-script.sh").string() +
+                              "): no such file\n");
+  p = parse({"hvdrun", "-np", "1", "--host-discovery-script", "", "prog"});
+  EXPECT_EQ(p.code, 2);
+  EXPECT_TRUE(mentions(p, "--host-discovery-script: '' is empty")) << p.stderrText;
+}
+
+TEST(HvdrunCliElastic, DiscoveryScriptExcludesHostListHostfileAndPrintHosts) {
+  DiscoveryScript script;
+  for (const char* hosts : {"-H", "--hostfile"}) {
+    Parsed p = parse({"hvdrun", "-np", "2", "--host-discovery-script", script.path, hosts,
+                      "localhost:2", "prog"});
+    EXPECT_EQ(p.code, 2) << hosts;
+    EXPECT_EQ(p.stderrText, "hvdrun: --host-discovery-script and " + std::string(hosts) +
+                                " exclude each other: the script names the hosts (give " + hosts +
+                                " without the script for fixed hosts)\n");
+  }
+  Parsed p = parse({"hvdrun", "-np", "2", "--host-discovery-script", script.path, "--print-hosts"});
+  EXPECT_EQ(p.code, 2);
+  EXPECT_EQ(p.stderrText,
+            "hvdrun: --print-hosts: the hosts of this job are what --host-discovery-script "
+            "prints; run the script instead\n");
+  // --min-np with -H: fixed hosts, elastic (fault tolerance without scaling).
+  p = parse({"hvdrun", "-np", "2", "--min-np", "1", "-H", "localhost:2", "prog"});
+  ASSERT_EQ(p.code, std::nullopt) << p.stderrText;
+  EXPECT_TRUE(elasticOf(p).enabled);
+  EXPECT_EQ(elasticOf(p).discoveryScript, "");
+  EXPECT_EQ(resolveHosts(p.options), (std::vector<contract::HostSlots>{{"localhost", 2}}));
+}
+
+TEST(HvdrunCliElastic, BadValuesAreUsageErrorsNamingOptionAndValue) {
+  struct Bad {
+    const char* option;
+    const char* value;
+    const char* message;  // CLI11 names an option by its first long name, whichever was given
+  };
+  for (const Bad& bad : std::vector<Bad>{
+           {"--min-np", "0",
+            "--min-np: '0' is out of range (expected a whole number from 1 to 1048576)"},
+           {"--max-num-proc", "x", "--max-np: 'x' is not a whole number"},
+           {"--slots-per-host", "0", "--slots-per-host: '0' is out of range"},
+           {"--slots", "-2", "--slots-per-host: '-2' is out of range"},
+           {"--reset-limit", "-1", "--reset-limit: '-1' is out of range"},
+           {"--elastic-timeout", "0",
+            "--elastic-timeout: '0' is out of range (expected seconds from 0.001 to 1000000)"},
+           {"--elastic-timeout", "nan", "--elastic-timeout: 'nan' is not a number"},
+           {"--discovery-interval", "0",
+            "--discovery-interval: '0' is out of range (expected seconds from 0.001 to 3600)"},
+       }) {
+    Parsed p = parse({"hvdrun", "-np", "2", "--min-np", "1", bad.option, bad.value, "prog"});
+    EXPECT_EQ(p.code, 2) << bad.option << " " << bad.value;
+    EXPECT_TRUE(mentions(p, std::string("hvdrun: ") + bad.message)) << p.stderrText;
+  }
+  // horovodrun's 0: no reset allowed (not "no limit", which is leaving it out).
+  Parsed p = parse({"hvdrun", "-np", "2", "--min-np", "1", "--reset-limit", "0", "prog"});
+  ASSERT_FALSE(p.code) << p.stderrText;
+  EXPECT_EQ(buildJobSpec(p.options, {{"localhost", 2}}, {}).elastic.resetLimit, 0);
+}
+
+TEST(HvdrunCliElastic, BlacklistCooldownRangeTakesMinAndMaxSecondsEach1To3600) {
+  for (const auto& [low, high] :
+       std::vector<std::pair<const char*, const char*>>{{"0", "10"}, {"1", "3601"}, {"a", "10"}}) {
+    Parsed p = parse(
+        {"hvdrun", "-np", "2", "--min-np", "1", "--blacklist-cooldown-range", low, high, "prog"});
+    EXPECT_EQ(p.code, 2) << low << " " << high;
+    EXPECT_TRUE(mentions(p, "--blacklist-cooldown-range: '")) << p.stderrText;
+    EXPECT_TRUE(mentions(p, "(expected a whole number from 1 to 3600)")) << p.stderrText;
+  }
+  Parsed p = parse(
+      {"hvdrun", "-np", "2", "--min-np", "1", "--blacklist-cooldown-range", "300", "60", "prog"});
+  EXPECT_EQ(p.code, 2);
+  EXPECT_EQ(p.stderrText,
+            "hvdrun: --blacklist-cooldown-range 300 60: MIN is more than MAX (expected MIN MAX, "
+            "e.g. 60 300)\n");
+  p = parse(
+      {"hvdrun", "-np", "2", "--min-np", "1", "--blacklist-cooldown-range", "1", "3600", "prog"});
+  ASSERT_EQ(p.code, std::nullopt) << p.stderrText;
+  EXPECT_EQ(elasticOf(p).cooldownSeconds, std::make_pair(1, 3600));
+}
+
+TEST(HvdrunCliElastic, ElasticFlagsWithoutElasticModeAreIgnoredWithAWarning) {
+  Parsed p = parse({"hvdrun", "-np", "2", "--max-np", "4", "--reset-limit", "3",
+                    "--blacklist-cooldown-range", "1", "2", "--elastic-timeout", "5", "prog"});
+  ASSERT_EQ(p.code, std::nullopt) << p.stderrText;
+  EXPECT_EQ(p.stderrText,
+            "hvdrun: warning: --max-np, --elastic-timeout, --reset-limit, "
+            "--blacklist-cooldown-range ignored: not an elastic job (elastic mode needs --min-np "
+            "or --host-discovery-script)\n");
+  EXPECT_FALSE(p.options.elastic);
+  EXPECT_FALSE(elasticOf(p).enabled);
+  EXPECT_EQ(elasticOf(p).maxNp, 0);
+  // --slots-per-host only gives the slots of the hosts a script prints.
+  p = parse({"hvdrun", "-np", "2", "--min-np", "1", "-H", "localhost:2", "--slots", "4", "prog"});
+  ASSERT_EQ(p.code, std::nullopt) << p.stderrText;
+  EXPECT_EQ(p.stderrText,
+            "hvdrun: warning: --slots-per-host ignored: it gives the slots of the hosts a "
+            "--host-discovery-script prints, and this job's hosts are fixed\n");
+  EXPECT_TRUE(elasticOf(p).enabled);
+}
+
+TEST(HvdrunCliElastic, HelpListsEveryFlagUnderElastic) {
+  ::testing::internal::CaptureStdout();
+  Parsed p = parse({"hvdrun", "--help"});
+  const std::string help = ::testing::internal::GetCapturedStdout();
+  ASSERT_EQ(p.code, 0);
+  const size_t group = help.find("Elastic (on with --min-np or --host-discovery-script):");
+  ASSERT_NE(group, std::string::npos) << help;
+  for (const char* text :
+       {"--min-np,--min-num-proc", "(default -np)", "--max-np,--max-num-proc",
+        "(default: every slot there is)", "--host-discovery-script", "Not with -H or --hostfile",
+        "--slots-per-host,--slots", "--elastic-timeout", "$HOROVOD_ELASTIC_TIMEOUT, else 600",
+        "--reset-limit", "--blacklist-cooldown-range MIN MAX", "(each 1-3600; default: never)",
+        "--discovery-interval", "(default 1, as horovodrun)"}) {
+    EXPECT_NE(help.find(text, group), std::string::npos) << text;
+  }
+  EXPECT_NE(help.find("Elastic mode (horovodrun's flags, listed under Elastic) is on when "
+                      "--min-np or\n--host-discovery-script is given"),
+            std::string::npos);
+}
+
+// --- --log-level (horovodrun's) ----------------------------------------------------------------
+
+TEST(HvdrunCliLogLevel, HorovodsAndHvdsNamesBecomeTheRanksLogLevel) {
+  EXPECT_EQ(parseLogLevel("TRACE"), "trace");
+  EXPECT_EQ(parseLogLevel("DEBUG"), "debug");
+  EXPECT_EQ(parseLogLevel("INFO"), "info");
+  EXPECT_EQ(parseLogLevel("WARNING"), "warn");
+  EXPECT_EQ(parseLogLevel("ERROR"), "error");
+  EXPECT_EQ(parseLogLevel("FATAL"), "critical");
+  EXPECT_EQ(parseLogLevel("warn"), "warn");
+  EXPECT_EQ(parseLogLevel("off"), "off");
+  EXPECT_EQ(parseLogLevel("Debug"), "debug");
+  EXPECT_EQ(parseLogLevel(""), std::nullopt);
+  EXPECT_EQ(parseLogLevel("verbose"), std::nullopt);
+
+  Parsed p = parse({"hvdrun", "-np", "1", "--log-level", "WARNING", "prog"});
+  ASSERT_EQ(p.code, std::nullopt) << p.stderrText;
+  EXPECT_EQ(p.options.logLevel, "warn");
+  EXPECT_EQ(p.options.engineSettings, (std::vector<std::string>{"HVD_LOG_LEVEL=warn"}));
+  p = parse({"hvdrun", "-np", "1", "prog"});
+  EXPECT_EQ(p.options.logLevel, "");
+  EXPECT_TRUE(p.options.engineSettings.empty());
+  p = parse({"hvdrun", "-np", "1", "--log-level", "loud", "prog"});
+  EXPECT_EQ(p.code, 2);
+  EXPECT_EQ(p.stderrText,
+            "hvdrun: --log-level 'loud': expected TRACE, DEBUG, INFO, WARNING, ERROR, FATAL, or "
+            "trace, debug, info, warn, error, off\n");
 }
 
 }  // namespace
