@@ -370,7 +370,15 @@ void ElasticJob::tryNextRound() {
   elastic::Round plan =
       elastic::planRound(&*round_, alive, usableHosts(), spec_.elastic.maxNp, &nextWorker_);
   if (plan.survivors() == 0) {
-    fail(std::string(elastic::kNoSurvivorsMessage) + " (" + changeCause_ + ")", lastFailedWorker_);
+    // Failures took every host of the round out (Horovod's words for a job whose processes
+    // failed), or discovery dropped them all (its words for a round with no state to carry).
+    bool allBlacklisted = true;
+    for (const std::string& host : round_->hosts) {
+      if (!blacklist_.blocked(host)) allBlacklisted = false;
+    }
+    fail(std::string(allBlacklisted ? contract::kWorkersFailedMessage : elastic::kNoSurvivorsMessage) +
+             " (" + changeCause_ + ")",
+         lastFailedWorker_);
     return;
   }
   if (plan.slots() < spec_.elastic.minNp) {

@@ -111,6 +111,10 @@ _SIGNATURES = {
     "hvd_process_set_size": (_Status, [ctypes.c_int, _intp]),
     "hvd_process_set_rank": (_Status, [ctypes.c_int, _intp]),
     "hvd_process_set_included": (_Status, [ctypes.c_int, _intp]),
+    "hvd_elastic_enabled": (ctypes.c_int, []),
+    "hvd_elastic_round": (ctypes.c_int, []),
+    "hvd_elastic_pending": (_Status, [_intp, _intp]),
+    "hvd_elastic_removed": (ctypes.c_int, []),
 }
 
 

@@ -9,8 +9,12 @@ class HorovodInternalError(RuntimeError):
 
 
 class HostsUpdatedInterrupt(RuntimeError):
-    """Horovod's elastic mode raises this when hosts change; hvd has no elastic mode, so it is
-    never raised, but scripts that catch it import it."""
+    """Elastic mode: hosts were added or removed. state.commit() and state.check_host_updates()
+    raise it on every rank of the job at the same call, and hvd.elastic.run answers it by moving
+    to the next round without restoring the last commit (hvd.torch.elastic says how).
+
+    skip_sync is Horovod's: True there when hosts were only removed, to skip the state sync
+    after the reset. hvd accepts it and always syncs (skipping it deadlocks, Horovod #3494)."""
 
     def __init__(self, skip_sync=False):
         super().__init__()

@@ -16,6 +16,7 @@ script under hvdrun (or srun, mpirun), which sets the environment hvd.init() rea
 """
 
 from hvd.exceptions import HorovodInternalError, HostsUpdatedInterrupt
+from hvd.torch import elastic
 from hvd.torch.basics import (Adasum, Average, Max, Min, Product, Sum, ccl_built, cuda_built,
                               cross_rank, cross_size, ddl_built, engine_stats, gloo_built,
                               gloo_enabled, is_initialized, local_rank, local_size, mpi_built,

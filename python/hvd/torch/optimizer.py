@@ -91,6 +91,7 @@ class _DistributedMixin:
         self._synchronized = False
         self._should_synchronize = True
         self._grad_accs = []
+        self._hooked = False
         if self._reduces():
             self._register_hooks()
 
@@ -153,6 +154,7 @@ class _DistributedMixin:
     # --- hooks -----------------------------------------------------------------------------
 
     def _register_hooks(self):
+        self._hooked = True
         for p in self._requires_update:
             if hasattr(p, "register_post_accumulate_grad_hook"):  # torch >= 2.1
                 self._grad_accs.append(p.register_post_accumulate_grad_hook(self._make_hook(p)))
@@ -174,6 +176,10 @@ class _DistributedMixin:
 
     def _make_hook(self, p):
         def hook(*_ignored):
+            # An elastic job's size changes under the optimizer: at size 1 (or outside the set)
+            # this step reduces nothing, and step() applies the local gradient.
+            if not self._reduces():
+                return
             if self._allreduce_delay[p] <= 0:
                 raise AssertionError(
                     "Gradients were computed more than backward_passes_per_step times before "
@@ -316,7 +322,9 @@ class _DistributedMixin:
                         self._handles[group] = self._grouped_allreduce_async(group)
                 elif p not in self._handles or self._handles[p][0] is None:
                     self._handles[p] = self._allreduce_grad_async(p)
-            for key, (handle, ctx) in list(self._handles.items()):
+        # Every op a hook submitted is waited for, so that its name is free for the next step.
+        for key, (handle, ctx) in list(self._handles.items()):
+            if handle is not None:
                 self._write_back(key, handle, ctx)
         for p in self._probed:  # one gradient tells (not removed from within the hook)
             handle = self._probes.pop(p, None)
@@ -349,6 +357,9 @@ class _DistributedMixin:
                     "optimizer.synchronize() in your code.")
             self.synchronize()
         self._synchronized = False
+        if not self._hooked and self._reduces():
+            # Built at size 1 in an elastic job that has grown since: reduce from now on.
+            self._register_hooks()
         return super().step(closure)
 
     def _hvd_local_step(self, closure=None):

@@ -149,6 +149,15 @@ def _id_of(ranks):
     return None
 
 
+# Whether the last hvd.init() asked for dynamic process sets: an elastic reset initialises
+# again in the same mode, so that a reset callback can declare the new round's sets.
+_dynamic_requested = False
+
+
+def dynamic_requested():
+    return _dynamic_requested
+
+
 def _parse_init_argument(process_sets):
     """hvd.init()'s process_sets: (the ProcessSets to register, dynamic mode)."""
     if process_sets is None:
@@ -175,7 +184,9 @@ def init_process_sets(process_sets):
     environment when there are none), then gives each ProcessSet object its id. As in
     Horovod, an entry whose ranks equal an earlier entry's (or every rank: the global set) is
     invalidated and makes init raise ValueError, naming it, once libhvd is up."""
+    global _dynamic_requested
     sets, dynamic = _parse_init_argument(process_sets)
+    _dynamic_requested = dynamic
     lib = _capi.lib()
     was_initialized = bool(lib.is_initialized())
     if sets or dynamic:

@@ -21,7 +21,8 @@ using contract::WorkerVariable;
 std::string launcherHint() {
   std::string names;
   for (const WorkerVariable& v : worker::kAll) {
-    if (v.source != VariableSource::kLauncher) continue;
+    // The required ones: those with a default (elastic mode's) are not missing when unset.
+    if (v.source != VariableSource::kLauncher || v.defaultValue != nullptr) continue;
     names += (names.empty() ? "" : ", ") + std::string(v.name);
   }
   return " (hvd::init() expects the worker environment that hvdrun or hvdagent sets: " + names +

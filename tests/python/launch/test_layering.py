@@ -23,6 +23,10 @@ LAYERS = [
     "hvd.torch.mpi_ops",
     "hvd.torch.functions",
     "hvd.torch.optimizer",
+    "hvd.torch.elastic.sampler",
+    "hvd.torch.elastic.common",
+    "hvd.torch.elastic.state",
+    "hvd.torch.elastic",
     "hvd.torch",
 ]
 SHARED_INTERNAL = "hvd.torch._engine"
