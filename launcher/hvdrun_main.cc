@@ -170,8 +170,9 @@ int runEmbeddedElastic(const launcher::Options& options,
   hvd::agent::jobs::ElasticSite site;
   site.store = &store;
   site.storeHost = "127.0.0.1";
-  site.connect = [&agent, self](const std::string& host)
-      -> std::unique_ptr<hvd::agent::coordinator::NodeAgent> {
+  site.connect =
+      [&agent,
+       self](const std::string& host) -> std::unique_ptr<hvd::agent::coordinator::NodeAgent> {
     if (!launcher::isLocalHost(host, self)) return nullptr;
     return std::make_unique<hvd::agent::jobs::LocalHost::View>(&agent, host);
   };

@@ -10,6 +10,10 @@
 #      PyTorch script (import horovod.torch as hvd) on hvd.torch, PYTHONPATH=BUILD/python: a
 #      small CNN on synthetic images, the loss falling per iteration and the images per second.
 #      Needs torch for /usr/bin/python3 (Debian's python3-torch); skipped with a message without.
+#   4. examples/pytorch/pytorch_elastic.py, Horovod's elastic API, on two hosts that are both
+#      this machine (localhost and 127.0.0.1, 2 slots each, listed by a discovery script): the
+#      demo kills 127.0.0.1's ranks and drops it from discovery (training goes on at 2 ranks),
+#      then lists it again (training grows back to 4 ranks); rank 0 prints size and loss.
 #
 #   scripts/demo.sh [NP]     (default 4)
 set -euo pipefail
@@ -53,6 +57,69 @@ timeout 300 "$BUILD/bin/hvdrun" -np "$NP" --no-tag-output -- \
 [[ $status -eq 0 ]] || fail $status
 echo
 
+# The pids of the demo's elastic ranks that run as host $1.
+ranks_of_host() {
+  local pid
+  for pid in $(pgrep -f pytorch_elastic.py); do
+    if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "HOROVOD_HOSTNAME=$1"; then
+      echo "$pid"
+    fi
+  done
+}
+
+# Waits (at most 120 s) for a line matching $2 in the log $1.
+wait_for_line() {
+  local i
+  for ((i = 0; i < 1200; ++i)); do
+    grep -q "$2" "$1" && return 0
+    sleep 0.1
+  done
+  echo "== demo: no line matching '$2' in time" >&2
+  return 1
+}
+
+elastic_demo() {
+  local dir log pid
+  dir="$(mktemp -d)"
+  log="$dir/log"
+  printf 'localhost:2\n127.0.0.1:2\n' >"$dir/hosts"
+  printf '#!/bin/sh\ncat %s\n' "$dir/hosts" >"$dir/discover.sh"
+  chmod +x "$dir/discover.sh"
+  echo "== running: hvdrun -np 4 --min-np 2 --host-discovery-script discover.sh" \
+    "--blacklist-cooldown-range 1 2 -- $PYTHON examples/pytorch/pytorch_elastic.py"
+  echo "   (elastic: discover.sh lists localhost:2 and 127.0.0.1:2, two names of this machine that"
+  echo "    the job treats as two hosts; the demo kills 127.0.0.1's ranks and drops it, then lists"
+  echo "    it again)"
+  echo
+  PYTHONPATH="$BUILD/python${PYTHONPATH:+:$PYTHONPATH}" timeout 300 "$BUILD/bin/hvdrun" -np 4 \
+    --min-np 2 --host-discovery-script "$dir/discover.sh" --blacklist-cooldown-range 1 2 \
+    --no-tag-output -- "$PYTHON" "$ROOT/examples/pytorch/pytorch_elastic.py" --epochs 14 \
+    --batch-sleep 0.02 >"$log" 2>&1 &
+  pid=$!
+  tail -n +1 -f --pid="$pid" "$log" &
+  wait_for_line "$log" "^epoch  2:" || { kill "$pid"; fail 1; }
+  echo "== demo: host 127.0.0.1 is lost: its ranks are killed and discover.sh no longer lists it"
+  printf 'localhost:2\n' >"$dir/hosts"
+  kill -9 $(ranks_of_host 127.0.0.1) 2>/dev/null || true
+  wait_for_line "$log" "^epoch  *[0-9]*: 2 ranks" || { kill "$pid"; fail 1; }
+  sleep 2
+  echo "== demo: host 127.0.0.1 is back: discover.sh lists it again"
+  printf 'localhost:2\n127.0.0.1:2\n' >"$dir/hosts"
+  status=0
+  wait "$pid" || status=$?
+  sleep 0.2
+  [[ $status -eq 0 ]] || fail $status
+  if ! grep -q ": 2 ranks" "$log" || ! awk '/: 2 ranks/ {two = 1} two && /: 4 ranks/ {grew = 1}
+      END {exit grew ? 0 : 1}' "$log"; then
+    echo "== demo: the elastic job did not shrink to 2 ranks and grow back to 4" >&2
+    fail 1
+  fi
+  rm -rf "$dir"
+  echo
+  echo "== the elastic job lost a host, went on at 2 ranks and grew back to 4"
+  echo
+}
+
 # python3 on the PATH may be a pyenv interpreter without torch; Debian's torch is /usr/bin's.
 PYTHON=python3
 [[ -x /usr/bin/python3 ]] && PYTHON=/usr/bin/python3
@@ -68,8 +135,9 @@ if "$PYTHON" -c 'import torch' 2>/dev/null; then
     "${TORCH_ARGS[@]}" || status=$?
   [[ $status -eq 0 ]] || fail $status
   echo
+  elastic_demo
 else
-  echo "== skipping the PyTorch example: no torch for $PYTHON (apt-get install python3-torch)"
+  echo "== skipping the PyTorch examples: no torch for $PYTHON (apt-get install python3-torch)"
   echo
 fi
 echo "== demo finished: the benchmark's results were correct and the $NP-rank trainings converged"

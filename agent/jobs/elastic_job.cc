@@ -126,7 +126,8 @@ std::vector<RoundRecord> ElasticJob::rounds() const {
 void ElasticJob::cancel(std::optional<milliseconds> grace) {
   std::lock_guard<std::mutex> lock(mutex_);
   const steady_clock::time_point now = clock_->now();
-  if (cancelRequested_ && lastCancel_ && now - *lastCancel_ < coord::JobCoordinator::kCancelEscalationWindow) {
+  if (cancelRequested_ && lastCancel_ &&
+      now - *lastCancel_ < coord::JobCoordinator::kCancelEscalationWindow) {
     killRequested_ = true;
   }
   cancelRequested_ = true;
@@ -200,8 +201,8 @@ void ElasticJob::onExit(int id, const process::ExitStatus& status) {
   if (status.success()) {
     if (changePending_) {
       // Not the end of the job: the others are between rounds and will go on without it.
-      log->warn("worker {} on {} exited 0 while round {} was ending; it leaves the job", id,
-                w.host, round_ ? round_->number : 0);
+      log->warn("worker {} on {} exited 0 while round {} was ending; it leaves the job", id, w.host,
+                round_ ? round_->number : 0);
     }
     return;
   }
@@ -298,7 +299,8 @@ void ElasticJob::pollDiscovery() {
   if (bits == 0) return;
   std::string cause;
   if (!gone.empty()) cause = "hosts left: " + joinHosts(gone);
-  if (!added.empty()) cause += (cause.empty() ? "" : "; ") + std::string("hosts added: ") + joinHosts(added);
+  if (!added.empty())
+    cause += (cause.empty() ? "" : "; ") + std::string("hosts added: ") + joinHosts(added);
   announce(static_cast<contract::HostChange>(bits), cause);
 }
 
@@ -376,7 +378,8 @@ void ElasticJob::tryNextRound() {
     for (const std::string& host : round_->hosts) {
       if (!blacklist_.blocked(host)) allBlacklisted = false;
     }
-    fail(std::string(allBlacklisted ? contract::kWorkersFailedMessage : elastic::kNoSurvivorsMessage) +
+    fail(std::string(allBlacklisted ? contract::kWorkersFailedMessage
+                                    : elastic::kNoSurvivorsMessage) +
              " (" + changeCause_ + ")",
          lastFailedWorker_);
     return;
@@ -474,7 +477,8 @@ void ElasticJob::startRound(elastic::Round plan, std::string cause) {
   record.number = number;
   std::map<std::string, int> perHost;
   for (const elastic::WorkerPlace& p : plan.workers) ++perHost[p.host];
-  for (const std::string& h : plan.hosts) record.hosts.push_back(h + ":" + std::to_string(perHost[h]));
+  for (const std::string& h : plan.hosts)
+    record.hosts.push_back(h + ":" + std::to_string(perHost[h]));
   record.size = plan.slots();
   record.start = wallNow;
   record.cause = cause;
@@ -483,7 +487,8 @@ void ElasticJob::startRound(elastic::Round plan, std::string cause) {
     if (!history_.empty()) history_.back().end = wallNow;
     history_.push_back(record);
   }
-  log->info("round {}: {} rank(s) on {} ({})", number, plan.slots(), joinHosts(record.hosts), cause);
+  log->info("round {}: {} rank(s) on {} ({})", number, plan.slots(), joinHosts(record.hosts),
+            cause);
   spawn(plan);
 }
 
@@ -506,8 +511,8 @@ void ElasticJob::spawn(const elastic::Round& plan) {
   for (size_t h = 0; h < plan.hosts.size(); ++h) {
     const std::string& host = plan.hosts[h];
     coord::LaunchRequest request;
-    request.jobId = spec_.jobId + ".e" + std::to_string(plan.number) + "." +
-                    std::to_string(hostIndex(host));
+    request.jobId =
+        spec_.jobId + ".e" + std::to_string(plan.number) + "." + std::to_string(hostIndex(host));
     request.stopSignal = spec_.stopSignal;
     request.grace = spec_.grace;
     std::vector<int> ids;

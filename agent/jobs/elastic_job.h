@@ -144,7 +144,7 @@ class ElasticJob {
   bool discoveryStop_ = false;
   int discoveryRuns_ = 0;  // answers so far, failures included
   std::optional<std::vector<elastic::DiscoveredHost>> discovered_;  // the last good answer
-  std::string discoveryError_;                                       // the last failure
+  std::string discoveryError_;                                      // the last failure
   int discoverySeen_ = 0;  // discoveryRuns_ as tick() last read it
   std::optional<std::vector<elastic::DiscoveredHost>> hosts_;  // tick()'s copy of discovered_
 

@@ -32,7 +32,7 @@ struct WorkerEnvInput {
   contract::RankPlacement placement;  // this rank
   int size = 0;                       // world size
   int groupRank = -1;                 // GROUP_RANK: see groupRankOfHost(); must be set
-  std::string hostName;  // as the job lists it: for messages and HOROVOD_HOSTNAME
+  std::string hostName;               // as the job lists it: for messages and HOROVOD_HOSTNAME
 
   std::string jobId;
   std::string storeAddr;   // "host:port" of the job's rendezvous store

@@ -85,9 +85,9 @@ int runLoop(int iterations, size_t count, int faultRank, int faultIter, const st
 
 // What a process holds that an init/shutdown cycle must give back.
 struct Held {
-  int threads = 0;     // entries of /proc/self/task
-  int descriptors = 0; // entries of /proc/self/fd
-  int shmMaps = 0;     // mappings of /dev/shm files in /proc/self/maps
+  int threads = 0;      // entries of /proc/self/task
+  int descriptors = 0;  // entries of /proc/self/fd
+  int shmMaps = 0;      // mappings of /dev/shm files in /proc/self/maps
 };
 
 int countEntries(const char* dir) {

@@ -23,6 +23,7 @@ namespace {
 using contract::Placement;
 using contract::placeRanks;
 
+using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -170,7 +171,24 @@ TEST(WorkerEnv, Rank4OfOneTwoThreeNp6HasExactContractAndAliases) {
                   "WORLD_SIZE=6", "LOCAL_RANK=1", "LOCAL_WORLD_SIZE=3", "GROUP_RANK=2",
                   "MASTER_ADDR=10.0.0.1", "MASTER_PORT=29500", "HOROVOD_RANK=4", "HOROVOD_SIZE=6",
                   "HOROVOD_LOCAL_RANK=1", "HOROVOD_LOCAL_SIZE=3", "HOROVOD_CROSS_RANK=1",
-                  "HOROVOD_CROSS_SIZE=2"));
+                  "HOROVOD_CROSS_SIZE=2", "HOROVOD_HOSTNAME=c"));
+}
+
+TEST(WorkerEnv, AnElasticWorkerGetsItsRoundIdAndTimeoutAndHorovodsFlag) {
+  const Placement p = placeRanks({{"a", 1}, {"b", 2}}, 3, false);
+  WorkerEnvInput in = inputFor(p, 2, "b");
+  in.elastic = WorkerEnvInput::Elastic{3, 17, std::chrono::milliseconds(600000)};
+  const std::vector<std::string> env = buildWorkerEnvironment(in);
+  for (const char* entry : {"HVD_ELASTIC=1", "HOROVOD_ELASTIC=1", "HVD_ELASTIC_ROUND=3",
+                            "HVD_WORKER_ID=17", "HVD_ELASTIC_TIMEOUT=600", "HOROVOD_HOSTNAME=b"}) {
+    EXPECT_THAT(env, Contains(std::string(entry)));
+  }
+  in.elastic->timeout = std::chrono::milliseconds(2250);
+  EXPECT_THAT(buildWorkerEnvironment(in), Contains(std::string("HVD_ELASTIC_TIMEOUT=2.25")));
+  in.elastic.reset();
+  for (const std::string& entry : buildWorkerEnvironment(in)) {
+    EXPECT_EQ(entry.find("ELASTIC"), std::string::npos) << entry;
+  }
 }
 
 TEST(WorkerEnv, GroupRankCountsOnlyHostsWithRanks) {

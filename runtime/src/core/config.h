@@ -90,8 +90,8 @@ struct Config {
   // Elastic mode (HVD_ELASTIC, contract/elastic.h): the store namespace is the round's, and
   // init after shutdown asks the leader for the next round's place (core/elastic_session.h).
   bool elastic = false;
-  int elasticRound = 0;   // HVD_ELASTIC_ROUND
-  int workerId = 0;       // HVD_WORKER_ID
+  int elasticRound = 0;                              // HVD_ELASTIC_ROUND
+  int workerId = 0;                                  // HVD_WORKER_ID
   std::chrono::milliseconds elasticTimeout{600000};  // HVD_ELASTIC_TIMEOUT (seconds)
 
   // One line for the start-up log: the placement and the store, then every knob of the worker

@@ -202,8 +202,8 @@ constexpr ConfigField kFields[] = {
      },
      nullptr, [](const Config& c) { return flag(c.dynamicProcessSets); }},
     {worker::kElastic.name,
-     [](Config& c, const WorkerValue& v, const EnvReader&) { c.elastic = v.integer == 1; },
-     nullptr, [](const Config& c) { return flag(c.elastic); }},
+     [](Config& c, const WorkerValue& v, const EnvReader&) { c.elastic = v.integer == 1; }, nullptr,
+     [](const Config& c) { return flag(c.elastic); }},
     {worker::kElasticRound.name,
      [](Config& c, const WorkerValue& v, const EnvReader&) {
        c.elasticRound = static_cast<int>(v.integer);

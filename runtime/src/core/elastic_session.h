@@ -47,7 +47,7 @@ class ElasticSession {
   store::Store& store();
 
   mutable std::mutex mutex_;
-  Config current_;      // the round's store address, token and the place handed out last
+  Config current_;       // the round's store address, token and the place handed out last
   bool joined_ = false;  // next() handed out current_'s place already
   bool removed_ = false;
   std::unique_ptr<store::Store> store_;

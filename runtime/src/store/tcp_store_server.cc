@@ -289,8 +289,7 @@ void TcpStoreServer::set(const std::string& jobId, const std::string& key,
                          const std::string& value) {
   impl_->set(jobId, key, value);
 }
-std::optional<std::string> TcpStoreServer::value(const std::string& jobId,
-                                                 const std::string& key) {
+std::optional<std::string> TcpStoreServer::value(const std::string& jobId, const std::string& key) {
   return impl_->value(jobId, key);
 }
 
