@@ -302,7 +302,9 @@ int runJob(launcher::Options options) {
     return 0;
   }
   const std::string self = hvd::localHostName();
-  // A submitted job lives on an agent, the one on this machine when every host is local.
+  // A submitted job lives on an agent, the one on this machine when every host is local. An
+  // elastic job too: its leader agent runs its rounds (docs/elastic.md "Where it runs"); one
+  // with a discovery script and no -H stays here unless --agent-port or submit says otherwise.
   if (options.action == launcher::Action::kSubmit || launcher::usesAgents(options, hosts, self)) {
     return runRemote(options, hosts);
   }

@@ -52,6 +52,7 @@ agent::coordinator::ElasticSpec elasticSpec(const Options& options) {
   elastic.timeout = milliseconds(options.elasticTimeoutSeconds);
   elastic.resetLimit = options.resetLimit;
   elastic.cooldownSeconds = options.cooldownRange;
+  elastic.agentPort = options.agentPort;
   return elastic;
 }
 

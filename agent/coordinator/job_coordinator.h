@@ -64,6 +64,9 @@ struct ElasticSpec {
   // --blacklist-cooldown-range: a failed host returns after a backoff within [min, max] seconds;
   // unset: it never returns.
   std::optional<std::pair<int, int>> cooldownSeconds;
+  // Through agents: where the leader reaches a host that discovery finds and the job's hosts do
+  // not list (host:agentPort, the port the job was submitted with).
+  int agentPort = 0;
 };
 
 // A job as submitted (hvdrun's options after parsing).

@@ -184,8 +184,10 @@ void ElasticJob::drainEvents() {
   for (const Event& e : events) {
     if (e.kind == Event::Kind::kExit) {
       onExit(e.worker, e.status);
-    } else {
+    } else if (e.kind == Event::Kind::kAgentLost) {
       onAgentLost(e.host, e.reason);
+    } else {
+      onDrain(e.host);
     }
   }
 }
@@ -241,11 +243,28 @@ void ElasticJob::onAgentLost(const std::string& host, const std::string& reason)
   announce(contract::HostChange::kRemoved, cause);
 }
 
+void ElasticJob::drain(const std::string& host) {
+  queue(Event{Event::Kind::kDrain, 0, {}, host, {}});
+}
+
+void ElasticJob::onDrain(const std::string& host) {
+  if (!drained_.insert(host).second || ending_) return;
+  logging::program("elastic")->info("host {} is draining: its workers leave at their next commit",
+                                    host);
+  bool holds = false;
+  if (round_) {
+    for (const elastic::WorkerPlace& p : round_->workers) holds = holds || p.host == host;
+  }
+  if (holds) announce(contract::HostChange::kRemoved, "host " + host + " is draining");
+}
+
 std::vector<elastic::DiscoveredHost> ElasticJob::usableHosts() const {
   std::vector<elastic::DiscoveredHost> out;
   if (!hosts_) return out;
   for (const elastic::DiscoveredHost& h : *hosts_) {
-    if (h.slots > 0 && !blacklist_.blocked(h.host)) out.push_back(h);
+    if (h.slots > 0 && !blacklist_.blocked(h.host) && drained_.count(h.host) == 0) {
+      out.push_back(h);
+    }
   }
   return out;
 }
@@ -443,6 +462,8 @@ void ElasticJob::startRound(elastic::Round plan, std::string cause) {
       a.removed = true;
       a.reason = blacklist_.blocked(w.host)
                      ? "its host " + w.host + " was blacklisted after a failure there"
+                 : drained_.count(w.host) != 0
+                     ? "its host " + w.host + " is draining"
                      : "its host " + w.host + " left the job or has fewer slots now";
       site_.store->set(previous, contract::assignKey(id), contract::formatAssignment(a));
       w.removed = true;
@@ -553,7 +574,8 @@ void ElasticJob::spawn(const elastic::Round& plan) {
       status = agent->launch(request, launchEvents_.back().get());
     } else if (invalid.empty()) {
       status = coord::LaunchStatus("no agent reaches host '" + host +
-                                   "' (hvdrun runs elastic jobs on the names of this machine)");
+                                   "' (embedded hvdrun runs elastic jobs on the names of this "
+                                   "machine; other hosts need their hvdagent)");
     } else {
       status = coord::LaunchStatus(invalid);
     }

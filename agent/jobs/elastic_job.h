@@ -87,6 +87,10 @@ class ElasticJob {
   // Graceful stop of every worker; a second call within 2 s kills them. Thread-safe.
   void cancel(std::optional<std::chrono::milliseconds> grace = std::nullopt);
   std::vector<RoundRecord> rounds() const;
+  // `host` is leaving gracefully (its agent was told to stop, as on preemption or maintenance):
+  // like a host dropped by discovery, its workers leave at their next commit, without rollback
+  // and without blame. It stays out of the job until the job ends. Thread-safe.
+  void drain(const std::string& host);
 
  private:
   struct Worker {
@@ -99,7 +103,7 @@ class ElasticJob {
     std::optional<process::ExitStatus> exit;
   };
   struct Event {
-    enum class Kind { kExit, kAgentLost } kind;
+    enum class Kind { kExit, kAgentLost, kDrain } kind;
     int worker = 0;
     process::ExitStatus status;
     std::string host;
@@ -111,6 +115,7 @@ class ElasticJob {
   void drainEvents();
   void onExit(int worker, const process::ExitStatus& status);
   void onAgentLost(const std::string& host, const std::string& reason);
+  void onDrain(const std::string& host);
   void pollDiscovery();
   // Announces the next round in the current one's namespace (once per round).
   void announce(contract::HostChange change, const std::string& cause);
@@ -164,7 +169,8 @@ class ElasticJob {
   std::string changeCause_;
   std::chrono::steady_clock::time_point changeSince_{};
   bool announced_ = false;
-  std::set<int> ready_;  // workers of round_ that asked for their next place
+  std::set<int> ready_;            // workers of round_ that asked for their next place
+  std::set<std::string> drained_;  // hosts leaving gracefully: never used again
   std::optional<std::string> lastFailure_;
   std::optional<int> lastFailedWorker_;
   std::vector<RoundRecord> history_;

@@ -83,6 +83,9 @@ struct LedJobs::Job {
   std::shared_ptr<ChangeSignal> changed = std::make_shared<ChangeSignal>();
   std::unique_ptr<Steps> steps;
   std::unique_ptr<JobAttempts> attempts;  // after steps: its attempts call them
+  // An elastic job instead of attempts, and where its output and end go.
+  std::unique_ptr<JobSink> elasticSink;
+  std::unique_ptr<LedElasticJob> elastic;
   // Set under LedJobs::mutex_.
   std::string cancelReason;
   bool cancelRequested = false;
@@ -91,6 +94,39 @@ struct LedJobs::Job {
   bool startTried = false;
   std::thread thread;
   std::atomic<bool> done{false};
+};
+
+class LedJobs::CoordinatorGate final : public StartGate {
+ public:
+  explicit CoordinatorGate(coord::JobCoordinator& c) : c_(c) {}
+  coord::JobCoordinator::Start tryStart(bool queue,
+                                        const std::function<void()>& starting) override {
+    return c_.tryStart(queue, starting);
+  }
+  std::string busyReason() const override { return c_.busyReason(); }
+  void endUnstarted(const std::string& summary, const std::string& reason) override {
+    c_.endUnstarted(summary, reason);
+  }
+
+ private:
+  coord::JobCoordinator& c_;
+};
+
+// An elastic job reserves nothing (its rounds change its hosts): its turn is its start.
+class LedJobs::ElasticGate final : public StartGate {
+ public:
+  explicit ElasticGate(LedElasticJob& job) : job_(job) {}
+  coord::JobCoordinator::Start tryStart(bool, const std::function<void()>& starting) override {
+    if (starting) starting();
+    return job_.tryStart();
+  }
+  std::string busyReason() const override { return {}; }
+  void endUnstarted(const std::string& summary, const std::string& reason) override {
+    job_.endUnstarted(summary, reason);
+  }
+
+ private:
+  LedElasticJob& job_;
 };
 
 // A led job's side of its attempts: the queue before each start, the job's sink as the pace,
@@ -106,7 +142,8 @@ class LedJobs::Steps final : public AttemptSteps {
   }
 
   coord::JobCoordinator::Start start(coord::JobCoordinator& coordinator, int attempt) override {
-    const coord::JobCoordinator::Start started = led_->waitAndStart(job_, coordinator, attempt > 0);
+    CoordinatorGate gate(coordinator);
+    const coord::JobCoordinator::Start started = led_->waitAndStart(job_, gate, attempt > 0);
     recorded_ = coordinator.ranks();
     return started;
   }
@@ -236,8 +273,13 @@ std::string LedJobs::start(std::unique_ptr<Job> job, const std::string& submitte
   coord::JobSpec spec = job->spec;
   const std::string& listen = options_.listenHost;
   if (!listen.empty() && !common::isWildcardAddress(listen)) spec.masterAddr = listen;
-  job->steps = std::make_unique<Steps>(this, raw);
-  job->attempts = std::make_unique<JobAttempts>(std::move(spec), site(), job->steps.get());
+  if (spec.elastic.enabled) {
+    job->elasticSink = std::make_unique<JobSink>(job->log.get(), job->changed.get(), 0);
+    job->elastic = std::make_unique<LedElasticJob>(std::move(spec), site(), job->elasticSink.get());
+  } else {
+    job->steps = std::make_unique<Steps>(this, raw);
+    job->attempts = std::make_unique<JobAttempts>(std::move(spec), site(), job->steps.get());
+  }
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (shuttingDown_) {
@@ -316,7 +358,7 @@ void LedJobs::setTurn(const std::string& id, Turn turn) {
   queueChanged_->bump();
 }
 
-coord::JobCoordinator::Start LedJobs::waitAndStart(Job* job, coord::JobCoordinator& coordinator,
+coord::JobCoordinator::Start LedJobs::waitAndStart(Job* job, StartGate& coordinator,
                                                    bool restarting) {
   using Start = coord::JobCoordinator::Start;
   const std::string& id = job->id;
@@ -400,9 +442,35 @@ coord::JobCoordinator::Start LedJobs::waitAndStart(Job* job, coord::JobCoordinat
   }
 }
 
-void LedJobs::run(Job* job) {
+void LedJobs::runElastic(Job* job) {
   const std::string& id = job->id;
-  const std::optional<coord::JobResult> ended = job->attempts->run();
+  LedElasticJob& elastic = *job->elastic;
+  ElasticGate gate(elastic);
+  std::optional<coord::JobResult> ended;
+  const coord::JobCoordinator::Start started = waitAndStart(job, gate, /*restarting=*/false);
+  if (started == coord::JobCoordinator::Start::kRunning) {
+    records_.dropRequest(id);
+    // Its ranks change with its rounds: the record lists none (the log has their lines).
+    records_.attemptStarted(id, 0, elastic.spec(), true, {}, {});
+    job->changed->bump();
+    hvd::logging::program("jobs")->info("job {}: elastic, discovery started", id);
+    ended = elastic.run([job] { job->elasticSink->waitEnded(std::chrono::milliseconds(150)); });
+  } else {
+    ended = elastic.result();
+  }
+  finishRun(job, ended);
+}
+
+void LedJobs::run(Job* job) {
+  if (job->elastic) {
+    runElastic(job);
+    return;
+  }
+  finishRun(job, job->attempts->run());
+}
+
+void LedJobs::finishRun(Job* job, const std::optional<coord::JobResult>& ended) {
+  const std::string& id = job->id;
   if (!ended) {
     // Put aside by a shutdown before it started (waitAndStart).
     job->log->close();
@@ -443,6 +511,7 @@ void LedJobs::abandon(Job* job, const std::string& what) {
   leaveQueue(id);
   common::runGuarded(role, [&] {
     if (job->attempts) job->attempts->abandon();
+    if (job->elastic) job->elastic->abandon();
   });
   common::runGuarded(role, [&] {
     if (job->log) job->log->close();
@@ -496,6 +565,7 @@ LedJobs::CancelOutcome LedJobs::cancel(const std::string& jobId,
       job.cancelRequested = true;
       // Under mutex_ so the job cannot be reaped meanwhile; cancel() only queues stops.
       if (job.attempts) job.attempts->cancel(grace);
+      if (job.elastic) job.elastic->cancel(grace);
       outcome.found = true;
       outcome.wasRunning = true;
     }

@@ -25,6 +25,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -34,6 +35,7 @@
 #include "agent/coordinator/job_coordinator.h"
 #include "agent/coordinator/job_state.h"
 #include "agent/jobs/attempts.h"
+#include "agent/jobs/led_elastic.h"
 #include "agent/jobs/local_host.h"
 #include "agent/ledger/resource_ledger.h"
 #include "agent/records/led_job_records.h"
@@ -120,9 +122,23 @@ class LedJobs {
   AttemptSite site();
   std::string start(std::unique_ptr<Job> job, const std::string& submittedBy);
   void run(Job* job);
-  // Waits for the job's turn and its resources; the coordinator's start outcome.
-  coordinator::JobCoordinator::Start waitAndStart(Job* job, coordinator::JobCoordinator& c,
-                                                  bool restarting);
+  // How a job starts at its turn: its attempt's coordinator, or its elastic job.
+  class StartGate {
+   public:
+    virtual ~StartGate() = default;
+    virtual coordinator::JobCoordinator::Start tryStart(bool queue,
+                                                        const std::function<void()>& starting) = 0;
+    virtual std::string busyReason() const = 0;
+    virtual void endUnstarted(const std::string& summary, const std::string& reason) = 0;
+  };
+  class CoordinatorGate;
+  class ElasticGate;
+  // Waits for the job's turn and its resources; the gate's start outcome.
+  coordinator::JobCoordinator::Start waitAndStart(Job* job, StartGate& gate, bool restarting);
+  // An elastic job (spec.elastic.enabled) from its turn to its end.
+  void runElastic(Job* job);
+  // The end of a job's run (nullopt: put aside unstarted): the log closed, the record final.
+  void finishRun(Job* job, const std::optional<coordinator::JobResult>& ended);
   void leaveQueue(const std::string& id);
   // Where a queued job is (turns_). The queue holds the jobs that wait for resources: one
   // whose first try is still deciding holds up the jobs behind it (they wait for its answer,

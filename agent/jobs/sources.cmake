@@ -8,6 +8,7 @@ add_library(hvd_agent_jobs STATIC
   ${CMAKE_CURRENT_LIST_DIR}/elastic_job.cc
   ${CMAKE_CURRENT_LIST_DIR}/environment.cc
   ${CMAKE_CURRENT_LIST_DIR}/host_launch.cc
+  ${CMAKE_CURRENT_LIST_DIR}/led_elastic.cc
   ${CMAKE_CURRENT_LIST_DIR}/led_jobs.cc
   ${CMAKE_CURRENT_LIST_DIR}/local_host.cc)
 target_include_directories(hvd_agent_jobs PUBLIC ${PROJECT_SOURCE_DIR})

@@ -3,6 +3,7 @@
 # (an interface the gRPC client implements) and the hosts of a job as NodeAgents over such links.
 # No gRPC here: unit-tested with fake links.
 add_library(hvd_agent_relay STATIC
+  ${CMAKE_CURRENT_LIST_DIR}/link_agent.cc
   ${CMAKE_CURRENT_LIST_DIR}/tree_shape.cc
   ${CMAKE_CURRENT_LIST_DIR}/tree_hosts.cc)
 target_include_directories(hvd_agent_relay PUBLIC ${PROJECT_SOURCE_DIR})

@@ -369,8 +369,73 @@ v1::SubmitJobRequest toProto(const coordinator::JobSpec& spec,
   r.set_restart_min_uptime_ms(spec.restart.minUptime.count());
   for (int code : spec.restart.noRestartOnExit) r.add_no_restart_on_exit(code);
   r.set_no_queue(!spec.queue);
+  if (spec.elastic.enabled) {
+    const coordinator::ElasticSpec& e = spec.elastic;
+    v1::ElasticOptions* o = r.mutable_elastic();
+    o->set_min_np(e.minNp);
+    o->set_max_np(e.maxNp);
+    o->set_discovery_script(e.discoveryScript);
+    o->set_slots_per_host(e.slotsPerHost);
+    o->set_discovery_interval_ms(e.discoveryInterval.count());
+    o->set_timeout_ms(e.timeout.count());
+    o->set_has_reset_limit(e.resetLimit.has_value());
+    o->set_reset_limit(e.resetLimit.value_or(0));
+    o->set_has_cooldown(e.cooldownSeconds.has_value());
+    if (e.cooldownSeconds) {
+      o->set_cooldown_min_seconds(e.cooldownSeconds->first);
+      o->set_cooldown_max_seconds(e.cooldownSeconds->second);
+    }
+    o->set_agent_port(e.agentPort);
+  }
   return r;
 }
+
+namespace {
+
+coordinator::ElasticSpec fromProto(const v1::ElasticOptions& o, int np) {
+  coordinator::ElasticSpec e;
+  e.enabled = true;
+  if (o.min_np() < 1 || o.min_np() > np) {
+    throw InvalidArgumentError("--min-np " + std::to_string(o.min_np()) + " is not in 1.." +
+                               std::to_string(np) + " (-np)");
+  }
+  if (o.max_np() < 0 || (o.max_np() > 0 && o.max_np() < np)) {
+    throw InvalidArgumentError("--max-np " + std::to_string(o.max_np()) + " is less than -np " +
+                               std::to_string(np));
+  }
+  if (o.slots_per_host() < 0 || o.slots_per_host() > contract::kMaxSlotsPerHost) {
+    throw InvalidArgumentError("--slots-per-host " + std::to_string(o.slots_per_host()) +
+                               " is not in 0.." + std::to_string(contract::kMaxSlotsPerHost));
+  }
+  if (o.discovery_interval_ms() <= 0 || o.timeout_ms() <= 0) {
+    throw InvalidArgumentError("the discovery interval and the elastic timeout must be positive");
+  }
+  if (o.has_reset_limit() && o.reset_limit() < 0) {
+    throw InvalidArgumentError("--reset-limit must not be negative");
+  }
+  if (o.has_cooldown() &&
+      (o.cooldown_min_seconds() < 0 || o.cooldown_max_seconds() < o.cooldown_min_seconds())) {
+    throw InvalidArgumentError("--blacklist-cooldown-range needs 0 <= MIN <= MAX");
+  }
+  if (o.agent_port() < 0 || o.agent_port() > 65535) {
+    throw InvalidArgumentError("agent port " + std::to_string(o.agent_port()) +
+                               " is not in 0..65535");
+  }
+  e.minNp = o.min_np();
+  e.maxNp = o.max_np();
+  e.discoveryScript = o.discovery_script();
+  e.slotsPerHost = o.slots_per_host();
+  e.discoveryInterval = std::chrono::milliseconds(o.discovery_interval_ms());
+  e.timeout = std::chrono::milliseconds(o.timeout_ms());
+  if (o.has_reset_limit()) e.resetLimit = o.reset_limit();
+  if (o.has_cooldown()) {
+    e.cooldownSeconds = std::make_pair(o.cooldown_min_seconds(), o.cooldown_max_seconds());
+  }
+  e.agentPort = o.agent_port();
+  return e;
+}
+
+}  // namespace
 
 coordinator::JobSpec fromProto(const v1::SubmitJobRequest& r) {
   if (r.argv().empty() || r.argv(0).empty()) {
@@ -433,6 +498,7 @@ coordinator::JobSpec fromProto(const v1::SubmitJobRequest& r) {
     spec.restart.noRestartOnExit.push_back(code);
   }
   spec.queue = !r.no_queue();
+  if (r.has_elastic()) spec.elastic = fromProto(r.elastic(), spec.np);
   return spec;
 }
 

@@ -38,11 +38,14 @@ add_executable(e2e_test ${CMAKE_CURRENT_LIST_DIR}/e2e_jobs_test.cc
                         ${CMAKE_CURRENT_LIST_DIR}/e2e_torch_test.cc
                         ${CMAKE_CURRENT_LIST_DIR}/e2e_security_test.cc
                         ${CMAKE_CURRENT_LIST_DIR}/e2e_orchestration_test.cc
-                        ${CMAKE_CURRENT_LIST_DIR}/e2e_tree_test.cc)
+                        ${CMAKE_CURRENT_LIST_DIR}/e2e_tree_test.cc
+                        ${CMAKE_CURRENT_LIST_DIR}/e2e_elastic_test.cc)
 target_link_libraries(e2e_test PRIVATE hvd_e2e_support hvd_agent_rpc hvd_auth hvd_proto
                                        GTest::gtest_main hvd_warnings)
 target_compile_definitions(e2e_test PRIVATE
-  HVD_TORCH_DDP_SCRIPT="${PROJECT_SOURCE_DIR}/examples/torch_ddp.py")
+  HVD_TORCH_DDP_SCRIPT="${PROJECT_SOURCE_DIR}/examples/torch_ddp.py"
+  HVD_ELASTIC_TRAIN_SCRIPT="${PROJECT_SOURCE_DIR}/tests/python/elastic_jobs/train.py"
+  HVD_E2E_PYTHONPATH="${PROJECT_BINARY_DIR}/python")
 add_dependencies(e2e_test hvdrun hvdagent hvd-e2e-worker)
 
 add_test(NAME e2e_cluster_up

@@ -12,3 +12,8 @@ target_link_libraries(elastic_rounds_test PRIVATE hvd_agent_elastic)
 hvd_test(NAME elastic_resets_test LABEL unit TIMEOUT 60
          SOURCES ${CMAKE_CURRENT_LIST_DIR}/elastic_resets_test.cc)
 target_link_libraries(elastic_resets_test PRIVATE hvd_agent_elastic)
+# The leader's elastic driver (agent/jobs/elastic_job.h) against fake agents, a manual clock and
+# an in-process store: the success rule, survivors' places in the next round, the limits.
+hvd_test(NAME elastic_job_test LABEL unit TIMEOUT 120
+         SOURCES ${CMAKE_CURRENT_LIST_DIR}/elastic_job_test.cc)
+target_link_libraries(elastic_job_test PRIVATE hvd_agent_jobs hvd_agent_coordinator hvd_support)

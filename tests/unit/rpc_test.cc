@@ -304,6 +304,59 @@ TEST(RpcConvert, SubmitRequestRoundTripsAndIsValidated) {
   EXPECT_THROW(rpc::fromProto(bad), hvd::InvalidArgumentError);
 }
 
+TEST(RpcConvert, AnElasticJobsOptionsRoundTripAndAreValidated) {
+  coordinator::JobSpec spec;
+  spec.argv = {"./train"};
+  spec.np = 4;
+  spec.hosts = {{"a", 2}, {"b", 2}};
+  spec.elastic.enabled = true;
+  spec.elastic.minNp = 2;
+  spec.elastic.maxNp = 6;
+  spec.elastic.discoveryScript = "/opt/discover.sh";
+  spec.elastic.slotsPerHost = 3;
+  spec.elastic.discoveryInterval = 2500ms;
+  spec.elastic.timeout = 90s;
+  spec.elastic.resetLimit = 0;
+  spec.elastic.cooldownSeconds = std::make_pair(10, 100);
+  spec.elastic.agentPort = 7700;
+  const v1::SubmitJobRequest request = rpc::toProto(spec, {"a:7700", "b:7700"});
+  ASSERT_TRUE(request.has_elastic());
+  const coordinator::ElasticSpec back = rpc::fromProto(request).elastic;
+  EXPECT_TRUE(back.enabled);
+  EXPECT_EQ(back.minNp, 2);
+  EXPECT_EQ(back.maxNp, 6);
+  EXPECT_EQ(back.discoveryScript, "/opt/discover.sh");
+  EXPECT_EQ(back.slotsPerHost, 3);
+  EXPECT_EQ(back.discoveryInterval, 2500ms);
+  EXPECT_EQ(back.timeout, 90s);
+  EXPECT_EQ(back.resetLimit, std::optional<int>(0));  // 0 allows no reset: not "no limit"
+  EXPECT_EQ(back.cooldownSeconds, std::make_optional(std::make_pair(10, 100)));
+  EXPECT_EQ(back.agentPort, 7700);
+
+  spec.elastic.resetLimit.reset();
+  spec.elastic.cooldownSeconds.reset();
+  const coordinator::ElasticSpec unset = rpc::fromProto(rpc::toProto(spec, {})).elastic;
+  EXPECT_FALSE(unset.resetLimit.has_value());
+  EXPECT_FALSE(unset.cooldownSeconds.has_value());
+
+  spec.elastic = {};
+  EXPECT_FALSE(rpc::toProto(spec, {}).has_elastic());
+  EXPECT_FALSE(rpc::fromProto(rpc::toProto(spec, {})).elastic.enabled);
+
+  v1::SubmitJobRequest bad = request;
+  bad.mutable_elastic()->set_min_np(5);  // more than -np
+  EXPECT_THROW(rpc::fromProto(bad), hvd::InvalidArgumentError);
+  bad = request;
+  bad.mutable_elastic()->set_max_np(3);  // less than -np
+  EXPECT_THROW(rpc::fromProto(bad), hvd::InvalidArgumentError);
+  bad = request;
+  bad.mutable_elastic()->set_timeout_ms(0);
+  EXPECT_THROW(rpc::fromProto(bad), hvd::InvalidArgumentError);
+  bad = request;
+  bad.mutable_elastic()->set_cooldown_max_seconds(5);  // below MIN
+  EXPECT_THROW(rpc::fromProto(bad), hvd::InvalidArgumentError);
+}
+
 TEST(RpcConvert, LaunchRequestCarriesStopPolicy) {
   coordinator::LaunchRequest request;
   request.jobId = "j";

@@ -1,0 +1,132 @@
+// Elastic jobs through the agents (docs/elastic.md "Where it runs"): the leader agent (host 0)
+// runs the job's rounds over itself and host 1's agent. The worker is
+// tests/python/elastic_jobs/train.py under Debian's python3 with python3-torch and hvd's
+// package (PYTHONPATH=<build>/python): each step's batch depends only on the step, so every
+// surviving worker ends with the parameters of a one-process run, whatever the rounds were.
+// Skipped with the reason where torch cannot be imported.
+#include <signal.h>
+
+#include <cstdlib>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "e2e_support.h"
+
+namespace hvd::e2e {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr const char* kPython = "/usr/bin/python3";
+
+struct Done {
+  int worker = 0;
+  int rank = 0;
+  int size = 0;
+  int step = 0;
+  double error = 1;
+};
+
+// train.py's "DONE worker=W rank=R size=S step=N error=E" lines.
+std::vector<Done> doneLines(const std::string& output) {
+  std::vector<Done> out;
+  const std::regex line(R"(DONE worker=(\d+) rank=(\d+) size=(\d+) step=(\d+) error=(\S+))");
+  for (auto it = std::sregex_iterator(output.begin(), output.end(), line);
+       it != std::sregex_iterator(); ++it) {
+    out.push_back({std::stoi((*it)[1]), std::stoi((*it)[2]), std::stoi((*it)[3]),
+                   std::stoi((*it)[4]), std::stod((*it)[5])});
+  }
+  return out;
+}
+
+bool torchMissing() {
+  return std::system("/usr/bin/python3 -c 'import torch' > /dev/null 2>&1") != 0;
+}
+
+// hvdrun --min-np 2 -np 4 -H host0:2,host1:2 ... python3 train.py, with `env` forwarded.
+std::vector<std::string> elasticArgs(const Cluster& cluster, std::vector<std::string> env) {
+  std::vector<std::string> extra = {"--min-np",
+                                    "2",
+                                    "--elastic-timeout",
+                                    "60",
+                                    "--grace",
+                                    "2",
+                                    "-x",
+                                    "PYTHONPATH=" HVD_E2E_PYTHONPATH,
+                                    "-x",
+                                    "PYTHONDONTWRITEBYTECODE=1"};
+  for (const std::string& e : env) {
+    extra.push_back("-x");
+    extra.push_back(e);
+  }
+  extra.insert(extra.end(), {"--", kPython, HVD_ELASTIC_TRAIN_SCRIPT});
+  return hvdrunArgs(cluster, 4, cluster.hostList(2), extra);
+}
+
+// Workers 0 and 1 on host 0 finished at size 2 with the one-process parameters (train.py's
+// error) and agree on everything they report.
+void expectSurvivorsFinishedAtSize2(const RunResult& r, int steps) {
+  const std::vector<Done> done = doneLines(r.output);
+  ASSERT_EQ(done.size(), 2u) << describe(r);
+  for (const Done& d : done) {
+    EXPECT_TRUE(d.worker == 0 || d.worker == 1) << describe(r);
+    EXPECT_EQ(d.size, 2) << describe(r);
+    EXPECT_EQ(d.step, steps) << describe(r);
+    EXPECT_LT(d.error, 1e-9) << describe(r);
+  }
+  EXPECT_NE(done[0].rank, done[1].rank) << describe(r);
+  EXPECT_EQ(done[0].error, done[1].error) << describe(r);
+}
+
+TEST_F(E2e, ElasticJobThroughAgentsDropsTheHostOfAFailedWorkerAndFinishesAtSize2) {
+  if (torchMissing())
+    GTEST_SKIP() << "no torch for /usr/bin/python3 (apt-get install python3-torch)";
+  const Cluster& c = cluster();
+  const RunResult r = run(elasticArgs(c, {"HVD_TEST_FAIL=3:5:exit", "HVD_TEST_STEPS=20"}), 150s);
+  ASSERT_EQ(r.status, 0) << describe(r);
+  expectSurvivorsFinishedAtSize2(r, 20);
+  // The rounds, as the leader logged them: 4 ranks on both hosts, then 2 on host 0 after
+  // worker 3's failure blacklisted host 1.
+  EXPECT_TRUE(agentLogHas(c, 0,
+                          {"round 0: 4 rank(s) on " + c.address(0) + ":2, " + c.address(1) + ":2",
+                           "round 1: 2 rank(s) on " + c.address(0) + ":2 (worker 3",
+                           "host " + c.address(1) + " is blacklisted"},
+                          10s))
+      << readFile(c.agentLog(0));
+}
+
+// Host 1's agent SIGKILLed mid-job: a failure like any other (its host blacklisted), and the job
+// goes on at size 2 on host 0. A cluster of its own: this one loses an agent.
+class E2eElasticAgentLoss : public ::testing::Test {
+ protected:
+  void SetUp() override { upOwnCluster(2, "el", &cluster_); }
+  void TearDown() override { cluster_.reset(); }
+  std::optional<Cluster> cluster_;
+};
+
+TEST_F(E2eElasticAgentLoss, AgentKilledMidJobBlacklistsItsHostAndTheJobGoesOn) {
+  if (torchMissing())
+    GTEST_SKIP() << "no torch for /usr/bin/python3 (apt-get install python3-torch)";
+  const Cluster& c = *cluster_;
+  Child hvdrun(elasticArgs(c, {"HVD_TEST_STEPS=40", "HVD_TEST_SLEEP=0.1"}));
+  // Every round-0 worker has trained a few steps.
+  ASSERT_TRUE(hvdrun.waitForOutput(
+      [](const std::string& out) { return countOf(out, " size=4 step=6") >= 4; }, 90s))
+      << hvdrun.output();
+  const pid_t agent = c.agentPid(1);
+  ASSERT_GT(agent, 0);
+  ASSERT_EQ(::kill(agent, SIGKILL), 0);
+  const RunResult r = hvdrun.finish(150s);
+  ASSERT_EQ(r.status, 0) << describe(r);
+  expectSurvivorsFinishedAtSize2(r, 40);
+  EXPECT_TRUE(agentLogHas(c, 0,
+                          {"the agent on " + c.address(1) + " was lost",
+                           "round 1: 2 rank(s) on " + c.address(0) + ":2"},
+                          10s))
+      << readFile(c.agentLog(0));
+}
+
+}  // namespace
+}  // namespace hvd::e2e
