@@ -5,8 +5,8 @@
 #
 # usage: bench/elastic.sh [BUILD_DIR] [--repeats R (default 3)]
 #
-# The job is bench/elastic_train.py (torch's import and a 25 M-parameter model build at
-# start-up, 60 steps, a commit or checkpoint every 5; Debian's python3-torch under
+# The job is bench/elastic_train.py (torch's import and an 8.4 M-parameter model build at
+# start-up, 40 steps, a commit or checkpoint every 5; Debian's python3-torch under
 # /usr/bin/python3), 4 ranks on this machine:
 #   elastic fail   hvdrun -np 4 --min-np 2 -H localhost:2,127.0.0.1:2 (two names of this machine,
 #                  two hosts of the job); rank 3 fails at step 20, so host 127.0.0.1 is
@@ -77,10 +77,10 @@ run_elastic_grow() {  # LOG
   chmod +x "$WORK/discover.sh"
   rm -f "$mark"
   timeout 300 "$HVDRUN" -np 2 --min-np 2 --host-discovery-script "$WORK/discover.sh" \
-    --no-tag-output -- "$PYTHON" "$TRAIN" --mode elastic >"$1" 2>&1 &
+    --no-tag-output -- "$PYTHON" "$TRAIN" --mode elastic --steps 100 >"$1" 2>&1 &
   pid=$!
   for ((i = 0; i < 1200; ++i)); do
-    grep -q "size 2 step 20$" "$1" && break
+    grep -q "size 2 step 20 " "$1" && break
     sleep 0.05
   done
   date +%s.%N >"$mark"

@@ -1,5 +1,5 @@
 """The training script of bench/elastic.sh, in three forms of one job: a model whose start-up
-costs what a real one's does (torch's import, a 12-layer MLP of 25 M parameters built and
+costs what a real one's does (torch's import, an 8-layer MLP of 8.4 M parameters built and
 initialised), trained on synthetic batches, rank 0 printing "T <unix time> size <n> step <k>
 attempt <a>" after each step (a: the restart count of the restart forms, 0 for elastic). The worker that is to fail prints "FAIL <unix time>" and exits 1.
 
@@ -24,7 +24,7 @@ import torch.nn.functional as F
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--mode", choices=["elastic", "restart", "torchrun"], required=True)
-parser.add_argument("--steps", type=int, default=60)
+parser.add_argument("--steps", type=int, default=40)
 parser.add_argument("--commit", type=int, default=5)
 parser.add_argument("--sleep", type=float, default=0.05)
 parser.add_argument("--fail-rank", type=int, default=-1)
@@ -36,14 +36,14 @@ args = parser.parse_args()
 def build():
     torch.manual_seed(0)
     layers = []
-    for _ in range(12):
-        layers += [nn.Linear(1440, 1440), nn.ReLU()]
-    return nn.Sequential(*layers, nn.Linear(1440, 10))
+    for _ in range(8):
+        layers += [nn.Linear(1024, 1024), nn.ReLU()]
+    return nn.Sequential(*layers, nn.Linear(1024, 10))
 
 
 def batch(step):
     g = torch.Generator().manual_seed(step)
-    return torch.randn(16, 1440, generator=g), torch.randint(0, 10, (16,), generator=g)
+    return torch.randn(16, 1024, generator=g), torch.randint(0, 10, (16,), generator=g)
 
 
 def step_once(model, optimizer, step):
