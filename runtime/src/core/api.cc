@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 
 #include "collectives/host_collectives.h"
@@ -28,6 +29,8 @@ namespace {
 // the copy would join threads that are not there. So the child may read its rank and size, every
 // other call fails at once, and at its exit the copy is left alone.
 struct Instance {
+  // Held shared by an op's submit, exclusively by init and shutdown (engineOf).
+  std::shared_mutex lifecycle;
   std::mutex mutex;
   std::unique_ptr<core::Runtime> runtime;
   int generation = 0;
@@ -82,11 +85,20 @@ gpu::DeviceCollectives* device(std::initializer_list<const void*> ptrs) {
   return runtime().devices().route(ptrs);
 }
 
-// The engine of an op's process set (the job's for set 0), which must include this rank. The
-// engines are thread-safe; init/shutdown from another thread while ops are submitted is the
-// caller's race, as with every other call of this API.
-std::shared_ptr<engine::Engine> engineOf(int processSet, const std::string& what) {
-  return runtime().processSets().engine(processSet, what);
+// The engine of an op's process set (the job's for set 0), which must include this rank, held
+// for the op's submit: a shutdown() on another thread waits for the submit to finish, then
+// stops the engine, which fails the op; a submit after it finds hvd not initialised. So an op
+// racing shutdown fails cleanly or runs, and never waits for an engine that is gone.
+struct EngineRef {
+  std::shared_lock<std::shared_mutex> hold;
+  std::shared_ptr<engine::Engine> engine;
+  engine::Engine* operator->() const { return engine.get(); }
+};
+
+EngineRef engineOf(int processSet, const std::string& what) {
+  std::shared_lock<std::shared_mutex> hold(instance().lifecycle);
+  std::shared_ptr<engine::Engine> engine = runtime().processSets().engine(processSet, what);
+  return {std::move(hold), std::move(engine)};
 }
 
 std::string quoted(const char* op, const std::string& name) {
@@ -95,6 +107,7 @@ std::string quoted(const char* op, const std::string& name) {
 
 void initWith(const std::function<void(core::Config&)>& adjust) {
   auto& self = instance();
+  std::unique_lock<std::shared_mutex> exclusive(self.lifecycle);
   std::lock_guard<std::mutex> lock(self.mutex);
   if (self.runtime) return;  // idempotent, like horovod.init()
   core::Config config = core::configFromEnvironment();
@@ -127,6 +140,7 @@ void init(const std::vector<std::vector<int>>& processSets, bool dynamic) {
 
 void shutdown() {
   auto& self = instance();
+  std::unique_lock<std::shared_mutex> exclusive(self.lifecycle);
   std::lock_guard<std::mutex> lock(self.mutex);
   if (self.forked()) {
     (void)self.runtime.release();  // the parent's: nothing of it runs here

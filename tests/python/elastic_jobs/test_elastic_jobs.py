@@ -121,8 +121,13 @@ ANY_SIZE = ["-np", "4", "--min-np", "1", "-H", "localhost:2,127.0.0.1:2"]
 
 
 @pytest.mark.parametrize("how", ["exit", "raise", "kill"])
-def test_a_failing_worker_drops_its_host_and_the_others_carry_on(how):
-    job = Job(FIXED, {"HVD_TEST_FAIL": "3:9:%s" % how, "HVD_TEST_STEPS": "30"})
+@pytest.mark.parametrize("hosts", ["-H", "script"])
+def test_a_failing_worker_drops_its_host_and_the_others_carry_on(how, hosts, tmp_path):
+    args = FIXED
+    if hosts == "script":
+        script, _ = discovery_script(tmp_path, ["localhost:2", "127.0.0.1:2"])
+        args = ["-np", "4", "--min-np", "2", "--host-discovery-script", script]
+    job = Job(args, {"HVD_TEST_FAIL": "3:9:%s" % how, "HVD_TEST_STEPS": "30"})
     assert job.finish() == 0, job.output()
     assert [(n, s) for n, s, _ in job.rounds()] == [(0, 4), (1, 2)], job.output()
     assert "127.0.0.1 is blacklisted" in job.output()
