@@ -277,3 +277,33 @@ def test_process_sets_are_declared_again_for_each_round():
     assert [s for _, s, _ in job.rounds()] == [4, 3], job.output()
     assert_finished_together(job, 3, [1, 2, 3])
     no_orphans(job)
+
+
+def test_a_discovery_script_failing_at_its_first_call_ends_the_job(tmp_path):
+    script = tmp_path / "discover.sh"
+    script.write_text("#!/bin/sh\necho 'no cluster manager here' >&2\nexit 3\n")
+    script.chmod(0o755)
+    job = Job(["-np", "2", "--host-discovery-script", str(script)], timeout=60)
+    assert job.finish() != 0, job.output()
+    assert "host discovery failed" in job.output() and str(script) in job.output(), job.output()
+    assert "no cluster manager here" in job.output(), job.output()
+    assert job.records("STEP") == []
+
+
+def test_a_discovery_script_failing_later_is_logged_and_the_job_goes_on(tmp_path):
+    broken = tmp_path / "broken"
+    hosts = tmp_path / "hosts"
+    hosts.write_text("localhost:2\n")
+    script = tmp_path / "discover.sh"
+    script.write_text("#!/bin/sh\nif [ -e %s ]; then echo 'flaky' >&2; exit 1; fi\ncat %s\n"
+                      % (broken, hosts))
+    script.chmod(0o755)
+    job = Job(["-np", "2", "--host-discovery-script", str(script)],
+              {"HVD_TEST_STEPS": "40", "HVD_TEST_SLEEP": "0.1"})
+    job.wait_for(r"STEP worker=0 .*step=4\b")
+    broken.write_text("")
+    job.wait_for(r"host discovery failed \(the last hosts found stay\)")
+    broken.unlink()
+    assert job.finish() == 0, job.output()
+    assert [(n, s) for n, s, _ in job.rounds()] == [(0, 2)], job.output()
+    assert_finished_together(job, 2, [0, 1])
