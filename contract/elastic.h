@@ -8,7 +8,7 @@
 //   * kNoticeKey: the leader announces that round N is to end (hosts were added, removed or
 //     drained): formatNotice(next round, what changed). Workers read it at commit();
 //   * readyKey(worker): a worker of round N shut down and waits for its next assignment (after
-//     an error, or after the notice); the value says why;
+//     an error, or after the notice); the value says why; kReadyCountKey counts them;
 //   * assignKey(worker): the leader's answer, once every worker of round N is ready or gone:
 //     the worker's place in round N+k (formatAssignment), or that it was removed.
 // Workers spawned for a round get their place from their environment (HVD_RANK, ...,
@@ -24,6 +24,10 @@ namespace hvd::contract {
 std::string elasticStoreJob(const std::string& jobId, int round);
 
 inline constexpr const char* kNoticeKey = "elastic/notice";
+// How many workers of the round asked for their next place (each adds 1 after writing its
+// readyKey): one key the leader reads to see that a round must end although nothing it saw
+// changed (a worker's op timed out, a worker reset on its own).
+inline constexpr const char* kReadyCountKey = "elastic/ready-count";
 std::string readyKey(int worker);
 std::string assignKey(int worker);
 

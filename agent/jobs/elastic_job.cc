@@ -165,10 +165,13 @@ void ElasticJob::tick() {
     if (!ending_) {
       if (!round_) {
         tryFirstRound();
-      } else if (changePending_) {
-        tryNextRound();
       } else {
-        checkSuccess();
+        if (!changePending_) checkResets();
+        if (changePending_) {
+          tryNextRound();
+        } else {
+          checkSuccess();
+        }
       }
     }
   }
@@ -418,6 +421,16 @@ void ElasticJob::tryNextRound() {
   }
   resets_.recordReset();
   startRound(std::move(plan), changeCause_);
+}
+
+void ElasticJob::checkResets() {
+  // A worker that reset while nothing the leader saw changed (its op timed out, say) waits for
+  // a round like the others: the round ends as if a change had been announced.
+  const std::optional<std::string> count = site_.store->value(
+      contract::elasticStoreJob(spec_.jobId, round_->number), contract::kReadyCountKey);
+  if (!count || *count == "0") return;
+  announce(contract::HostChange::kNone,
+           "a worker of round " + std::to_string(round_->number) + " reset (an op of it failed)");
 }
 
 void ElasticJob::checkSuccess() {

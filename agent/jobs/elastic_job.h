@@ -122,6 +122,7 @@ class ElasticJob {
   std::vector<elastic::DiscoveredHost> usableHosts() const;
   void tryFirstRound();
   void tryNextRound();
+  void checkResets();
   void checkSuccess();
   void startRound(elastic::Round plan, std::string cause);
   void spawn(const elastic::Round& plan);

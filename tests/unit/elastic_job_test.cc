@@ -269,3 +269,30 @@ TEST_F(ElasticJobTest, ADrainedHostLeavesWithoutBlameAndItsWorkersAreToldWhy) {
 
 }  // namespace
 }  // namespace hvd::agent::jobs
+
+namespace hvd::agent::jobs {
+namespace {
+
+TEST_F(ElasticJobTest, AWorkerThatResetsOnItsOwnEndsTheRoundForEveryone) {
+  // No exit, no host change: one worker's op failed (it timed out, say) and it asked for its
+  // next place; its peers' ops fail in turn and they ask too. A new round with the same workers.
+  start(3, {{"a", 2}, {"b", 1}});
+  ASSERT_TRUE(tickUntil([&] { return b_.launches().size() == 1; }));
+  ready(0, 2);
+  store_.set(ns(0), contract::kReadyCountKey, "1");
+  ASSERT_TRUE(tickUntil([&] { return store_.value(ns(0), contract::kNoticeKey).has_value(); }));
+  ready(0, 0);
+  ready(0, 1);
+  ASSERT_TRUE(tickUntil([&] { return assignment(0, 2).has_value(); }));
+  for (int worker : {0, 1, 2}) {
+    const contract::ElasticAssignment a = *assignment(0, worker);
+    EXPECT_EQ(a.round, 1);
+    EXPECT_EQ(a.rank, worker);
+    EXPECT_EQ(a.size, 3);
+  }
+  EXPECT_EQ(a_.launches().size(), 1u);
+  EXPECT_EQ(b_.launches().size(), 1u);
+}
+
+}  // namespace
+}  // namespace hvd::agent::jobs

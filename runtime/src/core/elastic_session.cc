@@ -56,6 +56,7 @@ Config ElasticSession::next(Config config) {
     log->info("elastic: worker {} ready after round {}; waiting for its next place", worker,
               current_.elasticRound);
     store().set(contract::readyKey(worker), "reset");
+    store().add(contract::kReadyCountKey, 1);
     const std::string text = store().get(contract::assignKey(worker), current_.elasticTimeout);
     const contract::ElasticAssignment a = contract::parseAssignment(text);
     if (a.removed) {

@@ -307,3 +307,18 @@ def test_a_discovery_script_failing_later_is_logged_and_the_job_goes_on(tmp_path
     assert job.finish() == 0, job.output()
     assert [(n, s) for n, s, _ in job.rounds()] == [(0, 2)], job.output()
     assert_finished_together(job, 2, [0, 1])
+
+
+def test_a_notice_one_rank_puts_in_by_hand_resets_every_rank_into_a_new_round():
+    # Horovod's test scripts put notices into state._host_messages; only worker 2 does here, with
+    # a wall-clock stamp. Every rank raises HostsUpdatedInterrupt at the same commit (agreed,
+    # not taken from rank 0), the leader forms a new round of the same workers, and no step is
+    # lost or repeated (the interrupt comes at a commit: nothing to roll back).
+    job = Job(FIXED, {"HVD_TEST_INJECT": "2:6", "HVD_TEST_STEPS": "20"})
+    assert job.finish() == 0, job.output()
+    assert [(n, s) for n, s, _ in job.rounds()] == [(0, 4), (1, 4)], job.output()
+    assert_finished_together(job, 4, [0, 1, 2, 3])
+    steps = [int(r["step"]) for r in job.records("STEP") if r["worker"] == "0"]
+    assert steps == list(range(1, 21)), steps
+    for d in job.records("DONE"):
+        assert d["resets"] == "4/6", job.output()

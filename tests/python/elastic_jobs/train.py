@@ -6,7 +6,8 @@ job's size was at each step: a step lost or run twice shows in the final paramet
 HVD_TEST_STEPS: steps to train; HVD_TEST_COMMIT: commit every so many steps; HVD_TEST_SLEEP:
 seconds per step; HVD_TEST_FAIL: "worker:step:how[,...]" makes that worker fail after that step
 (how: exit, exit0, raise, kill); HVD_TEST_FAIL_ON_RESET: a worker that exits 1 in its reset
-callback (while the others sync); HVD_TEST_MARK: a file each worker appends "worker step" to after each
+callback (while the others sync); HVD_TEST_INJECT: "worker:step", that worker puts a host-change notice into
+state._host_messages by hand, as Horovod's test scripts do; HVD_TEST_MARK: a file each worker appends "worker step" to after each
 commit, so a test can act when training has reached a step; HVD_TEST_PROCESS_SET=1: the job
 uses dynamic process sets, declares a set of ranks 0 and 1 at start and in its reset callback
 (a round's sets end with it), and checks an allreduce over it at every step.
@@ -92,6 +93,9 @@ def main():
                 assert total.item() == 2.0, total
             print("STEP worker=%d rank=%d size=%d step=%d" % (WORKER, hvd.rank(), hvd.size(),
                                                             state.step), flush=True)
+            if os.environ.get("HVD_TEST_INJECT") == "%d:%d" % (WORKER, state.step):
+                # What Horovod's own test scripts do: a host-change notice put in by hand.
+                state._host_messages.put((time.time(), hvd.elastic.HostUpdateResult.added))
             how = FAILS.get((WORKER, state.step))
             if how == "exit":
                 os._exit(1)

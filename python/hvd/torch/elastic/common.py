@@ -133,7 +133,10 @@ class State:
                 stamp, _ = self._host_messages.get_nowait()
             except queue.Empty:
                 break
-            newest = max(newest, int(stamp))
+            # A notice orders after what was seen, whatever its stamp: Horovod's scripts put
+            # wall-clock timestamps here, which must not outrank the leader's round numbers.
+            if int(stamp) > seen:
+                newest = max(newest, seen + 1)
         # What changed is not agreed on: it would only decide Horovod's skip_sync, and hvd
         # syncs after every reset. The ranks' `seen` may differ (a fresh worker has acted on
         # no notice), so the comparison is between agreed values.
