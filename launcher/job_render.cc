@@ -124,6 +124,13 @@ std::string formatJobStatus(const v1::JobInfo& job, int64_t nowUnixMs) {
       field("attempt " + std::to_string(a.attempt()), line);
     }
   }
+  // An elastic job's rounds: who trained at what size, from when to when, and why each began.
+  for (const v1::RoundInfo& r : job.rounds()) {
+    field("round " + std::to_string(r.round()),
+          "size " + std::to_string(r.size()) + " on " + joined(r.hosts(), ", ") + ", " +
+              formatLocalTime(r.started_unix_ms()) + " to " + formatLocalTime(r.ended_unix_ms()) +
+              ": " + r.cause());
+  }
   if (job.has_end()) {
     field("exit code", std::to_string(job.end().exit_code()));
     if (job.end().exit_code() != 0 || !job.end().reason().empty()) {

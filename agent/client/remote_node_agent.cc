@@ -526,6 +526,16 @@ void RemoteNodeAgent::handleEvent(Stream* s, const v1::RankEvent& event) {
       name = s->hosts[i].name;
     }
     s->events->onAgentLost(name, event.host_lost().reason());
+  } else if (event.has_draining()) {
+    std::string name;
+    {
+      std::lock_guard<std::mutex> lock(s->mutex);
+      const std::string& host = event.draining().host();
+      const size_t i = host.empty() ? 0 : s->find(host, false);
+      if (i == std::string::npos || s->hosts[i].lost) return;
+      name = s->hosts[i].name;
+    }
+    s->events->onHostDraining(name);
   }
 }
 

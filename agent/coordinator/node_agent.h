@@ -91,6 +91,9 @@ struct LaunchRequest {
   // The ranks' environments on this host without their placements: every rank with a
   // placement gets node::buildWorkerEnvironment of this and its placement, on its agent.
   std::optional<node::WorkerEnvInput> environment;
+  // The ranks may leave the job gracefully (an elastic job's workers): an agent stopped
+  // gracefully reports onHostDraining and gives them its shutdown grace before stopping them.
+  bool drainable = false;
 };
 
 // Outcome of launch(): empty `error` means every rank was started.
@@ -118,6 +121,9 @@ class JobEvents {
   // The agent of `host` can no longer be heard (stream broken, heartbeat missed): its ranks must
   // be presumed gone, and no further events come from it. `host` is NodeAgent::host().
   virtual void onAgentLost(const std::string& host, const std::string& reason) = 0;
+  // The agent of `host` is stopping gracefully (only for a drainable launch): its ranks will
+  // leave if they can within its grace, and be stopped after it. Ignored unless overridden.
+  virtual void onHostDraining(const std::string& host) { (void)host; }
 };
 
 class NodeAgent {

@@ -48,6 +48,13 @@ class QueuedEvents final : public coordinator::JobEvents {
     event.reason = reason;
     queue_->push(std::move(event));
   }
+  // A relayed host's agent is stopping gracefully.
+  void onHostDraining(const std::string& host) override {
+    LaunchEvent event;
+    event.kind = Kind::kDraining;
+    event.host = host;
+    queue_->push(std::move(event));
+  }
 
  private:
   void pushOutput(int rank, process::Stream stream, std::string_view line) {
@@ -188,6 +195,7 @@ HostLaunch::Outcome HostLaunch::run(LaunchCaller& caller, const std::string& cal
 
   OwedRanks owed(request_, relayed_);
   bool stopped = false;
+  bool drainTold = !request_.drainable;  // only a drainable launch's caller hears of it
   const auto writeAll = [&](std::vector<LaunchEvent> batch) {
     for (const LaunchEvent& event : batch) {
       owed.settle(event);
@@ -199,6 +207,15 @@ HostLaunch::Outcome HostLaunch::run(LaunchCaller& caller, const std::string& cal
     // The caller may close the stream as soon as it has the last exit: that is no loss.
     if (owed.empty() && awaited) break;
     if (!callerGone && caller.gone()) callerGone = true;
+    if (drainRequested_ && !drainTold && !callerGone) {
+      LaunchEvent event;
+      event.kind = Kind::kDraining;
+      if (!caller.write(event)) callerGone = true;
+      drainTold = true;
+      logging::program("service")->info(
+          "job {}: this agent is stopping; told {} so that the ranks leave the job", jobId,
+          callerName);
+    }
     if (callerGone && !stopped) {
       // The leader went away (hvdrun killed, leader agent lost): no worker outlives it, here
       // or on the hosts relayed to (their agents stop theirs when this stream goes).

@@ -11,10 +11,14 @@
 //     order they happened; output beyond the queue's budget is dropped visibly (event_queue.h);
 //   * a caller that goes away (hvdrun killed, the leader agent lost) stops every rank, here and
 //     on the relayed hosts: no worker outlives its leader;
+//   * a drainable launch (an elastic job's workers) told that this agent is stopping gracefully
+//     (drain()) tells its caller so (kDraining) and runs on: its ranks leave at their next
+//     commit, and the agent stops what is left after its grace;
 //   * the launch ends once every rank's exit is written (or its host was lost or never
 //     launched), and its ranks are released here.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -34,6 +38,7 @@ struct LaunchEvent {
     kExit,          // rank, exit
     kHostLaunched,  // host, result: a relayed host's launch answered
     kHostLost,      // host, reason: a relayed host's agent went away
+    kDraining,      // host ("" for this agent): it is stopping gracefully
   };
   Kind kind = Kind::kOutput;
   int rank = -1;
@@ -86,11 +91,19 @@ class HostLaunch {
   // The program the local ranks run (their first argument), for the log.
   std::string command() const;
 
+  const std::string& jobId() const { return request_.jobId; }
+  // Whether the caller asked to hear of a graceful stop (LaunchRequest::drainable).
+  bool drainable() const { return request_.drainable; }
+  // This agent is stopping gracefully: a drainable launch tells its caller (once, within a poll
+  // interval) and goes on until its ranks exit or are stopped. Thread-safe.
+  void drain() { drainRequested_ = true; }
+
  private:
   LocalHost* const local_;
   const coordinator::LaunchRequest request_;
   const std::vector<RelayedLaunch> relayed_;
   const std::unique_ptr<relay::TreeHosts> tree_;
+  std::atomic<bool> drainRequested_{false};
 };
 
 }  // namespace hvd::agent::jobs

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
+#include <mutex>
 #include <utility>
 
 #include "agent/common/net.h"
@@ -14,7 +16,94 @@ namespace hvd::agent::jobs {
 
 namespace coord = coordinator;
 
-ElasticSite elasticSiteFor(const coord::JobSpec& spec, const AttemptSite& site) {
+namespace {
+
+// Another host's agent for an elastic job: its launches are drainable, and the agent's word that
+// it is draining goes to `draining`. Every other call goes to the agent as it is.
+class DrainableAgent final : public coord::NodeAgent {
+ public:
+  DrainableAgent(std::unique_ptr<coord::NodeAgent> agent,
+                 std::function<void(const std::string&)> draining)
+      : draining_(std::move(draining)), agent_(std::move(agent)) {}
+
+  std::string host() const override { return agent_->host(); }
+  std::string address() const override { return agent_->address(); }
+  coord::DescribeResult describe() override { return agent_->describe(); }
+  coord::ReserveResult reserve(const ledger::Request& request) override {
+    return agent_->reserve(request);
+  }
+  void describeAsync(std::function<void(coord::DescribeResult)> done) override {
+    agent_->describeAsync(std::move(done));
+  }
+  void reserveAsync(const ledger::Request& request,
+                    std::function<void(coord::ReserveResult)> done) override {
+    agent_->reserveAsync(request, std::move(done));
+  }
+  void unreserve(const std::string& key) override { agent_->unreserve(key); }
+  coord::LaunchStatus launch(const coord::LaunchRequest& request,
+                             coord::JobEvents* events) override {
+    return agent_->launch(drainable(request), relayOf(events));
+  }
+  bool beginLaunch(const coord::LaunchRequest& request, coord::JobEvents* events,
+                   std::string* error) override {
+    return agent_->beginLaunch(drainable(request), relayOf(events), error);
+  }
+  coord::LaunchStatus awaitLaunch(const coord::LaunchRequest& request,
+                                  coord::JobEvents* events) override {
+    return agent_->awaitLaunch(drainable(request), relayOf(events));
+  }
+  void stop(const std::string& jobId, int signal, std::chrono::milliseconds grace) override {
+    agent_->stop(jobId, signal, grace);
+  }
+
+ private:
+  // The job's events, and the agent's draining to the callback.
+  class Relay final : public coord::JobEvents {
+   public:
+    Relay(coord::JobEvents* events, const std::function<void(const std::string&)>* draining)
+        : events_(events), draining_(draining) {}
+    void onOutput(int rank, process::Stream stream, std::string_view line) override {
+      events_->onOutput(rank, stream, line);
+    }
+    void onExit(int rank, const process::ExitStatus& status) override {
+      events_->onExit(rank, status);
+    }
+    void onAgentLost(const std::string& host, const std::string& reason) override {
+      events_->onAgentLost(host, reason);
+    }
+    void onHostDraining(const std::string& host) override {
+      if (*draining_) (*draining_)(host);
+      events_->onHostDraining(host);
+    }
+
+   private:
+    coord::JobEvents* const events_;
+    const std::function<void(const std::string&)>* const draining_;
+  };
+
+  static coord::LaunchRequest drainable(coord::LaunchRequest request) {
+    request.drainable = true;
+    return request;
+  }
+  // One relay per JobEvents, kept as long as this agent: events may come until it is gone.
+  coord::JobEvents* relayOf(coord::JobEvents* events) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::unique_ptr<Relay>& relay = relays_[events];
+    if (!relay) relay = std::make_unique<Relay>(events, &draining_);
+    return relay.get();
+  }
+
+  const std::function<void(const std::string&)> draining_;
+  std::mutex mutex_;
+  std::map<coord::JobEvents*, std::unique_ptr<Relay>> relays_;
+  // Last: destroyed first, so that no event reaches a relay that is gone.
+  const std::unique_ptr<coord::NodeAgent> agent_;
+};
+
+}  // namespace
+
+ElasticSite elasticSiteFor(const coord::JobSpec& spec, const AttemptSite& site,
+                           std::function<void(const std::string& host)> draining) {
   ElasticSite out;
   out.store = site.store;
   out.storeHost = site.storeHost.empty() ? spec.hosts.at(0).host : site.storeHost;
@@ -22,7 +111,7 @@ ElasticSite elasticSiteFor(const coord::JobSpec& spec, const AttemptSite& site) 
   const std::string self = hvd::localHostName();
   const std::chrono::milliseconds timeout =
       spec.connectTimeout.count() > 0 ? spec.connectTimeout : site.defaultConnectTimeout;
-  out.connect = [site, leader, self, timeout, addresses = spec.agentAddresses,
+  out.connect = [site, leader, self, timeout, draining, addresses = spec.agentAddresses,
                  port = spec.elastic.agentPort](
                     const std::string& host) -> std::unique_ptr<coord::NodeAgent> {
     if (host == leader || host == self || common::isLoopbackName(host)) {
@@ -33,8 +122,9 @@ ElasticSite elasticSiteFor(const coord::JobSpec& spec, const AttemptSite& site) 
     const std::string address = it != addresses.end() && !it->second.empty()
                                     ? it->second
                                     : common::joinHostPort(host, port);
-    return std::make_unique<relay::LinkAgent>(
-        site.remoteAgents(RemoteHost{host, address, timeout}));
+    return std::make_unique<DrainableAgent>(
+        std::make_unique<relay::LinkAgent>(site.remoteAgents(RemoteHost{host, address, timeout})),
+        draining);
   };
   return out;
 }
@@ -104,12 +194,15 @@ std::optional<coord::JobResult> LedElasticJob::result() const {
   return unstartedResult_;
 }
 
-coord::JobResult LedElasticJob::run(const std::function<void()>& wait) {
+coord::JobResult LedElasticJob::run(
+    const std::function<void()>& wait,
+    const std::function<void(const std::vector<RoundRecord>&)>& rounds) {
   if (const int port = common::pickFreePort(site_.portHost); port > 0) spec_.masterPort = port;
   ElasticJob* job = nullptr;
   {
-    auto created = std::make_unique<ElasticJob>(spec_, elasticSiteFor(spec_, site_),
-                                                discoveryFor(spec_), client_, &clock_);
+    auto created = std::make_unique<ElasticJob>(
+        spec_, elasticSiteFor(spec_, site_, [this](const std::string& host) { drain(host); }),
+        discoveryFor(spec_), client_, &clock_);
     std::lock_guard<std::mutex> lock(mutex_);
     job_ = std::move(created);
     job = job_.get();
@@ -119,8 +212,10 @@ coord::JobResult LedElasticJob::run(const std::function<void()>& wait) {
   while (!job->finished()) {
     wait();
     job->tick();
+    if (rounds) rounds(job->rounds());
   }
   const coord::JobResult result = *job->result();
+  if (rounds) rounds(job->rounds());  // the last round's end
   // Its hosts let go before anyone sees the end: no line after the record is final.
   abandon();
   return result;
@@ -131,6 +226,11 @@ void LedElasticJob::cancel(std::optional<std::chrono::milliseconds> grace) {
   cancelRequested_ = true;
   if (grace) cancelGrace_ = grace;
   if (job_) job_->cancel(grace);
+}
+
+void LedElasticJob::drain(const std::string& host) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (job_) job_->drain(host);
 }
 
 void LedElasticJob::abandon() {

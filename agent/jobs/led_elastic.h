@@ -24,7 +24,11 @@ namespace hvd::agent::jobs {
 //   * any other host -> its agent through site.remoteAgents, at spec.agentAddresses[host] for
 //     the hosts the job lists, else host:spec.elastic.agentPort (a host the script found);
 //   * the store the workers dial: site.storeHost, else spec.hosts[0] as named.
-ElasticSite elasticSiteFor(const coordinator::JobSpec& spec, const AttemptSite& site);
+// The launches on other hosts are drainable (LaunchRequest::drainable): when such a host's agent
+// is stopped gracefully it says so, and `draining` (when set) gets the host's name, on the
+// stream's thread.
+ElasticSite elasticSiteFor(const coordinator::JobSpec& spec, const AttemptSite& site,
+                           std::function<void(const std::string& host)> draining = nullptr);
 
 // Discovery as the job asks for it: its script run here (with the job's forwarded environment,
 // in its cwd where that exists here), or its hosts, fixed. Throws hvd::InvalidArgumentError for
@@ -48,10 +52,17 @@ class LedElasticJob {
   void endUnstarted(const std::string& summary, const std::string& reason);
 
   // After tryStart() returned kRunning: runs the job to its end, `wait` between ticks (at most a
-  // fraction of a second), and returns its result. Its MASTER_PORT is picked first.
-  coordinator::JobResult run(const std::function<void()>& wait);
+  // fraction of a second), and returns its result. Its MASTER_PORT is picked first. `rounds`
+  // (when set) gets ElasticJob::rounds() after every tick and once at the end, on this thread.
+  // A host whose agent says it is draining is drained (ElasticJob::drain).
+  coordinator::JobResult run(
+      const std::function<void()>& wait,
+      const std::function<void(const std::vector<RoundRecord>&)>& rounds = nullptr);
   // Graceful stop (ElasticJob::cancel); before the start, the job will not start. Thread-safe.
   void cancel(std::optional<std::chrono::milliseconds> grace = std::nullopt);
+  // `host` leaves gracefully (ElasticJob::drain); nothing before the start or after the end.
+  // Thread-safe.
+  void drain(const std::string& host);
   // After an exception escaped run(): the job destroyed (what runs is killed), its store
   // namespaces removed.
   void abandon();

@@ -44,6 +44,23 @@ void ChangeSignal::waitPast(uint64_t seen, std::chrono::milliseconds timeout) co
   cv_.wait_for(lock, timeout, [&] { return value_ != seen; });
 }
 
+namespace {
+
+int64_t unixMs(std::chrono::system_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
+}
+
+std::vector<records::RoundEntry> roundEntries(const std::vector<RoundRecord>& rounds) {
+  std::vector<records::RoundEntry> out;
+  for (const RoundRecord& r : rounds) {
+    out.push_back(
+        {r.number, r.hosts, r.size, unixMs(r.start), r.end ? unixMs(*r.end) : 0, r.cause});
+  }
+  return out;
+}
+
+}  // namespace
+
 // The coordinator's client for a led job: every line to the log, the end remembered.
 class JobSink final : public coord::ClientEvents {
  public:
@@ -454,7 +471,15 @@ void LedJobs::runElastic(Job* job) {
     records_.attemptStarted(id, 0, elastic.spec(), true, {}, {});
     job->changed->bump();
     hvd::logging::program("jobs")->info("job {}: elastic, discovery started", id);
-    ended = elastic.run([job] { job->elasticSink->waitEnded(std::chrono::milliseconds(150)); });
+    std::vector<records::RoundEntry> recorded;  // the rounds as the record has them
+    ended = elastic.run([job] { job->elasticSink->waitEnded(std::chrono::milliseconds(150)); },
+                        [&](const std::vector<RoundRecord>& rounds) {
+                          std::vector<records::RoundEntry> now = roundEntries(rounds);
+                          if (now == recorded) return;
+                          records_.roundsChanged(id, now);
+                          recorded = std::move(now);
+                          job->changed->bump();
+                        });
   } else {
     ended = elastic.result();
   }

@@ -85,12 +85,13 @@ void LocalHost::release(const std::string& jobId) {
   if (job.recorded) options_.records->remove(jobId);
 }
 
-void LocalHost::stopAll(std::chrono::milliseconds maxGrace) {
+void LocalHost::stopAll(std::chrono::milliseconds maxGrace, const std::set<std::string>& except) {
   std::vector<std::pair<std::string, PendingStop>> running;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     for (const auto& [id, job] : jobs_) {
-      if (job.group) running.emplace_back(id, PendingStop{job.stopSignal, job.grace});
+      if (job.group && except.count(id) == 0)
+        running.emplace_back(id, PendingStop{job.stopSignal, job.grace});
     }
   }
   for (const auto& [id, s] : running) stop(id, s.signal, std::min(s.grace, maxGrace));

@@ -24,6 +24,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -86,8 +87,9 @@ class LocalHost : public coordinator::NodeAgent {
   // bookkeeping stay until shutdown(). Unknown ids are ignored; must not be called from one of
   // the job's own callbacks.
   void release(const std::string& jobId);
-  // Every running job gets its own stop signal with at most `maxGrace` (agent shutdown).
-  void stopAll(std::chrono::milliseconds maxGrace);
+  // Every running job but those in `except` gets its own stop signal with at most `maxGrace`
+  // (agent shutdown).
+  void stopAll(std::chrono::milliseconds maxGrace, const std::set<std::string>& except = {});
   std::vector<std::string> runningJobs() const;
   // Destroys every job's group: whatever still runs is SIGKILLed and reaped, and no event is
   // delivered after it returns. Call it before the JobEvents given to launch() go away.

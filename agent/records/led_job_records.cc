@@ -145,6 +145,21 @@ void LedJobRecords::restarting(const std::string& jobId, int restartCount) {
   history_->update(jobId, [&](v1::JobInfo* info) { info->set_restart_count(restartCount); });
 }
 
+void LedJobRecords::roundsChanged(const std::string& jobId, const std::vector<RoundEntry>& rounds) {
+  history_->update(jobId, [&](v1::JobInfo* info) {
+    info->clear_rounds();
+    for (const RoundEntry& r : rounds) {
+      v1::RoundInfo* round = info->add_rounds();
+      round->set_round(r.number);
+      for (const std::string& h : r.hosts) round->add_hosts(h);
+      round->set_size(r.size);
+      round->set_started_unix_ms(r.startUnixMs);
+      round->set_ended_unix_ms(r.endUnixMs);
+      round->set_cause(r.cause);
+    }
+  });
+}
+
 void LedJobRecords::ended(const std::string& jobId, const coord::JobResult& result,
                           uint64_t logLinesDropped, const std::string& logDropReason) {
   history_->update(jobId, [&](v1::JobInfo* info) {

@@ -22,6 +22,22 @@ namespace hvd::agent::records {
 class JobHistory;
 class StateSpace;
 
+// One round of an elastic job as its record lists it (LedJobs converts the job's RoundRecord).
+struct RoundEntry {
+  int number = 0;
+  std::vector<std::string> hosts;  // "host:workers", in rank order
+  int size = 0;
+  int64_t startUnixMs = 0;
+  int64_t endUnixMs = 0;  // 0: the current round
+  std::string cause;      // why it began
+
+  bool operator==(const RoundEntry& o) const {
+    return number == o.number && hosts == o.hosts && size == o.size &&
+           startUnixMs == o.startUnixMs && endUnixMs == o.endUnixMs && cause == o.cause;
+  }
+  bool operator!=(const RoundEntry& o) const { return !(*this == o); }
+};
+
 class LedJobRecords {
  public:
   // history must outlive this.
@@ -69,6 +85,8 @@ class LedJobRecords {
                     const std::vector<coordinator::RankSnapshot>& ranks,
                     const coordinator::JobResult& result);
   void restarting(const std::string& jobId, int restartCount);
+  // An elastic job's rounds so far, the current one last (replacing those recorded).
+  void roundsChanged(const std::string& jobId, const std::vector<RoundEntry>& rounds);
   // The job's end (its state from the outcome) and what its log could not keep.
   void ended(const std::string& jobId, const coordinator::JobResult& result,
              uint64_t logLinesDropped, const std::string& logDropReason);

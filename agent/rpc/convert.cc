@@ -119,6 +119,7 @@ v1::LaunchRequest toProto(const coordinator::LaunchRequest& request) {
   r.set_stop_signal(request.stopSignal);
   r.set_grace_ms(request.grace.count());
   r.set_reserved(request.reserved);
+  r.set_drainable(request.drainable);
   // The template: the entries every rank has (by exact "K=V"), and the command when every rank
   // runs the same one. Each rank keeps the rest of its entries, in its own order.
   std::set<std::string> common;
@@ -164,6 +165,7 @@ coordinator::LaunchRequest fromProto(const v1::LaunchRequest& r) {
   if (r.stop_signal() > 0 && r.stop_signal() < NSIG) request.stopSignal = r.stop_signal();
   if (r.grace_ms() >= 0) request.grace = std::chrono::milliseconds(r.grace_ms());
   request.reserved = r.reserved();
+  request.drainable = r.drainable();
   for (const v1::RankSpec& spec : r.ranks()) {
     coordinator::RankLaunch rank;
     rank.rank = spec.rank();

@@ -55,6 +55,9 @@ class LaunchStream final : public jobs::LaunchCaller {
         event.mutable_host_lost()->set_host(e.host);
         event.mutable_host_lost()->set_reason(e.reason);
         break;
+      case jobs::LaunchEvent::Kind::kDraining:
+        event.mutable_draining()->set_host(e.host);
+        break;
     }
     return writer_->Write(event);
   }
@@ -114,12 +117,42 @@ AgentService::AgentService(AgentServiceOptions options, rpc::CallGuard* guard,
 }
 
 void AgentService::shutdown() {
+  std::set<std::string> draining;  // the job ids of the drainable launches here
   {
     std::lock_guard<std::mutex> lock(mutex_);
     shuttingDown_ = true;
+    for (jobs::HostLaunch* launch : launches_) {
+      if (!launch->drainable()) continue;
+      launch->drain();
+      draining.insert(launch->jobId());
+    }
   }
   led_->shutdown();
-  local_->stopAll(options_.shutdownGrace);
+  if (draining.empty()) {
+    local_->stopAll(options_.shutdownGrace);
+    return;
+  }
+  // Their leaders were told: the workers leave at their next commit, without rollback, which
+  // is worth the grace (a stop now would be a failure, and cost the survivors their last steps).
+  // Everything else stops now, as ever; what has not left when the grace ends is stopped.
+  const auto deadline = std::chrono::steady_clock::now() + options_.shutdownGrace;
+  local_->stopAll(options_.shutdownGrace, draining);
+  hvd::logging::program("service")->info(
+      "draining {} launch(es) of elastic jobs led elsewhere: their workers have up to {} ms to "
+      "leave",
+      draining.size(), options_.shutdownGrace.count());
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    launchEnded_.wait_until(lock, deadline, [&] {
+      for (jobs::HostLaunch* launch : launches_) {
+        if (draining.count(launch->jobId()) != 0) return false;
+      }
+      return true;
+    });
+  }
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      deadline - std::chrono::steady_clock::now());
+  local_->stopAll(std::max(left, std::chrono::milliseconds(0)));
 }
 
 void AgentService::join() { led_->join(); }
@@ -173,6 +206,23 @@ grpc::Status AgentService::runLaunch(grpc::ServerContext* context, const v1::Lau
       launch.command(), context->peer(), proto.ByteSizeLong(),
       targets.empty() ? "" : ", relaying to " + std::to_string(targets.size()) + " host(s)");
   LaunchStream stream(context, writer);
+  // Listed while it runs, so that a graceful stop can drain it (shutdown()).
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (shuttingDown_) return {grpc::StatusCode::UNAVAILABLE, "the agent is shutting down"};
+    launches_.insert(&launch);
+  }
+  struct Unlist {
+    AgentService* service;
+    jobs::HostLaunch* launch;
+    ~Unlist() {
+      {
+        std::lock_guard<std::mutex> lock(service->mutex_);
+        service->launches_.erase(launch);
+      }
+      service->launchEnded_.notify_all();
+    }
+  } unlist{this, &launch};
   if (launch.run(stream, context->peer()) == jobs::HostLaunch::Outcome::kCallerGone) {
     return {grpc::StatusCode::CANCELLED, "the caller went away"};
   }

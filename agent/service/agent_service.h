@@ -31,14 +31,17 @@
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 
 #include "agent/coordinator/job_coordinator.h"
 #include "agent/coordinator/node_agent.h"
+#include "agent/jobs/host_launch.h"
 #include "agent/jobs/led_jobs.h"
 #include "agent/jobs/local_host.h"
 #include "agent/node/gpu_discovery.h"
@@ -80,7 +83,11 @@ class AgentService final : public v1::Agent::Service {
                records::JobHistory* history);
 
   // Agent shutdown: new Launch/SubmitJob calls are refused (UNAVAILABLE), led jobs are
-  // cancelled and local jobs stopped (shutdownGrace). Handlers then end as their ranks exit.
+  // cancelled and local jobs stopped (shutdownGrace). The launches of elastic jobs led by other
+  // agents (drainable) are drained first: their leaders are told this host is leaving, their
+  // workers get up to shutdownGrace to leave the job at their next commit, and whatever is left
+  // then is stopped. Blocks for that wait (at most shutdownGrace). Handlers then end as their
+  // ranks exit.
   void shutdown();
   // Waits until every led job has ended (after shutdown(): within its grace).
   void join();
@@ -138,8 +145,10 @@ class AgentService final : public v1::Agent::Service {
   std::mutex describeMutex_;  // GpuDiscovery is not thread-safe
   mutable std::mutex mutex_;
   bool shuttingDown_ = false;
-  relay::DetachedTrees detached_;       // relayed Stops and Unreserves still in flight
-  std::unique_ptr<jobs::LedJobs> led_;  // last: its jobs use everything above
+  std::set<jobs::HostLaunch*> launches_;  // the Launch calls running now
+  std::condition_variable launchEnded_;   // one of launches_ ended
+  relay::DetachedTrees detached_;         // relayed Stops and Unreserves still in flight
+  std::unique_ptr<jobs::LedJobs> led_;    // last: its jobs use everything above
 };
 
 // Logged lines as the messages that carry them (JobLogs and attached runs): batches of at most

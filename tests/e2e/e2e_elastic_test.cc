@@ -41,6 +41,31 @@ std::vector<Done> doneLines(const std::string& output) {
   return out;
 }
 
+// `hvdrun status` of the job the leader recorded last (`hvdrun ps` lists the oldest first).
+std::string statusOfLastJob(const Cluster& cluster) {
+  const RunResult ps = run(jobCommand(cluster, "ps", {}), 20s);
+  std::string id;
+  const std::regex row(R"((?:^|\n)(hvd-[0-9a-f]{6}) )");
+  for (auto it = std::sregex_iterator(ps.output.begin(), ps.output.end(), row);
+       it != std::sregex_iterator(); ++it) {
+    id = (*it)[1];
+  }
+  if (id.empty()) return "no job in `hvdrun ps`:\n" + ps.output;
+  return run(jobCommand(cluster, "status", {id}), 20s).output;
+}
+
+// The step numbers worker `worker` printed (train.py's STEP lines), in order.
+std::vector<int> stepsOf(const std::string& output, int worker) {
+  std::vector<int> steps;
+  const std::regex line("STEP worker=" + std::to_string(worker) +
+                        R"( rank=\d+ size=\d+ step=(\d+))");
+  for (auto it = std::sregex_iterator(output.begin(), output.end(), line);
+       it != std::sregex_iterator(); ++it) {
+    steps.push_back(std::stoi((*it)[1]));
+  }
+  return steps;
+}
+
 bool torchMissing() {
   return std::system("/usr/bin/python3 -c 'import torch' > /dev/null 2>&1") != 0;
 }
@@ -94,7 +119,18 @@ TEST_F(E2e, ElasticJobThroughAgentsDropsTheHostOfAFailedWorkerAndFinishesAtSize2
                            "round 1: 2 rank(s) on " + c.address(0) + ":2 (worker 3",
                            "host " + c.address(1) + " is blacklisted"},
                           10s))
-      << readFile(c.agentLog(0));
+      << c.agentLog(0);
+  // The same rounds in the job's record, as `hvdrun status` shows them: round 1's cause is the
+  // failure.
+  const std::string status = statusOfLastJob(c);
+  EXPECT_TRUE(std::regex_search(status, std::regex("\n  round 0 +size 4 on " + c.address(0) +
+                                                   ":2, " + c.address(1) + ":2, .*: start\n")))
+      << status;
+  const std::string failure = "worker 3 \\(rank 3\\) on " + c.address(1) + " failed";
+  EXPECT_TRUE(std::regex_search(
+      status, std::regex("\n  round 1 +size 2 on " + c.address(0) + ":2, .*: " + failure)))
+      << status;
+  EXPECT_EQ(status.find("round 2"), std::string::npos) << status;
 }
 
 // Host 1's agent SIGKILLed mid-job: a failure like any other (its host blacklisted), and the job
@@ -125,7 +161,70 @@ TEST_F(E2eElasticAgentLoss, AgentKilledMidJobBlacklistsItsHostAndTheJobGoesOn) {
                           {"the agent on " + c.address(1) + " was lost",
                            "round 1: 2 rank(s) on " + c.address(0) + ":2"},
                           10s))
-      << readFile(c.agentLog(0));
+      << c.agentLog(0);
+}
+
+// Host 1's agent stopped gracefully (SIGTERM) mid-job: it tells the leader its host is
+// draining, its workers leave at their next commit, and it exits within its shutdown grace
+// (5 s, the cluster's default). No blame (host 1 is not blacklisted) and no rollback: the
+// survivors train every step exactly once. A cluster of its own: this one loses an agent.
+class E2eElasticDrain : public ::testing::Test {
+ protected:
+  void SetUp() override { upOwnCluster(2, "ed", &cluster_); }
+  void TearDown() override { cluster_.reset(); }
+  std::optional<Cluster> cluster_;
+};
+
+TEST_F(E2eElasticDrain, AgentStoppedGracefullyDrainsItsHostAtACommitAndTheJobLosesNoStep) {
+  if (torchMissing())
+    GTEST_SKIP() << "no torch for /usr/bin/python3 (apt-get install python3-torch)";
+  const Cluster& c = *cluster_;
+  constexpr int kSteps = 40;
+  Child hvdrun(elasticArgs(c, {"HVD_TEST_STEPS=" + std::to_string(kSteps), "HVD_TEST_SLEEP=0.1"}));
+  ASSERT_TRUE(hvdrun.waitForOutput(
+      [](const std::string& out) { return countOf(out, " size=4 step=6") >= 4; }, 90s))
+      << hvdrun.output();
+  const pid_t agent = c.agentPid(1);
+  ASSERT_GT(agent, 0);
+  const auto stopped = std::chrono::steady_clock::now();
+  ASSERT_EQ(::kill(agent, SIGTERM), 0);
+  // Within its grace (5 s), plus a moment for the server's own shutdown.
+  while (alive(agent) && std::chrono::steady_clock::now() - stopped < 20s) {
+    std::this_thread::sleep_for(50ms);
+  }
+  const auto took = std::chrono::steady_clock::now() - stopped;
+  EXPECT_FALSE(alive(agent));
+  EXPECT_LT(took, 7s) << "hvdagent took "
+                      << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+                      << " ms to stop\n"
+                      << c.agentLog(1);
+
+  const RunResult r = hvdrun.finish(150s);
+  ASSERT_EQ(r.status, 0) << describe(r);
+  expectSurvivorsFinishedAtSize2(r, kSteps);
+  // Each step of the survivors once: nothing was rolled back to an earlier commit.
+  for (int worker : {0, 1}) {
+    std::vector<int> expected(kSteps);
+    for (int i = 0; i < kSteps; ++i) expected[i] = i + 1;
+    EXPECT_EQ(stepsOf(r.output, worker), expected) << "worker " << worker << "\n" << describe(r);
+  }
+  EXPECT_TRUE(agentLogHas(
+      c, 0,
+      {"host " + c.address(1) + " is draining",
+       "round 1: 2 rank(s) on " + c.address(0) + ":2 (host " + c.address(1) + " is draining"},
+      10s))
+      << c.agentLog(0);
+  const std::string leaderLog = c.agentLog(0);
+  EXPECT_EQ(leaderLog.find("host " + c.address(1) + " is blacklisted"), std::string::npos)
+      << leaderLog;
+  EXPECT_EQ(leaderLog.find("the agent on " + c.address(1) + " was lost"), std::string::npos)
+      << leaderLog;
+  EXPECT_TRUE(agentLogHas(c, 1, {"told", "so that the ranks leave the job"}, 1s)) << c.agentLog(1);
+  const std::string status = statusOfLastJob(c);
+  EXPECT_TRUE(
+      std::regex_search(status, std::regex("\n  round 1 +size 2 on " + c.address(0) +
+                                           ":2, .*: host " + c.address(1) + " is draining\n")))
+      << status;
 }
 
 }  // namespace

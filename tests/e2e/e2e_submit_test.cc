@@ -19,16 +19,6 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-// hvdrun COMMAND ... against the cluster: the leader (host 0) is where the jobs live.
-std::vector<std::string> jobCommand(const Cluster& cluster, const std::string& command,
-                                    std::vector<std::string> args) {
-  std::vector<std::string> argv = {
-      HVDRUN_PATH,  command,           "-H",           cluster.address(0),
-      "--key-file", cluster.keyFile(), "--agent-port", std::to_string(cluster.port())};
-  argv.insert(argv.end(), args.begin(), args.end());
-  return argv;
-}
-
 std::string submit(const Cluster& cluster, std::vector<std::string> worker) {
   std::vector<std::string> argv = hvdrunArgs(cluster, 4, cluster.hostList(2), {"--"});
   argv.insert(argv.begin() + 1, "submit");

@@ -64,6 +64,15 @@ std::vector<std::string> hvdrunArgs(const Cluster& cluster, int np, const std::s
   return args;
 }
 
+std::vector<std::string> jobCommand(const Cluster& cluster, const std::string& command,
+                                    std::vector<std::string> args) {
+  std::vector<std::string> argv = {
+      HVDRUN_PATH,  command,           "-H",           cluster.address(0),
+      "--key-file", cluster.keyFile(), "--agent-port", std::to_string(cluster.port())};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return argv;
+}
+
 // Waits until namespace i holds no process but its agent (or none when the agent is gone), for
 // up to `timeout`; returns what is left beyond that, with each process's command line.
 std::string leftoversIn(const Cluster& cluster, int i, std::chrono::milliseconds timeout) {

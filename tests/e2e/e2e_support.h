@@ -56,6 +56,11 @@ std::string readFile(const std::string& path);
 std::vector<std::string> hvdrunArgs(const Cluster& cluster, int np, const std::string& hosts,
                                     std::vector<std::string> extra = {});
 
+// hvdrun COMMAND ARGS... (ps, status, logs, ...) against the cluster's leader (host 0), where
+// the jobs' records are.
+std::vector<std::string> jobCommand(const Cluster& cluster, const std::string& command,
+                                    std::vector<std::string> args);
+
 // Waits until namespace i holds no process but its agent (or none when the agent is gone), for
 // up to `timeout`; returns what is left beyond that, with each process's command line.
 std::string leftoversIn(const Cluster& cluster, int i, std::chrono::milliseconds timeout);

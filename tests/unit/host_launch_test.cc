@@ -13,6 +13,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "agent/process/posix_spawner.h"
@@ -174,6 +175,39 @@ TEST_F(HostLaunchTest, ACallerThatGoesAwayGetsEveryRankStopped) {
     EXPECT_NE(::kill(pid, 0), 0) << "rank " << rank << " (pid " << pid << ") outlived its caller";
   }
   EXPECT_TRUE(local_.runningJobs().empty());
+}
+
+TEST_F(HostLaunchTest, ADrainableLaunchTellsItsCallerOnceThatTheAgentDrainsAndRunsOn) {
+  LaunchRequest request = shellRanks("job-d1", {0, 1}, "sleep 1; exit 0");
+  request.drainable = true;
+  HostLaunch launch(&local_, std::move(request), {}, nullptr);
+  EXPECT_TRUE(launch.drainable());
+  RecordingCaller caller;
+  std::thread agent([&] {
+    std::this_thread::sleep_for(100ms);
+    launch.drain();
+    launch.drain();  // a second word changes nothing
+  });
+  EXPECT_EQ(launch.run(caller, "test"), HostLaunch::Outcome::kFinished);
+  agent.join();
+  const std::vector<LaunchEvent> draining = caller.of(Kind::kDraining);
+  ASSERT_EQ(draining.size(), 1u);
+  EXPECT_EQ(draining[0].host, "");  // this agent
+  // The word comes before the exits, and the ranks were not stopped: they left by themselves.
+  EXPECT_EQ(caller.events.front().kind, Kind::kDraining);
+  std::map<int, int> codes;
+  for (const LaunchEvent& e : caller.of(Kind::kExit)) codes[e.rank] = e.exit.exitCode;
+  EXPECT_EQ(codes, (std::map<int, int>{{0, 0}, {1, 0}}));
+}
+
+TEST_F(HostLaunchTest, ALaunchThatIsNotDrainableSaysNothingOfADrain) {
+  HostLaunch launch(&local_, shellRanks("job-d2", {0}, "sleep 0.5"), {}, nullptr);
+  EXPECT_FALSE(launch.drainable());
+  launch.drain();
+  RecordingCaller caller;
+  EXPECT_EQ(launch.run(caller, "test"), HostLaunch::Outcome::kFinished);
+  EXPECT_TRUE(caller.of(Kind::kDraining).empty());
+  EXPECT_EQ(caller.of(Kind::kExit).size(), 1u);
 }
 
 TEST_F(HostLaunchTest, AWriteThatFailsCountsAsTheCallerGone) {

@@ -212,6 +212,49 @@ TEST(HvdrunJobsCli, StatusNamesEveryRankAndTheRootCause) {
       << text;
 }
 
+TEST(HvdrunJobsCli, StatusListsEveryRoundOfAnElasticJobWithItsSizeHostsTimesAndCause) {
+  ::setenv("TZ", "UTC", 1);
+  ::tzset();
+  v1::JobInfo job;
+  job.set_job_id("hvd-e1a571");
+  job.set_state(v1::JOB_RUNNING);
+  job.set_np(4);
+  job.add_hosts("node-a");
+  job.add_hosts("node-b");
+  job.add_argv("python3");
+  job.set_started_unix_ms(1796155586000);
+  v1::RoundInfo* r0 = job.add_rounds();
+  r0->set_round(0);
+  r0->add_hosts("node-a:2");
+  r0->add_hosts("node-b:2");
+  r0->set_size(4);
+  r0->set_started_unix_ms(1796155586000);
+  r0->set_ended_unix_ms(1796155646000);
+  r0->set_cause("start");
+  v1::RoundInfo* r1 = job.add_rounds();
+  r1->set_round(1);
+  r1->add_hosts("node-a:2");
+  r1->set_size(2);
+  r1->set_started_unix_ms(1796155646000);
+  r1->set_cause("worker 3 (rank 3) on node-b failed with exit code 1");
+  const std::string text = formatJobStatus(job, 1796155700000);
+  EXPECT_NE(text.find("  round 0     size 4 on node-a:2, node-b:2, 2026-12-01 20:06:26 to "
+                      "2026-12-01 20:07:26: start\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("  round 1     size 2 on node-a:2, 2026-12-01 20:07:26 to -: worker 3 "
+                      "(rank 3) on node-b failed with exit code 1\n"),
+            std::string::npos)
+      << text;
+  EXPECT_LT(text.find("round 0"), text.find("round 1")) << text;
+  // An elastic job lists its rounds, not its one attempt.
+  EXPECT_EQ(text.find("attempt"), std::string::npos) << text;
+}
+
+TEST(HvdrunJobsCli, StatusOfAJobWithoutRoundsListsNone) {
+  EXPECT_EQ(formatJobStatus(sampleJob(), 0).find("round "), std::string::npos);
+}
+
 TEST(HvdrunJobsCli, RuntimesAndTimes) {
   EXPECT_EQ(formatRuntime(0), "0:00:00");
   EXPECT_EQ(formatRuntime(59999), "0:00:59");
