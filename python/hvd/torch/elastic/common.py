@@ -87,6 +87,7 @@ class State:
         # timestamp). _last_updated_timestamp is the newest one acted upon.
         self._host_messages = queue.Queue()
         self._last_updated_timestamp = 0
+        self._round_acted_upon = 0  # the leader's newest announced round this state raised for
         self._reset_callbacks = []
         # How many commits this state holds: the newest state is on the ranks holding most.
         self._commit_serial = 0
@@ -118,33 +119,43 @@ class State:
 
     def check_host_updates(self):
         """Raises HostsUpdatedInterrupt when the leader announced a new round (hosts added or
-        removed), on every rank alike: the ranks' views are combined by a MAX allreduce, so a
-        rank that saw the notice first brings the others along. A collective: every rank
-        calls it at the same point."""
+        removed) or a notice was queued in state._host_messages, on every rank alike: the
+        ranks' views are combined by a MAX allreduce, so a rank that saw a change first brings
+        the others along. A collective: every rank calls it at the same point.
+
+        Whether to interrupt comes from the runtime's round numbers (the leader announced a
+        round after the one this rank joined) and from queued notices newer than the last one
+        acted upon; _last_updated_timestamp keeps Horovod's meaning, the newest notice stamp
+        processed, whatever its scale (Horovod's scripts queue wall-clock stamps), so a stamp
+        never hides a later round."""
         lib = _capi.lib()
-        seen = max(self._last_updated_timestamp, lib.elastic_round())
-        newest = seen
+        want = 0
+        newest = float(self._last_updated_timestamp)
+        announced = 0
         if lib.elastic_enabled():
             status, announced, _ = _announced(lib)
             lib.check(status)
-            newest = max(newest, announced)
+            if announced > max(lib.elastic_round(), self._round_acted_upon):
+                want = 1
+                newest = max(newest, float(announced))
         while True:
             try:
                 stamp, _ = self._host_messages.get_nowait()
             except queue.Empty:
                 break
-            # A notice orders after what was seen, whatever its stamp: Horovod's scripts put
-            # wall-clock timestamps here, which must not outrank the leader's round numbers.
-            if int(stamp) > seen:
-                newest = max(newest, seen + 1)
+            if float(stamp) > self._last_updated_timestamp:
+                want = 1
+                newest = max(newest, float(stamp))
         # What changed is not agreed on: it would only decide Horovod's skip_sync, and hvd
-        # syncs after every reset. The ranks' `seen` may differ (a fresh worker has acted on
-        # no notice), so the comparison is between agreed values.
-        view = torch.tensor([seen, newest], dtype=torch.int64)
-        agreed_seen, agreed_newest = allreduce(view, op=Max,
-                                               name="hvd.elastic.host_updates").tolist()
-        self._last_updated_timestamp = agreed_newest
-        if agreed_newest > agreed_seen:
+        # syncs after every reset.
+        view = torch.tensor([want, newest, announced], dtype=torch.float64)
+        agreed_want, agreed_newest, agreed_round = allreduce(
+            view, op=Max, name="hvd.elastic.host_updates").tolist()
+        self._round_acted_upon = max(self._round_acted_upon, int(agreed_round))
+        if agreed_newest > self._last_updated_timestamp:
+            self._last_updated_timestamp = (int(agreed_newest)
+                                            if agreed_newest.is_integer() else agreed_newest)
+        if agreed_want:
             raise HostsUpdatedInterrupt(skip_sync=False)
 
     def save(self):
@@ -165,12 +176,14 @@ class State:
     def _agree_on_root(self):
         """(root, its commit serial, the newest notice acted upon by any rank): the root is the
         lowest rank holding the most commits, the same on every rank (one allgather)."""
+        # float64: a stamp may be a wall-clock time (Horovod's scripts queue those).
         mine = torch.tensor([[self._commit_serial, self._last_updated_timestamp]],
-                            dtype=torch.int64)
+                            dtype=torch.float64)
         views = allgather(mine, name="hvd.elastic.commits").tolist()
-        serials = [serial for serial, _ in views]
+        serials = [int(serial) for serial, _ in views]
         most = max(serials)
-        return serials.index(most), most, max(stamp for _, stamp in views)
+        stamp = max(stamp for _, stamp in views)
+        return serials.index(most), most, int(stamp) if stamp.is_integer() else stamp
 
 
 class ObjectState(State):
