@@ -30,12 +30,8 @@ const std::set<std::string> kNotForTheParser = {
     "HVD_RESTART_COUNT",  // for scripts that reload a checkpoint (and TORCHELASTIC_*)
     "HVD_MAX_RESTARTS",   // the same
     // What horovodrun sets, for scripts that read them (the runtime reads the HVD_ names).
-    "HOROVOD_RANK",
-    "HOROVOD_SIZE",
-    "HOROVOD_LOCAL_RANK",
-    "HOROVOD_LOCAL_SIZE",
-    "HOROVOD_CROSS_RANK",
-    "HOROVOD_CROSS_SIZE",
+    "HOROVOD_RANK", "HOROVOD_SIZE", "HOROVOD_LOCAL_RANK", "HOROVOD_LOCAL_SIZE",
+    "HOROVOD_CROSS_RANK", "HOROVOD_CROSS_SIZE",
     "HOROVOD_HOSTNAME",  // the host as the job lists it
     "HOROVOD_ELASTIC",   // HVD_ELASTIC's alias, for scripts that test it
 };
