@@ -307,9 +307,16 @@ void ElasticJob::pollDiscovery() {
   }
   int total = 0;
   for (const auto& [host, count] : slots) {
-    total += count;
     auto it = held.find(host);
-    if (it == held.end() || it->second < count) added.push_back(host);
+    const int have = it == held.end() ? 0 : it->second;
+    // Growth only into slots that other jobs do not hold: a busy host would otherwise end a
+    // round at every poll without gaining a worker.
+    if (count > have && !canReserve(host, count - have)) {
+      total += have;
+      continue;
+    }
+    total += count;
+    if (count > have) added.push_back(host);
   }
   const int maxNp = spec_.elastic.maxNp;
   const int reachable = maxNp > 0 ? std::min(total, maxNp) : total;
@@ -354,7 +361,20 @@ void ElasticJob::tryFirstRound() {
     }
     return;
   }
-  startRound(elastic::planRound(nullptr, {}, usable, spec_.elastic.maxNp, &nextWorker_), "start");
+  Grants grants;
+  elastic::Round plan = planReserved(nullptr, {}, usable, &grants);
+  if (plan.slots() < need) {
+    // Slots the ledgers hold for other jobs: wait for them as a job start waits in the queue.
+    releaseGrants(plan, grants);
+    if (clock_->now() - created_ >= spec_.elastic.timeout) {
+      fail("Timed out waiting for minimum number of slots to become available: " +
+           std::to_string(need) + " needed to start, " + std::to_string(plan.slots()) +
+           " free of other jobs after the elastic timeout of " +
+           std::to_string(seconds(spec_.elastic.timeout)) + " s");
+    }
+    return;
+  }
+  startRound(std::move(plan), "start", grants);
 }
 
 void ElasticJob::tryNextRound() {
@@ -391,9 +411,10 @@ void ElasticJob::tryNextRound() {
          lastFailedWorker_);
     return;
   }
-  elastic::Round plan =
-      elastic::planRound(&*round_, alive, usableHosts(), spec_.elastic.maxNp, &nextWorker_);
+  Grants grants;
+  elastic::Round plan = planReserved(&*round_, alive, usableHosts(), &grants);
   if (plan.survivors() == 0) {
+    releaseGrants(plan, grants);
     // Failures took every host of the round out (Horovod's words for a job whose processes
     // failed), or discovery dropped them all (its words for a round with no state to carry).
     bool allBlacklisted = true;
@@ -407,6 +428,7 @@ void ElasticJob::tryNextRound() {
     return;
   }
   if (plan.slots() < spec_.elastic.minNp) {
+    releaseGrants(plan, grants);
     if (timedOut) {
       fail("Timed out waiting for minimum number of slots to become available: --min-np " +
            std::to_string(spec_.elastic.minNp) + ", " + std::to_string(plan.slots()) +
@@ -416,11 +438,88 @@ void ElasticJob::tryNextRound() {
     return;
   }
   if (resets_.exceeded()) {
+    releaseGrants(plan, grants);
     fail(resets_.message() + " (" + changeCause_ + ")", lastFailedWorker_);
     return;
   }
   resets_.recordReset();
-  startRound(std::move(plan), changeCause_);
+  startRound(std::move(plan), changeCause_, grants);
+}
+
+bool ElasticJob::canReserve(const std::string& host, int workers) {
+  coord::NodeAgent* agent = agentFor(host);
+  if (agent == nullptr) return false;
+  ledger::Request probe;
+  probe.key = spec_.jobId + ".probe." + std::to_string(hostIndex(host));
+  probe.job = probe.key;
+  probe.ranks = workers;
+  probe.gpusPerRank = std::max(1, spec_.gpusPerRank);
+  probe.share = spec_.oversubscribe;
+  probe.lease = spec_.reserveLease;
+  const coord::ReserveResult result = agent->reserve(probe);
+  if (result.ok() && result.accounted) agent->unreserve(probe.key);
+  return result.ok() && result.grant.verdict == ledger::Verdict::kGranted;
+}
+
+std::string ElasticJob::launchIdFor(int round, const std::string& host) {
+  return spec_.jobId + ".e" + std::to_string(round) + "." + std::to_string(hostIndex(host));
+}
+
+elastic::Round ElasticJob::planReserved(const elastic::Round* previous, const std::set<int>& alive,
+                                        std::vector<elastic::DiscoveredHost> usable,
+                                        Grants* grants) {
+  auto log = logging::program("elastic");
+  while (true) {
+    elastic::Round plan =
+        elastic::planRound(previous, alive, usable, spec_.elastic.maxNp, &nextWorker_);
+    grants->clear();
+    std::vector<std::string> refused;
+    for (const std::string& host : plan.hosts) {
+      int spawned = 0;
+      for (const elastic::WorkerPlace& p : plan.workers) {
+        if (p.host == host && p.spawned) ++spawned;
+      }
+      if (spawned == 0) continue;
+      coord::NodeAgent* agent = agentFor(host);
+      if (agent == nullptr) continue;  // the launch says why nothing reaches it
+      // The new workers' share of the host, held in its ledger as a job start's is, under a
+      // key of their own: the survivors' holdings on the host stay theirs.
+      ledger::Request request;
+      request.key = launchIdFor(plan.number, host);
+      request.job = request.key;
+      request.ranks = spawned;
+      request.gpusPerRank = std::max(1, spec_.gpusPerRank);
+      request.share = spec_.oversubscribe;
+      request.lease = spec_.reserveLease;
+      const coord::ReserveResult result = agent->reserve(request);
+      if (!result.ok() || result.grant.verdict != ledger::Verdict::kGranted) {
+        log->warn("round {}: {} new worker(s) on {} do not start now: {}", plan.number, spawned,
+                  host, result.ok() ? result.grant.reason : result.error.describeUnreachable());
+        refused.push_back(host);
+        continue;
+      }
+      (*grants)[host] =
+          HostGrant{result.accounted, result.accounted ? result.grant.gpus : std::vector<int>()};
+    }
+    if (refused.empty()) return plan;
+    // Those hosts keep their survivors and get no new workers this round: plan again.
+    releaseGrants(plan, *grants);
+    for (elastic::DiscoveredHost& h : usable) {
+      if (std::find(refused.begin(), refused.end(), h.host) == refused.end()) continue;
+      int kept = 0;
+      for (const elastic::WorkerPlace& p : plan.workers) {
+        if (p.host == h.host && !p.spawned) ++kept;
+      }
+      h.slots = kept;
+    }
+  }
+}
+
+void ElasticJob::releaseGrants(const elastic::Round& plan, const Grants& grants) {
+  for (const auto& [host, grant] : grants) {
+    if (!grant.accounted) continue;
+    if (coord::NodeAgent* agent = agentFor(host)) agent->unreserve(launchIdFor(plan.number, host));
+  }
 }
 
 void ElasticJob::checkResets() {
@@ -444,7 +543,7 @@ void ElasticJob::checkSuccess() {
   if (allExited && !anyFailed) succeed();
 }
 
-void ElasticJob::startRound(elastic::Round plan, std::string cause) {
+void ElasticJob::startRound(elastic::Round plan, std::string cause, const Grants& grants) {
   auto log = logging::program("elastic");
   const int number = plan.number;
   const std::string token = contract::randomHex(32);
@@ -523,7 +622,7 @@ void ElasticJob::startRound(elastic::Round plan, std::string cause) {
   }
   log->info("round {}: {} rank(s) on {} ({})", number, plan.slots(), joinHosts(record.hosts),
             cause);
-  spawn(plan);
+  spawn(plan, grants);
 }
 
 int ElasticJob::hostIndex(const std::string& host) {
@@ -539,14 +638,21 @@ coord::NodeAgent* ElasticJob::agentFor(const std::string& host) {
   return it->second.get();
 }
 
-void ElasticJob::spawn(const elastic::Round& plan) {
+void ElasticJob::spawn(const elastic::Round& plan, const Grants& grants) {
   const std::string storeAddr = common::joinHostPort(site_.storeHost, site_.store->port());
   const std::string& token = tokens_.at(plan.number);
   for (size_t h = 0; h < plan.hosts.size(); ++h) {
     const std::string& host = plan.hosts[h];
     coord::LaunchRequest request;
-    request.jobId =
-        spec_.jobId + ".e" + std::to_string(plan.number) + "." + std::to_string(hostIndex(host));
+    request.jobId = launchIdFor(plan.number, host);
+    const auto granted = grants.find(host);
+    const HostGrant grant = granted == grants.end() ? HostGrant{} : granted->second;
+    request.reserved = grant.accounted;
+    int launchSize = 0;
+    for (const elastic::WorkerPlace& p : plan.workers) {
+      if (p.host == host && p.spawned) ++launchSize;
+    }
+    int launchIndex = 0;
     request.stopSignal = spec_.stopSignal;
     request.grace = spec_.grace;
     std::vector<int> ids;
@@ -566,6 +672,13 @@ void ElasticJob::spawn(const elastic::Round& plan) {
       in.masterAddr = plan.hosts[0];
       in.masterPort = spec_.masterPort;
       in.elastic = node::WorkerEnvInput::Elastic{plan.number, p.worker, spec_.elastic.timeout};
+      // The GPUs the ledger granted this launch, shared by its new workers alone (the
+      // survivors on the host keep theirs).
+      in.hostGpus = grant.gpus;
+      in.gpusPerRank = spec_.gpusPerRank;
+      in.gpuBind = spec_.gpuBind;
+      in.oversubscribe = spec_.oversubscribe;
+      in.gpuSlot = std::make_pair(launchIndex++, launchSize);
       coord::RankLaunch rank;
       rank.rank = p.worker;
       rank.spec.argv = spec_.argv;
@@ -593,6 +706,7 @@ void ElasticJob::spawn(const elastic::Round& plan) {
       status = coord::LaunchStatus(invalid);
     }
     if (!status.ok()) {
+      if (grant.accounted && agent != nullptr) agent->unreserve(request.jobId);
       const std::string cause = "starting " + std::to_string(ids.size()) + " worker(s) on " + host +
                                 " failed: " + status.error;
       logging::program("elastic")->warn("{}; host {} is blacklisted", cause, host);

@@ -124,8 +124,25 @@ class ElasticJob {
   void tryNextRound();
   void checkResets();
   void checkSuccess();
-  void startRound(elastic::Round plan, std::string cause);
-  void spawn(const elastic::Round& plan);
+  // A host's share of a round's new workers in its ledger: the GPUs granted (none when the
+  // agent keeps no ledger: then nothing is bound).
+  struct HostGrant {
+    bool accounted = false;
+    std::vector<int> gpus;
+  };
+  using Grants = std::map<std::string, HostGrant>;
+  // The next round's plan with every new worker's slots and GPUs reserved on its host, as a
+  // job start reserves them; a host that is busy (or unreachable) gets no new workers this
+  // round, and the plan is made again without them.
+  elastic::Round planReserved(const elastic::Round* previous, const std::set<int>& alive,
+                              std::vector<elastic::DiscoveredHost> usable, Grants* grants);
+  void releaseGrants(const elastic::Round& plan, const Grants& grants);
+  // Whether `host`'s ledger would hold `workers` more workers of this job now (asked and given
+  // back at once).
+  bool canReserve(const std::string& host, int workers);
+  std::string launchIdFor(int round, const std::string& host);
+  void startRound(elastic::Round plan, std::string cause, const Grants& grants);
+  void spawn(const elastic::Round& plan, const Grants& grants);
   coordinator::NodeAgent* agentFor(const std::string& host);
   int hostIndex(const std::string& host);
   void fail(const std::string& message, std::optional<int> worker = std::nullopt);

@@ -149,7 +149,8 @@ void checkWorkerEnvironment(const WorkerEnvInput& in) {
   validate(in);
   for (const std::string& entry : in.forwarded) forwardedNameEnd(entry);
   const contract::RankPlacement& p = in.placement;
-  assignGpus(in.hostName, in.hostGpus, p.localRank, p.localSize, in.gpusPerRank, in.oversubscribe);
+  const auto [slot, slots] = in.gpuSlot.value_or(std::make_pair(p.localRank, p.localSize));
+  assignGpus(in.hostName, in.hostGpus, slot, slots, in.gpusPerRank, in.oversubscribe);
 }
 
 std::vector<std::string> buildWorkerEnvironment(const WorkerEnvInput& in) {
@@ -161,8 +162,9 @@ std::vector<std::string> buildWorkerEnvironment(const WorkerEnvInput& in) {
   }
 
   const contract::RankPlacement& p = in.placement;
-  const std::vector<int> gpus = assignGpus(in.hostName, in.hostGpus, p.localRank, p.localSize,
-                                           in.gpusPerRank, in.oversubscribe);
+  const auto [slot, slots] = in.gpuSlot.value_or(std::make_pair(p.localRank, p.localSize));
+  const std::vector<int> gpus =
+      assignGpus(in.hostName, in.hostGpus, slot, slots, in.gpusPerRank, in.oversubscribe);
   const bool userOrder = env.has("CUDA_DEVICE_ORDER");
 
   // hvd's own variables go after the forwarded ones, in contract order; erase first so that an

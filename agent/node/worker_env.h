@@ -8,6 +8,7 @@
 #include <chrono>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "contract/placement.h"
@@ -42,6 +43,10 @@ struct WorkerEnvInput {
 
   // NVML indices of this host's GPUs, in order (empty: a CPU-only host, no HVD_GPU is set).
   std::vector<int> hostGpus;
+  // (index, count) of this rank among the ranks that share hostGpus, when those are not the
+  // host's ranks (an elastic round's new workers share their own grant); unset: (local rank,
+  // local size).
+  std::optional<std::pair<int, int>> gpuSlot;
   int gpusPerRank = 1;
   GpuBind gpuBind = GpuBind::kNone;
   // Lets more GPU ranks than GPUs share them round-robin (hvdrun --oversubscribe).

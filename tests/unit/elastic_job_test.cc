@@ -296,3 +296,75 @@ TEST_F(ElasticJobTest, AWorkerThatResetsOnItsOwnEndsTheRoundForEveryone) {
 
 }  // namespace
 }  // namespace hvd::agent::jobs
+
+namespace hvd::agent::jobs {
+namespace {
+
+std::vector<node::GpuInfo> fakeGpus(int n) {
+  std::vector<node::GpuInfo> out;
+  for (int i = 0; i < n; ++i) out.push_back({i, "GPU-fake-" + std::to_string(i), "", "", 0});
+  return out;
+}
+
+std::string envValue(const std::vector<std::string>& env, const std::string& name) {
+  for (const std::string& entry : env) {
+    if (entry.rfind(name + "=", 0) == 0) return entry.substr(name.size() + 1);
+  }
+  return "";
+}
+
+TEST_F(ElasticJobTest, NewWorkersHoldTheirSlotsAndGpusInTheLedgerAsAJobStartDoes) {
+  ledger::ResourceLedger ledgerA("a", fakeGpus(4), 0, [] { return ledger::TimePoint{}; });
+  ledger::ResourceLedger ledgerB("b", fakeGpus(2), 0, [] { return ledger::TimePoint{}; });
+  a_.useLedger(&ledgerA);
+  b_.useLedger(&ledgerB);
+  // Another job holds b's GPU 0: the elastic job's worker there gets GPU 1.
+  ledger::Request other;
+  other.key = other.job = "other-job";
+  other.ranks = 1;
+  other.preferredGpus = {0};
+  ASSERT_EQ(ledgerB.reserve(other).verdict, ledger::Verdict::kGranted);
+  start(3, {{"a", 2}, {"b", 1}});
+  ASSERT_TRUE(tickUntil([&] { return b_.launches().size() == 1; }));
+  const coordinator::LaunchRequest onA = a_.launches().at(0);
+  const coordinator::LaunchRequest onB = b_.launches().at(0);
+  EXPECT_TRUE(onA.reserved);
+  EXPECT_EQ(envValue(onA.ranks.at(0).spec.env, "HVD_GPU"), "0");
+  EXPECT_EQ(envValue(onA.ranks.at(1).spec.env, "HVD_GPU"), "1");
+  EXPECT_EQ(envValue(onB.ranks.at(0).spec.env, "HVD_GPU"), "1");
+  // Each launch holds under a key of its own, so a later round's reservation on a host never
+  // takes the survivors' holdings over.
+  std::set<std::string> keys;
+  for (const ledger::Holding& h : ledgerA.holdings()) keys.insert(h.key);
+  EXPECT_EQ(keys, std::set<std::string>{onA.jobId});
+}
+
+TEST_F(ElasticJobTest, AHostWhoseSlotsOtherJobsHoldGetsNoNewWorkersAndTheRoundGoesOnWithout) {
+  ledger::ResourceLedger ledgerA("a", {}, 0, [] { return ledger::TimePoint{}; });
+  ledger::ResourceLedger ledgerB("b", {}, 2, [] { return ledger::TimePoint{}; });
+  a_.useLedger(&ledgerA);
+  b_.useLedger(&ledgerB);
+  ledger::Request other;
+  other.key = other.job = "other-job";
+  other.ranks = 2;
+  ASSERT_EQ(ledgerB.reserve(other).verdict, ledger::Verdict::kGranted);  // b is full
+  start(2, {{"a", 2}, {"b", 2}});
+  ASSERT_TRUE(tickUntil([&] { return a_.launches().size() == 1; }));
+  EXPECT_EQ(a_.launches().at(0).ranks.size(), 2u);
+  EXPECT_TRUE(b_.launches().empty());
+  ASSERT_EQ(job_->rounds().size(), 1u);
+  EXPECT_EQ(job_->rounds()[0].size, 2);
+  EXPECT_EQ(job_->rounds()[0].hosts, std::vector<std::string>{"a:2"});
+  // Discovery keeps listing b: while other jobs hold it, no round is ended for it...
+  for (int i = 0; i < 20; ++i) {
+    job_->tick();
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  EXPECT_FALSE(store_.value(ns(0), contract::kNoticeKey).has_value());
+  // ...and once they let it go, the job grows into it.
+  ledgerB.release("other-job");
+  ASSERT_TRUE(tickUntil([&] { return store_.value(ns(0), contract::kNoticeKey).has_value(); }));
+}
+
+}  // namespace
+}  // namespace hvd::agent::jobs
