@@ -3,7 +3,7 @@
 # takes to join, for hvd's elastic mode beside the full restart of the same job (hvdrun
 # --max-restarts 1, and torchrun --max-restarts 1), in one run on this machine.
 #
-# usage: bench/elastic.sh [BUILD_DIR] [--repeats R (default 3)]
+# usage: bench/elastic.sh [BUILD_DIR] [--repeats R (default 3)] [--no-agents]
 #
 # The job is bench/elastic_train.py (torch's import and an 8.4 M-parameter model build at
 # start-up, 40 steps, a commit or checkpoint every 5; Debian's python3-torch under
@@ -18,6 +18,12 @@
 #                  checkpoint: from the failure to the first step of the new attempt
 #   torchrun       torchrun --standalone --nproc_per_node 4 --max_restarts 1, the same job on
 #                  torch.distributed (gloo, DDP): from the failure to the first step after it
+# and, over two hvdagents in network namespaces (scripts/netns-cluster.sh up 2; needs root,
+# `ip netns` and BUILD/bin/hvdagent, else skipped with a message; --no-agents skips it), 2 x 2:
+#   netns elastic fail   hvdrun -np 4 --min-np 2 -H h0:2,h1:2 through the agents; rank 3 (on h1)
+#                        fails at step 20: from its failure to the first step done at 2 ranks
+#   netns hvd restart    the same hosts with --max-restarts 1: to the first step of attempt 1
+# (torchrun across the namespaces is not run: its multi-node rendezvous is a setup of its own).
 # Each is run R times, interleaved; the table has the median and min in seconds and the full
 # restarts' median over elastic's (the target: elastic resumes at least 5x faster than
 # hvdrun's full restart). Absolute figures drift on a shared machine; read the ratios.
@@ -26,10 +32,12 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="$ROOT/build"
 REPEATS=3
+AGENTS=1
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --repeats) REPEATS="$2"; shift 2 ;;
-    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    --no-agents) AGENTS=0; shift ;;
+    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
     *) BUILD="$(cd "$1" && pwd)"; shift ;;
   esac
 done
@@ -41,10 +49,42 @@ TRAIN="$ROOT/bench/elastic_train.py"
   echo "bench/elastic.sh: no torch for $PYTHON (apt-get install python3-torch)" >&2; exit 2; }
 export PYTHONPATH="$BUILD/python${PYTHONPATH:+:$PYTHONPATH}"
 WORK="$(mktemp -d)"
-trap 'rm -rf "$WORK"' EXIT
+NETNS="$ROOT/scripts/netns-cluster.sh"
+CLUSTER=""
+cleanup() {
+  [[ -z "$CLUSTER" ]] || "$NETNS" down --prefix "$CLUSTER" >/dev/null 2>&1 || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
 
-# Seconds from the first "FAIL t" (or the mark file's time) to the first "T t size N ..." after
-# it with the given size, or ("restarted") of a later attempt; "-" when the log has none.
+WHY_NO_AGENTS=""
+if [[ $AGENTS != 1 ]]; then
+  WHY_NO_AGENTS="--no-agents"
+elif [[ $EUID -ne 0 ]]; then
+  WHY_NO_AGENTS="needs root for network namespaces"
+elif ! ip netns list >/dev/null 2>&1; then
+  WHY_NO_AGENTS="'ip netns' is not available"
+elif [[ ! -x "$BUILD/bin/hvdagent" ]]; then
+  WHY_NO_AGENTS="no $BUILD/bin/hvdagent (build it)"
+fi
+A0="" A1="" KEY=""
+if [[ -z "$WHY_NO_AGENTS" ]]; then
+  CLUSTER="bel$$"
+  if env_lines="$("$NETNS" up 2 --prefix "$CLUSTER" --bin "$BUILD/bin" --log-level warn \
+      2>"$WORK/netns.log")"; then
+    A0="$(sed -n 's/^ADDR_0=//p' <<<"$env_lines")"
+    A1="$(sed -n 's/^ADDR_1=//p' <<<"$env_lines")"
+    KEY="$(sed -n 's/^KEY=//p' <<<"$env_lines")"
+  else
+    cat "$WORK/netns.log" >&2
+    echo "bench/elastic.sh: netns-cluster.sh up failed" >&2
+    exit 1
+  fi
+fi
+
+# Seconds from the first "FAIL t" (or the mark file's time) to the first step begun ("B") and
+# to the first step done ("T") after it with the given size, or ("restarted") of a later
+# attempt, as "BEGUN/DONE"; "-" where the log has none.
 measure() {  # LOG SIZE [MARKFILE]
   "$PYTHON" - "$@" <<'EOF'
 import re, sys
@@ -57,10 +97,17 @@ else:
     if not fails:
         print("-"); sys.exit()
     start = fails[0]
-for t, n, a in re.findall(r"T (\d+\.\d+) size (\d+) step \d+ attempt (\d+)", text):
-    if float(t) > start and (n == size if size != "restarted" else int(a) > 0):
-        print("%.3f" % (float(t) - start)); sys.exit()
-print("-")
+# Two figures: to the first step begun (training resumed: the state is there, the ring formed)
+# and to the first step done (one step of this size more).
+out = []
+for kind in ("B", "T"):
+    for t, n, a in re.findall(kind + r" (\d+\.\d+) size (\d+) step \d+ attempt (\d+)", text):
+        if float(t) > start and (n == size if size != "restarted" else int(a) > 0):
+            out.append("%.3f" % (float(t) - start))
+            break
+    else:
+        out.append("-")
+print("/".join(out))
 EOF
 }
 
@@ -106,29 +153,64 @@ run_torchrun() {  # LOG
   measure "$1" restarted
 }
 
+run_netns_elastic_fail() {  # LOG
+  timeout 300 "$HVDRUN" -np 4 --min-np 2 -H "$A0:2,$A1:2" --key-file "$KEY" -x PYTHONPATH \
+    --no-tag-output -- "$PYTHON" "$TRAIN" --mode elastic --fail-rank 3 --fail-step 20 \
+    >"$1" 2>&1 || true
+  measure "$1" 2
+}
+
+run_netns_hvd_restart() {  # LOG
+  rm -f "$WORK/ckpt"
+  timeout 300 "$HVDRUN" -np 4 -H "$A0:2,$A1:2" --key-file "$KEY" -x PYTHONPATH \
+    --max-restarts 1 --restart-min-uptime 0 --no-tag-output -- "$PYTHON" "$TRAIN" \
+    --mode restart --fail-rank 3 --fail-step 20 --checkpoint "$WORK/ckpt" >"$1" 2>&1 || true
+  measure "$1" restarted
+}
+
 declare -A RESULTS
 KINDS=(elastic_fail elastic_grow hvd_restart torchrun)
+if [[ -z "$WHY_NO_AGENTS" ]]; then
+  KINDS+=(netns_elastic_fail netns_hvd_restart)
+  RESULTS[netns_elastic_fail]=""
+  RESULTS[netns_hvd_restart]=""
+else
+  echo "bench/elastic.sh: the 2 x 2 netns rows are skipped: $WHY_NO_AGENTS" >&2
+fi
 for ((r = 1; r <= REPEATS; ++r)); do
   for kind in "${KINDS[@]}"; do
     value="$("run_$kind" "$WORK/$kind.$r.log")"
     RESULTS[$kind]+="$value "
     echo "  repeat $r: $kind ${value} s" >&2
-    [[ "$value" != "-" ]] || { echo "    (no figure; the log follows)" >&2; tail -20 "$WORK/$kind.$r.log" >&2; }
+    [[ "$value" != "-/-" ]] || { echo "    (no figure; the log follows)" >&2; tail -20 "$WORK/$kind.$r.log" >&2; }
   done
 done
 
 "$PYTHON" - "${RESULTS[elastic_fail]}" "${RESULTS[elastic_grow]}" "${RESULTS[hvd_restart]}" \
-  "${RESULTS[torchrun]}" <<'EOF'
+  "${RESULTS[torchrun]}" "${RESULTS[netns_elastic_fail]-}" "${RESULTS[netns_hvd_restart]-}" <<'EOF'
 import statistics, sys
 names = ["elastic: failure -> resumed at 2 ranks", "elastic: host listed -> training at 4",
-         "hvdrun --max-restarts 1: failure -> resumed", "torchrun --max-restarts 1: failure -> resumed"]
-figures = [[float(v) for v in arg.split() if v != "-"] for arg in sys.argv[1:]]
-med = [statistics.median(f) if f else float("nan") for f in figures]
+         "hvdrun --max-restarts 1: failure -> resumed", "torchrun --max-restarts 1: failure -> resumed",
+         "2x2 netns elastic: failure -> resumed at 2", "2x2 netns --max-restarts 1: -> resumed"]
+def column(arg, i):
+    return [float(v.split("/")[i]) for v in arg.split() if v.split("/")[i] != "-"]
+begun = [column(arg, 0) for arg in sys.argv[1:]]
+done = [column(arg, 1) for arg in sys.argv[1:]]
+med = lambda f: statistics.median(f) if f else float("nan")
 print()
-print("%-46s %9s %9s %5s" % ("np 4 on this machine (seconds)", "median", "min", "runs"))
-for name, f, m in zip(names, figures, med):
-    print("%-46s %9.3f %9.3f %5d" % (name, m, min(f) if f else float("nan"), len(f)))
+print("%-46s %22s %22s %5s" % ("np 4, seconds", "to a step begun", "to a step done", "runs"))
+print("%-46s %11s %10s %11s %10s" % ("", "median", "min", "median", "min"))
+for name, b, d in zip(names, begun, done):
+    if not b and not d and name.startswith("2x2"):
+        continue
+    print("%-46s %11.3f %10.3f %11.3f %10.3f %5d" % (
+        name, med(b), min(b) if b else float("nan"), med(d), min(d) if d else float("nan"),
+        len(d)))
 print()
-print("full restart / elastic resume (medians): hvdrun %.1fx, torchrun %.1fx" % (
-    med[2] / med[0], med[3] / med[0]))
+for label, f in (("to a step begun", begun), ("to a step done", done)):
+    line = "full restart / elastic resume (medians, %s): hvdrun %.1fx, torchrun %.1fx" % (
+        label, med(f[2]) / med(f[0]), med(f[3]) / med(f[0]))
+    if f[4] and f[5]:
+        line += ", 2x2 netns hvdrun %.1fx" % (med(f[5]) / med(f[4]))
+    print(line)
 EOF

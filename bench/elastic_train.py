@@ -1,7 +1,8 @@
 """The training script of bench/elastic.sh, in three forms of one job: a model whose start-up
 costs what a real one's does (torch's import, an 8-layer MLP of 8.4 M parameters built and
 initialised), trained on synthetic batches, rank 0 printing "T <unix time> size <n> step <k>
-attempt <a>" after each step (a: the restart count of the restart forms, 0 for elastic). The worker that is to fail prints "FAIL <unix time>" and exits 1.
+attempt <a>" after each step (a: the restart count of the restart forms, 0 for elastic) and
+"B ..." alike when a step begins. The worker that is to fail prints "FAIL <unix time>" and exits 1.
 
   elastic   Horovod's elastic API (hvd.elastic.run, TorchState, commit every --commit steps),
             under hvdrun --min-np: survivors roll back and go on, new hosts' workers join.
@@ -56,6 +57,13 @@ def step_once(model, optimizer, step):
 ATTEMPT = int(os.environ.get("HVD_RESTART_COUNT", os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")))
 
 
+def begin(rank, size, step):
+    """Rank 0's "B" line: a step begins (the state is there and the ring formed)."""
+    if rank == 0:
+        print("B %.6f size %d step %d attempt %d" % (time.time(), size, step, ATTEMPT),
+              flush=True)
+
+
 def report(rank, size, step):
     if rank == 0:
         print("T %.6f size %d step %d attempt %d" % (time.time(), size, step, ATTEMPT),
@@ -80,6 +88,7 @@ def run_elastic():
     @hvd.elastic.run
     def train(state):
         while state.step < args.steps:
+            begin(hvd.rank(), hvd.size(), state.step + 1)
             step_once(model, optimizer, state.step)
             state.step += 1
             report(hvd.rank(), hvd.size(), state.step)
@@ -117,6 +126,7 @@ def run_restart():
     optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
     for step in range(start + 1, args.steps + 1):
+        begin(hvd.rank(), hvd.size(), step)
         step_once(model, optimizer, step - 1)
         report(hvd.rank(), hvd.size(), step)
         maybe_fail(hvd.rank(), step, first_attempt)
@@ -135,6 +145,7 @@ def run_torchrun():
     start = load_checkpoint(model, optimizer)
     ddp = nn.parallel.DistributedDataParallel(model)
     for step in range(start + 1, args.steps + 1):
+        begin(rank, size, step)
         step_once(ddp, optimizer, step - 1)
         report(rank, size, step)
         maybe_fail(rank, step, first_attempt)

@@ -170,6 +170,11 @@ int runEmbeddedElastic(const launcher::Options& options,
   hvd::agent::jobs::ElasticSite site;
   site.store = &store;
   site.storeHost = "127.0.0.1";
+  // A worker's exit ends the wait below at once (a 0 byte on the signal pipe is no signal).
+  site.wake = [] {
+    const unsigned char zero = 0;
+    (void)!::write(launcher::signalPipeWriteFd(), &zero, 1);
+  };
   site.connect =
       [&agent,
        self](const std::string& host) -> std::unique_ptr<hvd::agent::coordinator::NodeAgent> {
@@ -180,7 +185,12 @@ int runEmbeddedElastic(const launcher::Options& options,
   std::optional<coord::JobResult> result;
   {
     hvd::agent::jobs::ElasticJob job(spec, site, std::move(discovery), &events, &clock);
-    launcher::waitForJob(signalPipe, job);
+    // Ticks every 20 ms: the workers' ready keys are read at each, so a round forms within
+    // that of the last worker asking for its place.
+    while (!job.finished()) {
+      launcher::waitForSignal(signalPipe, job, 20);
+      job.tick();
+    }
     result = job.result();
   }
   agent.shutdown();

@@ -40,13 +40,13 @@ class WakingClientEvents final : public agent::coordinator::ClientEvents {
   int wakeFd_;
 };
 
-// Waits up to 200 ms for a signal on `signalPipe`: each SIGINT/SIGTERM read calls job.cancel()
-// (the job escalates a second one within 2 s). `Job` is JobCoordinator (embedded) or
+// Waits up to `timeoutMs` (200) for a signal on `signalPipe`: each SIGINT/SIGTERM read calls
+// job.cancel() (the job escalates a second one within 2 s). `Job` is JobCoordinator (embedded) or
 // RemoteJobClient (remote).
 template <typename Job>
-void waitForSignal(int signalPipe, Job& job) {
+void waitForSignal(int signalPipe, Job& job, int timeoutMs = 200) {
   pollfd pfd = {signalPipe, POLLIN, 0};
-  if (::poll(&pfd, 1, 200) <= 0) return;
+  if (::poll(&pfd, 1, timeoutMs) <= 0) return;
   unsigned char signo = 0;
   while (::read(signalPipe, &signo, 1) == 1) {
     if (signo == 0) continue;  // the job ended: the caller's loop sees it

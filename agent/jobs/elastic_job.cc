@@ -104,8 +104,11 @@ ElasticJob::~ElasticJob() {
 }
 
 void ElasticJob::queue(Event event) {
-  std::lock_guard<std::mutex> lock(eventsMutex_);
-  events_.push_back(std::move(event));
+  {
+    std::lock_guard<std::mutex> lock(eventsMutex_);
+    events_.push_back(std::move(event));
+  }
+  if (site_.wake) site_.wake();
 }
 
 bool ElasticJob::finished() const {

@@ -55,6 +55,9 @@ struct ElasticSite {
   std::function<std::unique_ptr<coordinator::NodeAgent>(const std::string& host)> connect;
   store::TcpStoreServer* store = nullptr;
   std::string storeHost;  // where the workers dial the store
+  // Called (on any thread) when a host reports an event, so that the owner ticks at once: a
+  // failure ends the round as soon as the leader sees it. May be empty.
+  std::function<void()> wake;
 };
 
 // One round as `hvdrun status` and the job record list it.
