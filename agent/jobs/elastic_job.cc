@@ -6,6 +6,7 @@
 
 #include "agent/common/net.h"
 #include "agent/node/worker_env.h"
+#include "contract/exit_codes.h"
 #include "contract/random.h"
 #include "hvd/error.hpp"
 #include "hvd_support/logging.h"
@@ -156,11 +157,9 @@ void ElasticJob::tick() {
     coord::JobResult result;
     result.jobId = spec_.jobId;
     result.outcome = coord::JobOutcome::kCancelled;
-    result.exitCode = 130;
+    result.exitCode = contract::kExitCancelled;
     result.summary = "hvdrun: job " + spec_.jobId + " was cancelled";
-    ending_ = result;
-    stopDeadline_ = clock_->now() + grace + kStopSlack;
-    stopAll(spec_.stopSignal, grace);
+    endWith(std::move(result), grace);
   }
   if (killNow) stopAll(SIGKILL, milliseconds(0));
   if (!ending_) {
@@ -382,11 +381,16 @@ void ElasticJob::tryFirstRound() {
 
 void ElasticJob::tryNextRound() {
   const std::string ns = contract::elasticStoreJob(spec_.jobId, round_->number);
+  // A worker sets its ready key before it adds to the count, so the keys are read only when
+  // the count moved: every tick of a long wait costs one store read, not one per worker.
+  const std::optional<std::string> count = site_.store->value(ns, contract::kReadyCountKey);
+  const bool countMoved = count && *count != readyCountSeen_;
+  if (countMoved) readyCountSeen_ = *count;
   bool settled = true;
   for (const elastic::WorkerPlace& p : round_->workers) {
     const Worker& w = workers_.at(p.worker);
     if (!w.running || w.removed || ready_.count(p.worker) != 0) continue;
-    if (site_.store->value(ns, contract::readyKey(p.worker))) {
+    if (countMoved && site_.store->value(ns, contract::readyKey(p.worker))) {
       ready_.insert(p.worker);
     } else {
       settled = false;
@@ -608,6 +612,7 @@ void ElasticJob::startRound(elastic::Round plan, std::string cause, const Grants
   changePending_ = false;
   announced_ = false;
   ready_.clear();
+  readyCountSeen_.clear();
   changeCause_.clear();
   RoundRecord record;
   record.number = number;
@@ -740,9 +745,7 @@ void ElasticJob::fail(const std::string& message, std::optional<int> worker) {
   }
   result.summary = "hvdrun: " + message;
   logging::program("elastic")->error("{}", message);
-  ending_ = result;
-  stopDeadline_ = clock_->now() + spec_.grace + kStopSlack;
-  stopAll(spec_.stopSignal, spec_.grace);
+  endWith(std::move(result), spec_.grace);
 }
 
 void ElasticJob::succeed() {
@@ -751,10 +754,14 @@ void ElasticJob::succeed() {
   result.outcome = coord::JobOutcome::kSucceeded;
   result.exitCode = 0;
   result.summary = "hvdrun: job " + spec_.jobId + " succeeded";
-  ending_ = result;
-  stopDeadline_ = clock_->now() + spec_.grace + kStopSlack;
   // Workers removed earlier that are still around are stopped with the job.
-  stopAll(spec_.stopSignal, spec_.grace);
+  endWith(std::move(result), spec_.grace);
+}
+
+void ElasticJob::endWith(coord::JobResult result, milliseconds grace) {
+  ending_ = std::move(result);
+  stopDeadline_ = clock_->now() + grace + kStopSlack;
+  stopAll(spec_.stopSignal, grace);
 }
 
 void ElasticJob::stopAll(int signal, milliseconds grace) {

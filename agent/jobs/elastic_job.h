@@ -150,6 +150,9 @@ class ElasticJob {
   int hostIndex(const std::string& host);
   void fail(const std::string& message, std::optional<int> worker = std::nullopt);
   void succeed();
+  // Records how the job ends and stops every worker within `grace`; the end is reported once
+  // they are gone or the grace (plus slack) ran out.
+  void endWith(coordinator::JobResult result, std::chrono::milliseconds grace);
   void stopAll(int signal, std::chrono::milliseconds grace);
   void finishIfStopped();
   bool anyRunning() const;
@@ -191,6 +194,7 @@ class ElasticJob {
   std::chrono::steady_clock::time_point changeSince_{};
   bool announced_ = false;
   std::set<int> ready_;            // workers of round_ that asked for their next place
+  std::string readyCountSeen_;     // round_'s ready count when its ready keys were last read
   std::set<std::string> drained_;  // hosts leaving gracefully: never used again
   std::optional<std::string> lastFailure_;
   std::optional<int> lastFailedWorker_;

@@ -123,7 +123,13 @@ class ElasticJobTest : public ::testing::Test {
   }
 
   std::string ns(int round) { return contract::elasticStoreJob("job-e", round); }
-  void ready(int round, int worker) { store_.set(ns(round), contract::readyKey(worker), "reset"); }
+  // As a worker does: its ready key first, then the round's count.
+  void ready(int round, int worker) {
+    store_.set(ns(round), contract::readyKey(worker), "reset");
+    const std::optional<std::string> count = store_.value(ns(round), contract::kReadyCountKey);
+    store_.set(ns(round), contract::kReadyCountKey,
+               std::to_string(count ? std::stoi(*count) + 1 : 1));
+  }
   std::optional<contract::ElasticAssignment> assignment(int round, int worker) {
     const std::optional<std::string> text = store_.value(ns(round), contract::assignKey(worker));
     if (!text) return std::nullopt;
@@ -279,7 +285,6 @@ TEST_F(ElasticJobTest, AWorkerThatResetsOnItsOwnEndsTheRoundForEveryone) {
   start(3, {{"a", 2}, {"b", 1}});
   ASSERT_TRUE(tickUntil([&] { return b_.launches().size() == 1; }));
   ready(0, 2);
-  store_.set(ns(0), contract::kReadyCountKey, "1");
   ASSERT_TRUE(tickUntil([&] { return store_.value(ns(0), contract::kNoticeKey).has_value(); }));
   ready(0, 0);
   ready(0, 1);
