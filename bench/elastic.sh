@@ -22,9 +22,16 @@
 # `ip netns` and BUILD/bin/hvdagent, else skipped with a message; --no-agents skips it), 2 x 2:
 #   netns elastic fail   hvdrun -np 4 --min-np 2 -H h0:2,h1:2 through the agents; rank 3 (on h1)
 #                        fails at step 20: from its failure to the first step done at 2 ranks
+#   netns elastic grow   hvdrun -np 2 --min-np 2 --host-discovery-script (h0:2; the script's
+#                        first answer names the leader, h0's agent); at step 20 it lists h1:2
+#                        too: from then to the first step done at 4 ranks
 #   netns hvd restart    the same hosts with --max-restarts 1: to the first step of attempt 1
-# (torchrun across the namespaces is not run: its multi-node rendezvous is a setup of its own).
-# Each is run R times, interleaved; the table has the median and min in seconds and the full
+#   netns torchrun       torchrun --nnodes 2 --nproc_per_node 2 --max_restarts 1 in each
+#                        namespace (static rendezvous at h0, gloo over eth0): rank 3 fails at
+#                        step 20, both nodes' workers restart: to the first step of attempt 1
+# Each is run R times, interleaved; the table has the median and min in seconds, to the first
+# step begun (training resumed: the state restored, the ring formed) and to the first step
+# done (that step's work added, the same for every row but the cold start's), and the full
 # restarts' median over elastic's (the target: elastic resumes at least 5x faster than
 # hvdrun's full restart). Absolute figures drift on a shared machine; read the ratios.
 set -euo pipefail
@@ -37,7 +44,7 @@ while [[ $# -gt 0 ]]; do
   case "$1" in
     --repeats) REPEATS="$2"; shift 2 ;;
     --no-agents) AGENTS=0; shift ;;
-    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,40p' "$0"; exit 0 ;;
     *) BUILD="$(cd "$1" && pwd)"; shift ;;
   esac
 done
@@ -160,6 +167,44 @@ run_netns_elastic_fail() {  # LOG
   measure "$1" 2
 }
 
+run_netns_elastic_grow() {  # LOG
+  local hosts="$WORK/netns-hosts" mark="$WORK/netns-grow.mark" pid i
+  printf '%s:2\n' "$A0" >"$hosts"
+  printf '#!/bin/sh\ncat %s\n' "$hosts" >"$WORK/netns-discover.sh"
+  chmod +x "$WORK/netns-discover.sh"
+  rm -f "$mark"
+  timeout 300 "$HVDRUN" -np 2 --min-np 2 --host-discovery-script "$WORK/netns-discover.sh" \
+    --key-file "$KEY" -x PYTHONPATH --no-tag-output -- "$PYTHON" "$TRAIN" --mode elastic \
+    --steps 100 >"$1" 2>&1 &
+  pid=$!
+  for ((i = 0; i < 1200; ++i)); do
+    grep -q "size 2 step 20 " "$1" && break
+    sleep 0.05
+  done
+  date +%s.%N >"$mark"
+  printf '%s:2\n%s:2\n' "$A0" "$A1" >"$hosts"
+  wait "$pid" || true
+  measure "$1" 4 "$mark"
+}
+
+run_netns_torchrun() {  # LOG
+  local i pids=()
+  rm -f "$WORK/ckpt"
+  # Each namespace is a node; the port is inside the namespaces this script made. gloo binds
+  # eth0 (the hostname resolves outside the namespaces).
+  for i in 0 1; do
+    GLOO_SOCKET_IFNAME=eth0 timeout 300 ip netns exec "$CLUSTER-h$i" "$PYTHON" \
+      -m torch.distributed.run --nnodes 2 --node_rank "$i" --nproc_per_node 2 --max_restarts 1 \
+      --rdzv_backend static --master_addr "$A0" --master_port 29533 --redirects 2 --tee 2 \
+      "$TRAIN" --mode torchrun --fail-rank 3 --fail-step 20 --checkpoint "$WORK/ckpt" \
+      >"$1.node$i" 2>&1 &
+    pids+=($!)
+  done
+  wait "${pids[@]}" || true
+  cat "$1.node0" "$1.node1" >"$1"
+  measure "$1" restarted
+}
+
 run_netns_hvd_restart() {  # LOG
   rm -f "$WORK/ckpt"
   timeout 300 "$HVDRUN" -np 4 -H "$A0:2,$A1:2" --key-file "$KEY" -x PYTHONPATH \
@@ -171,9 +216,11 @@ run_netns_hvd_restart() {  # LOG
 declare -A RESULTS
 KINDS=(elastic_fail elastic_grow hvd_restart torchrun)
 if [[ -z "$WHY_NO_AGENTS" ]]; then
-  KINDS+=(netns_elastic_fail netns_hvd_restart)
+  KINDS+=(netns_elastic_fail netns_elastic_grow netns_hvd_restart netns_torchrun)
   RESULTS[netns_elastic_fail]=""
+  RESULTS[netns_elastic_grow]=""
   RESULTS[netns_hvd_restart]=""
+  RESULTS[netns_torchrun]=""
 else
   echo "bench/elastic.sh: the 2 x 2 netns rows are skipped: $WHY_NO_AGENTS" >&2
 fi
@@ -187,30 +234,35 @@ for ((r = 1; r <= REPEATS; ++r)); do
 done
 
 "$PYTHON" - "${RESULTS[elastic_fail]}" "${RESULTS[elastic_grow]}" "${RESULTS[hvd_restart]}" \
-  "${RESULTS[torchrun]}" "${RESULTS[netns_elastic_fail]-}" "${RESULTS[netns_hvd_restart]-}" <<'EOF'
+  "${RESULTS[torchrun]}" "${RESULTS[netns_elastic_fail]-}" "${RESULTS[netns_elastic_grow]-}" \
+  "${RESULTS[netns_hvd_restart]-}" "${RESULTS[netns_torchrun]-}" <<'EOF'
 import statistics, sys
 names = ["elastic: failure -> resumed at 2 ranks", "elastic: host listed -> training at 4",
          "hvdrun --max-restarts 1: failure -> resumed", "torchrun --max-restarts 1: failure -> resumed",
-         "2x2 netns elastic: failure -> resumed at 2", "2x2 netns --max-restarts 1: -> resumed"]
+         "2x2 netns elastic: failure -> resumed at 2", "2x2 netns elastic: host listed -> at 4",
+         "2x2 netns hvdrun --max-restarts 1: -> resumed",
+         "2x2 netns torchrun --max-restarts 1: -> resumed"]
 def column(arg, i):
     return [float(v.split("/")[i]) for v in arg.split() if v.split("/")[i] != "-"]
 begun = [column(arg, 0) for arg in sys.argv[1:]]
 done = [column(arg, 1) for arg in sys.argv[1:]]
 med = lambda f: statistics.median(f) if f else float("nan")
 print()
-print("%-46s %22s %22s %5s" % ("np 4, seconds", "to a step begun", "to a step done", "runs"))
-print("%-46s %11s %10s %11s %10s" % ("", "median", "min", "median", "min"))
+print("%-50s %22s %22s %5s" % ("np 4, seconds", "to a step begun", "to a step done", "runs"))
+print("%-50s %11s %10s %11s %10s" % ("", "median", "min", "median", "min"))
 for name, b, d in zip(names, begun, done):
     if not b and not d and name.startswith("2x2"):
         continue
-    print("%-46s %11.3f %10.3f %11.3f %10.3f %5d" % (
+    print("%-50s %11.3f %10.3f %11.3f %10.3f %5d" % (
         name, med(b), min(b) if b else float("nan"), med(d), min(d) if d else float("nan"),
         len(d)))
 print()
 for label, f in (("to a step begun", begun), ("to a step done", done)):
     line = "full restart / elastic resume (medians, %s): hvdrun %.1fx, torchrun %.1fx" % (
         label, med(f[2]) / med(f[0]), med(f[3]) / med(f[0]))
-    if f[4] and f[5]:
-        line += ", 2x2 netns hvdrun %.1fx" % (med(f[5]) / med(f[4]))
+    if f[4] and f[6]:
+        line += ", 2x2 netns hvdrun %.1fx" % (med(f[6]) / med(f[4]))
+    if f[4] and f[7]:
+        line += ", 2x2 netns torchrun %.1fx" % (med(f[7]) / med(f[4]))
     print(line)
 EOF

@@ -129,6 +129,31 @@ int runEmbedded(const launcher::Options& options, const std::vector<contract::Ho
   return finish(result.value());
 }
 
+// The hosts a discovery-script job with no -H or --hostfile starts on: the script's first
+// answer, run here once as Horovod's driver runs it. When they need agents the first is the
+// job's leader, which runs the script from then on (its path must exist there too). Empty when
+// the script lists no host yet: the job then waits for its hosts where it would have run.
+std::vector<contract::HostSlots> firstDiscoveredHosts(const launcher::Options& options) {
+  std::vector<std::string> callerEnv;
+  for (char** e = environ; *e != nullptr; ++e) callerEnv.emplace_back(*e);
+  const int defaultSlots = options.slotsPerHost > 0 ? options.slotsPerHost : 1;
+  const auto timeout = std::max(
+      std::chrono::milliseconds(static_cast<long long>(options.discoveryIntervalSeconds * 1000)),
+      std::chrono::milliseconds(10000));
+  hvd::agent::elastic::ScriptDiscovery script(options.discoveryScript, defaultSlots, timeout,
+                                              callerEnv);
+  std::vector<hvd::agent::elastic::DiscoveredHost> found;
+  try {
+    found = script.discover();
+  } catch (const hvd::Error& e) {
+    // Said as the leader says a first failure, and it ends the job as there: exit 1.
+    throw hvd::BackendError(std::string("host discovery failed: ") + e.what());
+  }
+  std::vector<contract::HostSlots> hosts;
+  for (const hvd::agent::elastic::DiscoveredHost& h : found) hosts.push_back({h.host, h.slots});
+  return hosts;
+}
+
 // An elastic job on this machine: every host of the job, whether -H lists it or the discovery
 // script finds it, is a name of this machine (localhost, 127.0.0.1, its hostname), a host of its
 // own with its own slots, all run here. Hosts of other machines need agents.
@@ -314,7 +339,16 @@ int runJob(launcher::Options options) {
   const std::string self = hvd::localHostName();
   // A submitted job lives on an agent, the one on this machine when every host is local. An
   // elastic job too: its leader agent runs its rounds (docs/elastic.md "Where it runs"); one
-  // with a discovery script and no -H stays here unless --agent-port or submit says otherwise.
+  // with a discovery script and no -H is led by the first host of the script's first answer
+  // when that answer needs agents (or --agent-port or submit asks for them).
+  const bool discoveryNamesHosts =
+      !options.discoveryScript.empty() && options.hostList.empty() && options.hostfile.empty();
+  const std::vector<contract::HostSlots> found =
+      discoveryNamesHosts ? firstDiscoveredHosts(options) : std::vector<contract::HostSlots>{};
+  if (!found.empty() &&
+      (options.action == launcher::Action::kSubmit || launcher::usesAgents(options, found, self))) {
+    return runRemote(options, found);
+  }
   if (options.action == launcher::Action::kSubmit || launcher::usesAgents(options, hosts, self)) {
     return runRemote(options, hosts);
   }

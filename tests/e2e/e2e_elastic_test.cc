@@ -7,6 +7,8 @@
 #include <signal.h>
 
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <regex>
 #include <string>
 #include <thread>
@@ -64,6 +66,13 @@ std::vector<int> stepsOf(const std::string& output, int worker) {
     steps.push_back(std::stoi((*it)[1]));
   }
   return steps;
+}
+
+// Replaces `path` whole (a rename), so a discovery script reading it never sees half a list.
+void writeFile(const std::filesystem::path& path, const std::string& text) {
+  const std::filesystem::path tmp = path.string() + ".tmp";
+  std::ofstream(tmp) << text;
+  std::filesystem::rename(tmp, path);
 }
 
 bool torchMissing() {
@@ -131,6 +140,68 @@ TEST_F(E2e, ElasticJobThroughAgentsDropsTheHostOfAFailedWorkerAndFinishesAtSize2
       status, std::regex("\n  round 1 +size 2 on " + c.address(0) + ":2, .*: " + failure)))
       << status;
   EXPECT_EQ(status.find("round 2"), std::string::npos) << status;
+}
+
+// A discovery script and no -H: hvdrun runs the script once and the first host it lists (host 0)
+// leads the job through its agent, which runs the script from then on. The script lists host 1
+// too once training is under way: the job grows to 4 ranks, the new workers take the state, and
+// every worker ends with the one-process parameters.
+TEST_F(E2e, ElasticDiscoveryThroughAgentsGrowsWhenTheScriptListsAnotherHost) {
+  if (torchMissing())
+    GTEST_SKIP() << "no torch for /usr/bin/python3 (apt-get install python3-torch)";
+  const Cluster& c = cluster();
+  TempDir dir("hvd-e2e-grow");
+  const std::filesystem::path hosts = dir.path() / "hosts";
+  const std::filesystem::path script = dir.path() / "discover.sh";
+  writeFile(hosts, c.address(0) + ":2\n");
+  writeFile(script, "#!/bin/sh\ncat " + hosts.string() + "\n");
+  std::filesystem::permissions(script, std::filesystem::perms::owner_all);
+  constexpr int kSteps = 40;
+  Child hvdrun({HVDRUN_PATH,
+                "-np",
+                "2",
+                "--min-np",
+                "2",
+                "--host-discovery-script",
+                script.string(),
+                "--key-file",
+                c.keyFile(),
+                "--agent-port",
+                std::to_string(c.port()),
+                "--elastic-timeout",
+                "60",
+                "--grace",
+                "2",
+                "-x",
+                "PYTHONPATH=" HVD_E2E_PYTHONPATH,
+                "-x",
+                "PYTHONDONTWRITEBYTECODE=1",
+                "-x",
+                "HVD_TEST_STEPS=" + std::to_string(kSteps),
+                "-x",
+                "HVD_TEST_SLEEP=0.1",
+                "--",
+                kPython,
+                HVD_ELASTIC_TRAIN_SCRIPT});
+  ASSERT_TRUE(hvdrun.waitForOutput(
+      [](const std::string& out) { return countOf(out, " size=2 step=4") >= 2; }, 90s))
+      << hvdrun.output();
+  writeFile(hosts, c.address(0) + ":2\n" + c.address(1) + ":2\n");
+  const RunResult r = hvdrun.finish(150s);
+  ASSERT_EQ(r.status, 0) << describe(r);
+  const std::vector<Done> done = doneLines(r.output);
+  ASSERT_EQ(done.size(), 4u) << describe(r);
+  for (const Done& d : done) {
+    EXPECT_EQ(d.size, 4) << describe(r);
+    EXPECT_EQ(d.step, kSteps) << describe(r);
+    EXPECT_LT(d.error, 1e-9) << describe(r);
+    EXPECT_EQ(d.error, done[0].error) << describe(r);
+  }
+  EXPECT_TRUE(agentLogHas(c, 0,
+                          {"round 0: 2 rank(s) on " + c.address(0) + ":2",
+                           "round 1: 4 rank(s) on " + c.address(0) + ":2, " + c.address(1) + ":2"},
+                          10s))
+      << c.agentLog(0);
 }
 
 // Host 1's agent SIGKILLed mid-job: a failure like any other (its host blacklisted), and the job
