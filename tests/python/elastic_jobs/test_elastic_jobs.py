@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 
 import pytest
 
@@ -32,7 +33,10 @@ class Job:
         self.lines = []
         self.cond = threading.Condition()
         self.deadline = time.monotonic() + timeout
-        self.proc = subprocess.Popen([HVDRUN] + args + [sys.executable, TRAIN], env=full,
+        # A word of its own on every worker's command line (train.py reads no arguments), so
+        # that no_orphans() looks for this job's workers only, not those of tests run beside it.
+        self.tag = "job-" + uuid.uuid4().hex
+        self.proc = subprocess.Popen([HVDRUN] + args + [sys.executable, TRAIN, self.tag], env=full,
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                      text=True, start_new_session=True)
         self.reader = threading.Thread(target=self._read, daemon=True)
@@ -103,7 +107,8 @@ def assert_finished_together(job, size, workers):
 
 def no_orphans(job):
     # Every worker's process group is gone once hvdrun returned.
-    out = subprocess.run(["pgrep", "-f", TRAIN], stdout=subprocess.PIPE, text=True)
+    out = subprocess.run(["pgrep", "-f", TRAIN + " " + job.tag], stdout=subprocess.PIPE,
+                         text=True)
     assert out.stdout.strip() == "", "workers left behind: " + out.stdout
 
 
