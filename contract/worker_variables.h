@@ -254,6 +254,14 @@ inline constexpr WorkerVariable kDataAddr =
                    "the address this rank's data-plane listener binds and advertises (default: the "
                    "local address that routes to the store)")
         .withExample("10.0.0.7");
+// Horovod's HOROVOD_GLOO_IFACE, which horovodrun sets from --network-interface: a name every
+// host can share where the addresses differ. Resolved on the rank's own host at init.
+inline constexpr WorkerVariable kDataIface =
+    WorkerVariable("HVD_DATA_IFACE", T::kString,
+                   "the network interface whose address (IPv4 first) this rank's data-plane "
+                   "listener binds and advertises (HVD_DATA_ADDR wins when both are set)")
+        .withAlias("HOROVOD_GLOO_IFACE")
+        .withExample("lo");
 inline constexpr WorkerVariable kShmRingBytes =
     WorkerVariable("HVD_SHM_RING_BYTES", T::kSize,
                    "bytes of each shared-memory ring, per direction (a power of two)")
@@ -371,8 +379,16 @@ inline constexpr WorkerVariable kStallShutdownTime =
         .withAlias("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS")
         .withRange(0, 1e6)
         .withUnit("s")
-        .withDefault("300")
+        .withDefault("0")  // Horovod's: a stall is reported, and the job left to the user
         .withExample("9");
+inline constexpr WorkerVariable kStallCheckDisable =
+    WorkerVariable("HVD_STALL_CHECK_DISABLE", T::kBool,
+                   "engine: 1 turns the stall check off, its warnings and its shutdown, whatever "
+                   "HVD_STALL_CHECK_TIME says")
+        .withAlias("HOROVOD_STALL_CHECK_DISABLE")
+        .withRange(0, 1)
+        .withDefault("0")
+        .withExample("1");
 inline constexpr WorkerVariable kTimeline =
     WorkerVariable("HVD_TIMELINE", T::kString,
                    "engine: the file rank 0 writes a Chrome-trace timeline to; DYNAMIC: none "
@@ -438,6 +454,7 @@ inline constexpr WorkerVariable kAll[] = {
     kStartTimeout,
     kTransport,
     kDataAddr,
+    kDataIface,
     kShmRingBytes,
     kSmallMessageBytes,
     kFullMeshRanks,
@@ -453,6 +470,7 @@ inline constexpr WorkerVariable kAll[] = {
     kFusionThreshold,
     kStallCheckTime,
     kStallShutdownTime,
+    kStallCheckDisable,
     kTimeline,
     kProcessSets,
     kDynamicProcessSets,

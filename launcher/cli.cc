@@ -19,6 +19,7 @@
 #include "contract/worker_variables.h"
 #include "hvd/error.hpp"
 #include "launcher/engine_options.h"
+#include "launcher/horovodrun_flags.h"
 #include "launcher/hosts.h"
 #include "launcher/job_environment.h"
 #include "launcher/job_spec.h"
@@ -67,6 +68,13 @@ constexpr char kDescription[] =
     "job lives through rounds of between --min-np and --max-np ranks. The script's hosts\n"
     "may come and go; with -H or --hostfile (not with the script) the hosts are fixed:\n"
     "fault tolerance without scaling.\n"
+    "\n"
+    "horovodrun's command lines run as they are: its flags that hvdrun has under no name of\n"
+    "its own are listed under \"horovodrun compatibility\"; each does what it does in\n"
+    "horovodrun through hvd's own settings, or, where hvd has nothing it could mean (SSH,\n"
+    "mpirun, autotuning), is accepted with one warning saying why it is ignored. Also\n"
+    "horovodrun's spellings -np, -hostfile, -cb, -prefix-timestamp and -v, its --config-file\n"
+    "and $HOROVOD_START_TIMEOUT (docs/horovodrun.md).\n"
     "\n"
     "Every rank also gets the hvd variables (HVD_RANK, HVD_SIZE, ..., RANK/WORLD_SIZE/...,\n"
     "HOROVOD_*). Output lines are prefixed '[rank]<stdout>: ' / '[rank]<stderr>: ' and go\n"
@@ -128,9 +136,11 @@ CLI::Validator exportCheck() {
       "NAME[=VALUE]");
 }
 
-// mpirun and horovodrun spell the rank count "-np"; CLI11 allows one character after a single
+// mpirun and horovodrun spell the rank count "-np", and horovodrun a few more options with one
+// dash ("-hostfile", "-cb", "-prefix-timestamp"); CLI11 allows one character after a single
 // dash. Options before PROGRAM are split from PROGRAM's own argv here (the first word that is
-// neither an option nor an option's value, or everything after "--"), and "-np" becomes "--np".
+// neither an option nor an option's value, or everything after "--"), and those spellings become
+// the options' own ("-np" -> "--np", "-hostfile=F" -> "--hostfile=F").
 void splitArguments(int argc, char** argv, std::vector<std::string>* ours,
                     std::vector<std::string>* command) {
   struct TakesValues {
@@ -178,7 +188,29 @@ void splitArguments(int argc, char** argv, std::vector<std::string>* ours,
                                              {"--elastic-timeout", 1},
                                              {"--reset-limit", 1},
                                              {"--blacklist-cooldown-range", 2},
-                                             {"--discovery-interval", 1}};
+                                             {"--discovery-interval", 1},
+                                             {"--network-interface", 1},
+                                             {"--network-interfaces", 1},
+                                             {"--gloo-timeout-seconds", 1},
+                                             {"--num-nccl-streams", 1},
+                                             {"--thread-affinity", 1},
+                                             {"-p", 1},
+                                             {"--ssh-port", 1},
+                                             {"-i", 1},
+                                             {"--ssh-identity-file", 1},
+                                             {"--mpi-args", 1},
+                                             {"--binding-args", 1},
+                                             {"--config-file", 1},
+                                             {"--autotune-log-file", 1},
+                                             {"--autotune-warmup-samples", 1},
+                                             {"--autotune-steps-per-sample", 1},
+                                             {"--autotune-bayes-opt-max-samples", 1},
+                                             {"--autotune-gaussian-process-noise", 1}};
+  static const std::pair<const char*, const char*> kSingleDash[] = {
+      {"-np", "--np"},
+      {"-hostfile", "--hostfile"},
+      {"-cb", "--check-build"},
+      {"-prefix-timestamp", "--prefix-output-with-timestamp"}};
   ours->push_back(argc > 0 ? argv[0] : "hvdrun");
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -190,7 +222,11 @@ void splitArguments(int argc, char** argv, std::vector<std::string>* ours,
       command->assign(argv + i, argv + argc);
       return;
     }
-    if (arg == "-np") arg = "--np";
+    for (const auto& [single, full] : kSingleDash) {
+      const std::string prefix = std::string(single) + "=";
+      if (arg == single) arg = full;
+      if (arg.rfind(prefix, 0) == 0) arg = full + arg.substr(prefix.size() - 1);
+    }
     ours->push_back(arg);
     for (const TakesValues& option : kTakesValues) {
       if (arg != option.name) continue;
@@ -269,6 +305,7 @@ std::optional<int> parseJobCommand(int argc, char** argv, Options* options) {
   CLI::App app(kJobsDescription, "hvdrun " + command);
   agent::common::prefixErrorsWithName(&app);
   addAgentOptions(&app, options);
+  options->startTimeoutSeconds = kDefaultAgentAnswerSeconds;
   app.add_option("--start-timeout", options->startTimeoutSeconds,
                  "seconds an agent may take to answer (logs without -f: to send each next part "
                  "of the log, however long the whole takes)")
@@ -342,7 +379,7 @@ void addPlacementOptions(CLI::App* app, Options* options) {
                   "its GPU count, or 1; default: localhost:N")
       ->check(nonEmpty());
   app->add_option("--hostfile", options->hostfile,
-                  "file with one 'host slots=N' (or host:N) per line, # comments")
+                  "file with one 'host slots=N' (or host:N) per line, # comments; also -hostfile")
       ->check(nonEmpty());
   app->add_flag("--oversubscribe", options->oversubscribe, "allow more ranks than a host's slots");
   app->add_option("-x", options->exports,
@@ -390,10 +427,10 @@ void addGpuOptions(CLI::App* app, Options* options) {
 // How a job reaches the agents; worded for a run (the job commands have addAgentOptions).
 void addRunAgentOptions(CLI::App* app, Options* options) {
   app->add_option("--start-timeout", options->startTimeoutSeconds,
-                  "seconds the agents may take to answer and accept the job; when given, also "
+                  "seconds the agents may take to answer and accept the job (default "
+                  "$HOROVOD_START_TIMEOUT, else 30, as horovodrun); when given either way, also "
                   "the ranks' rendezvous timeout (HVD_START_TIMEOUT) unless -x sets it")
-      ->check(finiteRange(0.001, 86400, "seconds"))
-      ->capture_default_str();
+      ->check(finiteRange(0.001, 86400, "seconds"));
   app->add_option("--agent-port", options->agentPort,
                   "port of hvdagent on every host (default " +
                       std::to_string(agent::rpc::kDefaultAgentPort) +
@@ -492,9 +529,9 @@ void addOtherOptions(CLI::App* app, Options* options, RunText* text) {
   app->add_flag("--allow-run-as-root", options->allowRunAsRoot,
                 "in a Slurm allocation: let the agents hvdrun starts run the ranks as root (they "
                 "also need HVD_ALLOW_RUN_AS_ROOT_CONFIRM=1 in the environment)");
-  app->add_flag("--version", text->version, "print hvdrun's version and exit");
+  app->add_flag("-v,--version", text->version, "print hvdrun's version and exit");
   app->add_flag("--check-build", text->checkBuild,
-                "print what this build has (transports, NCCL, MPI, TLS) and exit");
+                "print what this build has (transports, NCCL, MPI, TLS) and exit; also -cb");
 }
 
 // Parses argv (options first, then PROGRAM into options->command) with `app`. nullopt to go on;
@@ -656,6 +693,37 @@ std::optional<int> convertElastic(const CLI::App& app, const RunText& text, Opti
   return std::nullopt;
 }
 
+// --start-timeout when not given: $HOROVOD_START_TIMEOUT, as horovodrun reads it, which then
+// counts as given (the ranks' rendezvous timeout too). nullopt to go on; else 2 after saying why.
+std::optional<int> startTimeoutFromEnvironment(const CLI::App& app, Options* options) {
+  const char* const kName = "HOROVOD_START_TIMEOUT";
+  options->startTimeoutGiven = app.count("--start-timeout") > 0;
+  const char* value = std::getenv(kName);
+  if (options->startTimeoutGiven || value == nullptr || *value == '\0') return std::nullopt;
+  if (const std::string problem = agent::common::finiteRangeProblem(value, 0.001, 86400, "seconds");
+      !problem.empty()) {
+    std::fprintf(stderr, "hvdrun: %s (the default of --start-timeout): %s\n", kName,
+                 problem.c_str());
+    return 2;
+  }
+  options->startTimeoutSeconds = std::strtod(value, nullptr);
+  options->startTimeoutGiven = true;
+  return std::nullopt;
+}
+
+// --config-file's keys (horovodrun_flags.h), as the flags they stand for, with the file's
+// warnings added to `warnings`. nullopt to go on; else 2 after saying why.
+std::optional<int> readConfigFileFlags(CLI::App& app, HorovodrunFlags* flags,
+                                       std::vector<std::string>* warnings) {
+  try {
+    *warnings = applyConfigFile(app, flags);
+  } catch (const InvalidArgumentError& e) {
+    std::fprintf(stderr, "hvdrun: %s\n", e.what());
+    return 2;
+  }
+  return std::nullopt;
+}
+
 // What a job to run needs beyond what CLI11 checked: -np (unless a Slurm allocation gives it),
 // a PROGRAM, a known stop signal and --gpu-bind. nullopt to go on; else 2 after saying why.
 std::optional<int> checkRunOptions(const Options& options) {
@@ -704,6 +772,7 @@ std::optional<int> parseRunCommandLine(int argc, char** argv, Options* options) 
   agent::common::prefixErrorsWithName(&app);
   RunText text;
   EngineKnobs knobs;
+  HorovodrunFlags horovodrun;
   // In the order --help lists them.
   addPlacementOptions(&app, options);
   addStopAndOutputOptions(&app, options, &text);
@@ -714,14 +783,22 @@ std::optional<int> parseRunCommandLine(int argc, char** argv, Options* options) 
   addJobControlOptions(&app, options, &text);
   addOtherOptions(&app, options, &text);
   addElasticOptions(&app, options, &text);
+  addHorovodrunFlags(&app, options, &horovodrun);
   if (std::optional<int> code = parseRunArguments(app, argc, argv, options)) return code;
-  options->startTimeoutGiven = app.count("--start-timeout") > 0;
+  // The config file's keys before anything reads an option they may set.
+  std::vector<std::string> warnings;
+  if (std::optional<int> code = readConfigFileFlags(app, &horovodrun, &warnings)) return code;
+  if (std::optional<int> code = startTimeoutFromEnvironment(app, options)) return code;
   if (std::optional<int> code = convertJobControl(app, text, options)) return code;
   std::string problem;
   if (!engineSettings(app, knobs, &options->engineSettings, &problem)) {
     std::fprintf(stderr, "hvdrun: %s\n", problem.c_str());
     return 2;
   }
+  for (std::string& w : horovodrunSettings(app, horovodrun, &options->engineSettings)) {
+    warnings.push_back(std::move(w));
+  }
+  for (const std::string& w : warnings) std::fprintf(stderr, "hvdrun: warning: %s\n", w.c_str());
   // By count, not by value: `--log-level ''` is an error, not "the default".
   if (app.count("--log-level") > 0) {
     const std::optional<std::string> level = parseLogLevel(text.logLevel);

@@ -14,18 +14,17 @@
 
 namespace hvd::launcher {
 
+namespace worker = contract::worker;
+using contract::VariableType;
+using contract::WorkerVariable;
+
 namespace {
 
 using agent::common::finiteRange;
 using agent::common::integerRange;
 using agent::common::nonEmpty;
 
-// Every digit a double holds, so the rank reads back the value given.
-std::string number(double v) {
-  char text[64];
-  std::snprintf(text, sizeof(text), "%.17g", v);
-  return std::string(text);
-}
+constexpr double kMiB = 1048576.0;
 
 // --timeline-filename's path as the ranks get it; false with *error when it cannot be made
 // absolute.
@@ -46,37 +45,6 @@ bool timelinePath(const std::string& timeline, std::string* path, std::string* e
 
 // --- From the worker table: each option's help, range and setting are its variable's ---------
 
-namespace worker = contract::worker;
-using contract::VariableType;
-using contract::WorkerVariable;
-
-constexpr double kMiB = 1048576.0;
-
-std::string setting(const WorkerVariable& v, const std::string& value) {
-  return std::string(v.name) + "=" + value;
-}
-
-// The variable's line, its default in the option's unit, and the variable it sets. `scale`:
-// the variable's units in one of the option's (`unit`), when they differ.
-std::string help(const WorkerVariable& v, double scale = 1, const char* unit = nullptr) {
-  std::string text = v.doc;
-  if (v.defaultValue != nullptr && v.type != VariableType::kBool) {
-    std::string value = scale == 1 ? std::string(v.defaultValue)
-                                   : number(std::strtod(v.defaultValue, nullptr) / scale);
-    if (unit != nullptr) value += " " + std::string(unit);
-    // Inside the line's own parenthesis when it ends with one: "(0 disables; default 1024)".
-    if (!text.empty() && text.back() == ')') {
-      text.insert(text.size() - 1, "; default " + value);
-    } else {
-      text += " (default " + value + ")";
-    }
-  }
-  if (unit != nullptr) text += "; given here in " + std::string(unit);
-  text += " -> " + std::string(v.name);
-  if (v.type == VariableType::kBool) text += "=1";
-  return text;
-}
-
 std::vector<std::string> choices(const WorkerVariable& v) {
   std::vector<std::string> out;
   std::istringstream words(v.choices != nullptr ? v.choices : "");
@@ -96,8 +64,43 @@ std::string refusedByRanks(const WorkerVariable& v, const std::string& given,
   }
 }
 
-// A decimal option: CLI11's syntax and range checks in the option's unit, then the table's rule.
-CLI::Validator numberOf(const WorkerVariable& v, double scale, const char* unit) {
+// A whole-number option in the variable's own unit.
+CLI::Validator countOf(const WorkerVariable& v) {
+  return integerRange(static_cast<long long>(v.min), static_cast<long long>(v.max));
+}
+
+}  // namespace
+
+std::string exactNumber(double v) {
+  char text[64];
+  std::snprintf(text, sizeof(text), "%.17g", v);
+  return std::string(text);
+}
+
+std::string workerSetting(const WorkerVariable& v, const std::string& value) {
+  return std::string(v.name) + "=" + value;
+}
+
+std::string workerOptionHelp(const WorkerVariable& v, double scale, const char* unit) {
+  std::string text = v.doc;
+  if (v.defaultValue != nullptr && v.type != VariableType::kBool) {
+    std::string value = scale == 1 ? std::string(v.defaultValue)
+                                   : exactNumber(std::strtod(v.defaultValue, nullptr) / scale);
+    if (unit != nullptr) value += " " + std::string(unit);
+    // Inside the line's own parenthesis when it ends with one: "(0 disables; default 1024)".
+    if (!text.empty() && text.back() == ')') {
+      text.insert(text.size() - 1, "; default " + value);
+    } else {
+      text += " (default " + value + ")";
+    }
+  }
+  if (unit != nullptr) text += "; given here in " + std::string(unit);
+  text += " -> " + std::string(v.name);
+  if (v.type == VariableType::kBool) text += "=1";
+  return text;
+}
+
+CLI::Validator workerNumberCheck(const WorkerVariable& v, double scale, const char* unit) {
   const CLI::Validator range = finiteRange(v.min / scale, v.max / scale, unit);
   return CLI::Validator(
       [range, &v, scale](std::string& value) {
@@ -106,72 +109,68 @@ CLI::Validator numberOf(const WorkerVariable& v, double scale, const char* unit)
         const double n = std::strtod(value.c_str(), nullptr) * scale;
         return refusedByRanks(v, value,
                               v.type == VariableType::kNumber
-                                  ? number(n)
+                                  ? exactNumber(n)
                                   : std::to_string(static_cast<long long>(n)));
       },
       range.get_description());
 }
 
-// A whole-number option in the variable's own unit.
-CLI::Validator countOf(const WorkerVariable& v) {
-  return integerRange(static_cast<long long>(v.min), static_cast<long long>(v.max));
-}
-
-}  // namespace
-
 void addGpuEngineOptions(CLI::App* app, EngineKnobs* knobs) {
-  app->add_option("--gpu-backend", knobs->gpuBackend, help(worker::kGpuBackend))
+  app->add_option("--gpu-backend", knobs->gpuBackend, workerOptionHelp(worker::kGpuBackend))
       ->check(CLI::IsMember(choices(worker::kGpuBackend)));
   app->add_flag("--hierarchical-allreduce", knobs->hierarchical,
-                help(worker::kHierarchicalAllreduce));
+                workerOptionHelp(worker::kHierarchicalAllreduce));
 }
 
 void addEngineOptions(CLI::App* app, EngineKnobs* knobs) {
   app->add_option("--fusion-threshold-mb", knobs->fusionMb,
-                  help(worker::kFusionThreshold, kMiB, "MiB"))
-      ->check(numberOf(worker::kFusionThreshold, kMiB, "MiB"));
-  app->add_option("--cycle-time-ms", knobs->cycleMs, help(worker::kCycleTime))
-      ->check(numberOf(worker::kCycleTime, 1, "milliseconds"));
-  app->add_option("--cache-capacity", knobs->cacheCapacity, help(worker::kCacheCapacity))
+                  workerOptionHelp(worker::kFusionThreshold, kMiB, "MiB"))
+      ->check(workerNumberCheck(worker::kFusionThreshold, kMiB, "MiB"));
+  app->add_option("--cycle-time-ms", knobs->cycleMs, workerOptionHelp(worker::kCycleTime))
+      ->check(workerNumberCheck(worker::kCycleTime, 1, "milliseconds"));
+  app->add_option("--cache-capacity", knobs->cacheCapacity,
+                  workerOptionHelp(worker::kCacheCapacity))
       ->check(countOf(worker::kCacheCapacity));
-  app->add_option("--timeline-filename", knobs->timeline, help(worker::kTimeline))
+  app->add_option("--timeline-filename", knobs->timeline, workerOptionHelp(worker::kTimeline))
       ->check(nonEmpty());
-  app->add_flag("--timeline-mark-cycles", knobs->markCycles, help(worker::kTimelineMarkCycles));
+  app->add_flag("--timeline-mark-cycles", knobs->markCycles,
+                workerOptionHelp(worker::kTimelineMarkCycles));
   app->add_option("--stall-check-warning-time-seconds", knobs->stallWarn,
-                  help(worker::kStallCheckTime))
-      ->check(numberOf(worker::kStallCheckTime, 1, "seconds"));
+                  workerOptionHelp(worker::kStallCheckTime))
+      ->check(workerNumberCheck(worker::kStallCheckTime, 1, "seconds"));
   app->add_option("--stall-check-shutdown-time-seconds", knobs->stallShutdown,
-                  help(worker::kStallShutdownTime))
-      ->check(numberOf(worker::kStallShutdownTime, 1, "seconds"));
+                  workerOptionHelp(worker::kStallShutdownTime))
+      ->check(workerNumberCheck(worker::kStallShutdownTime, 1, "seconds"));
 }
 
 bool engineSettings(const CLI::App& app, const EngineKnobs& knobs,
                     std::vector<std::string>* settings, std::string* error) {
   if (!knobs.gpuBackend.empty())
-    settings->push_back(setting(worker::kGpuBackend, knobs.gpuBackend));
-  if (knobs.hierarchical) settings->push_back(setting(worker::kHierarchicalAllreduce, "1"));
+    settings->push_back(workerSetting(worker::kGpuBackend, knobs.gpuBackend));
+  if (knobs.hierarchical) settings->push_back(workerSetting(worker::kHierarchicalAllreduce, "1"));
   // By count, not by value: a knob given as its default still overrides the caller's variable.
   if (app.count("--fusion-threshold-mb") > 0) {
-    settings->push_back(setting(worker::kFusionThreshold,
-                                std::to_string(static_cast<long long>(knobs.fusionMb * kMiB))));
+    settings->push_back(workerSetting(
+        worker::kFusionThreshold, std::to_string(static_cast<long long>(knobs.fusionMb * kMiB))));
   }
   if (app.count("--cycle-time-ms") > 0) {
-    settings->push_back(setting(worker::kCycleTime, number(knobs.cycleMs)));
+    settings->push_back(workerSetting(worker::kCycleTime, exactNumber(knobs.cycleMs)));
   }
   if (app.count("--cache-capacity") > 0) {
-    settings->push_back(setting(worker::kCacheCapacity, std::to_string(knobs.cacheCapacity)));
+    settings->push_back(workerSetting(worker::kCacheCapacity, std::to_string(knobs.cacheCapacity)));
   }
   if (app.count("--timeline-filename") > 0) {
     std::string path;
     if (!timelinePath(knobs.timeline, &path, error)) return false;
-    settings->push_back(setting(worker::kTimeline, path));
+    settings->push_back(workerSetting(worker::kTimeline, path));
   }
-  if (knobs.markCycles) settings->push_back(setting(worker::kTimelineMarkCycles, "1"));
+  if (knobs.markCycles) settings->push_back(workerSetting(worker::kTimelineMarkCycles, "1"));
   if (app.count("--stall-check-warning-time-seconds") > 0) {
-    settings->push_back(setting(worker::kStallCheckTime, number(knobs.stallWarn)));
+    settings->push_back(workerSetting(worker::kStallCheckTime, exactNumber(knobs.stallWarn)));
   }
   if (app.count("--stall-check-shutdown-time-seconds") > 0) {
-    settings->push_back(setting(worker::kStallShutdownTime, number(knobs.stallShutdown)));
+    settings->push_back(
+        workerSetting(worker::kStallShutdownTime, exactNumber(knobs.stallShutdown)));
   }
   return true;
 }

@@ -12,8 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "contract/worker_variables.h"
+
 namespace CLI {
 class App;
+class Validator;
 }  // namespace CLI
 
 namespace hvd::launcher {
@@ -43,5 +46,19 @@ void addEngineOptions(CLI::App* app, EngineKnobs* knobs);
 // its value, when that fails.
 bool engineSettings(const CLI::App& app, const EngineKnobs& knobs,
                     std::vector<std::string>* settings, std::string* error);
+
+// For the other options that set a worker variable (horovodrun_flags.h), the same rules:
+// `variable`'s --help line: its doc, its default in the option's `unit` (`scale` of the
+// variable's units in one of the option's) and the variable it sets.
+std::string workerOptionHelp(const contract::WorkerVariable& variable, double scale = 1,
+                             const char* unit = nullptr);
+// A decimal option's check: CLI11's syntax and range in the option's unit, then the ranks' own
+// rule for the value they will get.
+CLI::Validator workerNumberCheck(const contract::WorkerVariable& variable, double scale,
+                                 const char* unit);
+// "NAME=value" for every rank.
+std::string workerSetting(const contract::WorkerVariable& variable, const std::string& value);
+// `v` with every digit a double holds, so the rank reads back the value given.
+std::string exactNumber(double v);
 
 }  // namespace hvd::launcher

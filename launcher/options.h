@@ -26,8 +26,12 @@ enum class Action {
   kKeygen
 };
 
-// Seconds hvdrun waits for the leader agent to answer when --start-timeout is not given.
-constexpr double kDefaultStartTimeoutSeconds = 10.0;
+// Seconds hvdrun waits for the leader agent to answer when neither --start-timeout nor
+// $HOROVOD_START_TIMEOUT is given: horovodrun's default.
+constexpr double kDefaultStartTimeoutSeconds = 30.0;
+// The job commands (ps, status, logs, attach, cancel) ask agents that run already, and a person
+// waits for the answer: --start-timeout's default there.
+constexpr double kDefaultAgentAnswerSeconds = 10.0;
 // Horovod's: the elastic driver polls discovery every second, and a round waits 600 s for its
 // slots (ELASTIC_TIMEOUT_SECS).
 constexpr double kDefaultDiscoveryIntervalSeconds = 1.0;
@@ -44,10 +48,10 @@ struct Options {
   double graceSeconds = 10.0;
   std::string outputDir;  // --output-filename
   bool tagOutput = true;
-  bool timestampOutput = false;  // --timestamp-output
-  // --start-timeout: how long the leader agent may take to accept the job (remote mode); when
-  // given explicitly it also reaches every rank as HVD_START_TIMEOUT (see addStartTimeout in
-  // job_environment.h).
+  bool timestampOutput = false;  // --timestamp-output, --prefix-output-with-timestamp
+  // --start-timeout (else $HOROVOD_START_TIMEOUT, as horovodrun reads it): how long the leader
+  // agent may take to accept the job (remote mode); when given either way it also reaches every
+  // rank as HVD_START_TIMEOUT (see addStartTimeout in job_environment.h).
   double startTimeoutSeconds = kDefaultStartTimeoutSeconds;
   bool startTimeoutGiven = false;
   int agentPort = 0;  // --agent-port; rpc::kDefaultAgentPort unless given
@@ -60,9 +64,10 @@ struct Options {
   int gpusPerRank = 1;           // --gpus-per-rank
   bool verbose = false;          // --verbose: debug logs
   // Engine and GPU knobs (--fusion-threshold-mb, --cycle-time-ms, --cache-capacity,
-  // --timeline-filename, --stall-check-*-seconds, --gpu-backend, --hierarchical-allreduce) as the
-  // "NAME=VALUE" entries they set for every rank (engine_options.h; added to the ranks'
-  // environment by addEngineSettings in job_environment.h).
+  // --timeline-filename, --stall-check-*-seconds, --gpu-backend, --hierarchical-allreduce), and
+  // the variables of horovodrun's flags (--network-interface, --tcp, --no-stall-check, ...;
+  // horovodrun_flags.h), as the "NAME=VALUE" entries they set for every rank (engine_options.h;
+  // added to the ranks' environment by addEngineSettings in job_environment.h).
   std::vector<std::string> engineSettings;
   std::vector<std::string> command;  // PROGRAM ARGS...
   double timeLimitSeconds = 0;       // --time-limit; 0: none

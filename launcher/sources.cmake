@@ -1,9 +1,19 @@
 # Everything of hvdrun but main(): CLI, output rendering, job building, keygen, build facts, the
 # signal loop and the SubmitJob client. A library so the unit tests link exactly what ships.
 find_package(CLI11 CONFIG REQUIRED)
+# horovodrun's --config-file is YAML (Debian: libyaml-cpp-dev). 0.8 names its target
+# yaml-cpp::yaml-cpp; 0.7 (Debian 12) only yaml-cpp.
+find_package(yaml-cpp CONFIG REQUIRED)
+if(TARGET yaml-cpp::yaml-cpp)
+  set(HVD_YAML_CPP yaml-cpp::yaml-cpp)
+else()
+  set(HVD_YAML_CPP yaml-cpp)
+endif()
 add_library(hvd_launcher STATIC
   ${CMAKE_CURRENT_LIST_DIR}/cli.cc
+  ${CMAKE_CURRENT_LIST_DIR}/config_file.cc
   ${CMAKE_CURRENT_LIST_DIR}/engine_options.cc
+  ${CMAKE_CURRENT_LIST_DIR}/horovodrun_flags.cc
   ${CMAKE_CURRENT_LIST_DIR}/hosts.cc
   ${CMAKE_CURRENT_LIST_DIR}/job_environment.cc
   ${CMAKE_CURRENT_LIST_DIR}/option_values.cc
@@ -19,7 +29,8 @@ add_library(hvd_launcher STATIC
 target_include_directories(hvd_launcher PUBLIC ${PROJECT_SOURCE_DIR})
 target_link_libraries(hvd_launcher
   PUBLIC hvd_contract hvd_agent_jobs hvd_agent_coordinator hvd_agent_process hvd_agent_rpc hvd_agent_client hvd_auth hvd
-  PRIVATE hvd_agent_common hvd_support hvd_contract_env CLI11::CLI11 spdlog::spdlog hvd_warnings)
+  PRIVATE hvd_agent_common hvd_support hvd_contract_env CLI11::CLI11 ${HVD_YAML_CPP} spdlog::spdlog
+          hvd_warnings)
 # --version and --check-build describe this build (cmake/HvdDependencies.cmake's detection).
 target_compile_definitions(hvd_launcher PRIVATE
   HVD_VERSION_STRING="${PROJECT_VERSION}"

@@ -7,6 +7,7 @@ PACKAGES=(
   g++ cmake ninja-build pkg-config git
   libboost-dev libboost-system-dev
   libspdlog-dev libfmt-dev libcli11-dev
+  libyaml-cpp-dev  # hvdrun --config-file (horovodrun's YAML file)
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libgtest-dev libgmock-dev
   openmpi-bin libopenmpi-dev

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -154,6 +155,69 @@ TEST(HvdrunTest, OutputFilenameWritesEachRanksLines) {
     EXPECT_EQ(readFile(dirOf + "/stderr"), "e-" + n + "\n");
   }
   EXPECT_NE(r.out.find("[1]<stdout>: b-1\n"), std::string::npos) << "still printed: " << r.out;
+}
+
+// A launch command copied from horovodrun: its single-dash hostfile, a network interface, TCP
+// only, no stall check, timestamped output, an SSH port. The job runs with its data plane on the
+// interface named (the runtime's configuration says so), every rank sees the variables
+// horovodrun would set, and the SSH port gets its one warning.
+constexpr char kHorovodrunWorker[] =
+    "echo \"env $HVD_DATA_IFACE $NCCL_SOCKET_IFNAME $NCCL_IB_DISABLE $HVD_STALL_CHECK_DISABLE\"; "
+    "exec \"$0\" loop 20 1000";
+
+std::vector<std::string> horovodrunFlags(const std::string& hostfile) {
+  return {"-np",
+          "2",
+          "-hostfile",
+          hostfile,
+          "--network-interface",
+          "lo",
+          "--tcp",
+          "--no-stall-check",
+          "--prefix-output-with-timestamp",
+          "-p",
+          "2222"};
+}
+
+// "2024-05-01T12:34:56.789 [r]<stdout>: env lo lo 1 1" for each rank.
+void expectHorovodrunEnvironment(const RunResult& r) {
+  for (const char* rank : {"0", "1"}) {
+    const std::regex line(
+        std::string("(^|\n)\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\d\\.\\d{3} \\[") + rank +
+        "\\]<stdout>: env lo lo 1 1\n");
+    EXPECT_TRUE(std::regex_search(r.out, line)) << "rank " << rank << ":\n" << r.out;
+  }
+  size_t warnings = 0;
+  for (size_t at = r.err.find("hvdrun: warning: "); at != std::string::npos;
+       at = r.err.find("hvdrun: warning: ", at + 1)) {
+    ++warnings;
+  }
+  EXPECT_EQ(warnings, 1u) << r.err;
+  EXPECT_NE(r.err.find("hvdrun: warning: --ssh-port ignored: hvdrun uses no SSH"),
+            std::string::npos)
+      << r.err;
+}
+
+TEST(HvdrunTest, RunsACopiedHorovodrunCommandLine) {
+  TempDir dir;
+  const std::string hostfile = dir.file("hosts");
+  std::ofstream(hostfile) << "localhost slots=2\n";
+  std::vector<std::string> args = horovodrunFlags(hostfile);
+  for (const char* a :
+       {"-x", "HVD_LOG_LEVEL=info", "/bin/sh", "-c", kHorovodrunWorker, HVD_WORKER_PATH}) {
+    args.push_back(a);
+  }
+  const RunResult r = runHvdrun(args, 60s);
+  EXPECT_FALSE(r.timedOut);
+  ASSERT_EQ(r.status, 0) << r.err;
+  expectHorovodrunEnvironment(r);
+  // Both ranks bound the data plane to lo's address, found at init (their logged configuration).
+  size_t configured = 0;
+  for (size_t at = r.err.find("data-addr 127.0.0.1 data-iface lo "); at != std::string::npos;
+       at = r.err.find("data-addr 127.0.0.1 data-iface lo ", at + 1)) {
+    ++configured;
+  }
+  EXPECT_EQ(configured, 2u) << r.err;
 }
 
 TEST(HvdrunTest, MissingProgramIsAClearError) {
@@ -313,6 +377,22 @@ TEST(HvdrunAgentTest, RunsAllreduceWorkerAndRendersOutputThroughTheAgent) {
   RunResult w = runHvdrun(viaAgent(
       agent, {"-np", "2", "-H", "127.0.0.1:2", "--", HVD_WORKER_PATH, "loop", "20", "1000"}));
   EXPECT_EQ(w.status, 0) << w.err;
+}
+
+// The same copied command through an agent: remote ranks get only what -x names, and the
+// variables of horovodrun's flags with it.
+TEST(HvdrunAgentTest, RunsACopiedHorovodrunCommandLineThroughTheAgent) {
+  TempDir dir;
+  Agent agent(dir.path());
+  ASSERT_GT(agent.port(), 0) << "hvdagent did not start";
+  const std::string hostfile = dir.file("hosts");
+  std::ofstream(hostfile) << "127.0.0.1 slots=2\n";
+  std::vector<std::string> args = horovodrunFlags(hostfile);
+  for (const char* a : {"/bin/sh", "-c", kHorovodrunWorker, HVD_WORKER_PATH}) args.push_back(a);
+  const RunResult r = runHvdrun(viaAgent(agent, args));
+  EXPECT_FALSE(r.timedOut);
+  ASSERT_EQ(r.status, 0) << r.err;
+  expectHorovodrunEnvironment(r);
 }
 
 TEST(HvdrunAgentTest, RankExitCodeIsHvdrunsExitCode) {

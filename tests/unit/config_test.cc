@@ -130,7 +130,7 @@ TEST(Config, EngineKnobsHaveHorovodDefaults) {
   EXPECT_EQ(c.cacheCapacity, 1024u);
   EXPECT_EQ(c.fusionThreshold, size_t{128} << 20);
   EXPECT_EQ(c.stallCheckTime, std::chrono::milliseconds(60000));
-  EXPECT_EQ(c.stallShutdownTime, std::chrono::milliseconds(300000));
+  EXPECT_EQ(c.stallShutdownTime, std::chrono::milliseconds(0));  // Horovod's: never
   EXPECT_EQ(c.timelinePath, "");
 }
 
@@ -202,6 +202,53 @@ TEST(Config, MalformedEngineKnobsNameTheVariable) {
   EXPECT_NE(
       errorOf(FakeEnv().set("HVD_STALL_SHUTDOWN_TIME", "soon")).find("HVD_STALL_SHUTDOWN_TIME"),
       std::string::npos);
+}
+
+// horovodrun's --no-stall-check sets HOROVOD_STALL_CHECK_DISABLE=1: the check is off, whatever
+// its time says, so neither warnings nor a shutdown come.
+TEST(Config, StallCheckDisableTurnsTheCheckOffUnderBothNames) {
+  Config c = parseConfig(FakeEnv().set("HVD_STALL_CHECK_TIME", "5").reader());
+  EXPECT_EQ(c.stallCheckTime, std::chrono::milliseconds(5000));
+  EXPECT_FALSE(c.stallCheckDisabled);
+  FakeEnv off;
+  off.set("HVD_STALL_CHECK_TIME", "5").set("HVD_STALL_SHUTDOWN_TIME", "9");
+  off.set("HVD_STALL_CHECK_DISABLE", "1");
+  c = parseConfig(off.reader());
+  EXPECT_TRUE(c.stallCheckDisabled);
+  EXPECT_EQ(c.stallCheckTime, std::chrono::milliseconds(0));
+  EXPECT_NE(c.summary().find("stall-check-disable 1"), std::string::npos) << c.summary();
+  c = parseConfig(FakeEnv().set("HOROVOD_STALL_CHECK_DISABLE", "1").reader());
+  EXPECT_EQ(c.stallCheckTime, std::chrono::milliseconds(0));
+  FakeEnv on;
+  on.set("HOROVOD_STALL_CHECK_DISABLE", "1").set("HVD_STALL_CHECK_DISABLE", "0");
+  EXPECT_EQ(parseConfig(on.reader()).stallCheckTime, std::chrono::milliseconds(60000));
+  EXPECT_NE(errorOf(FakeEnv().set("HVD_STALL_CHECK_DISABLE", "yes"))
+                .find("HVD_STALL_CHECK_DISABLE='yes'"),
+            std::string::npos);
+}
+
+// HVD_DATA_IFACE (horovodrun's --network-interface; Horovod's HOROVOD_GLOO_IFACE) names an
+// interface, found on this host: loopback exists everywhere.
+TEST(Config, DataInterfaceBecomesItsAddressUnlessDataAddrIsGiven) {
+  Config c = parseConfig(FakeEnv().set("HVD_DATA_IFACE", "lo").reader());
+  EXPECT_EQ(c.dataInterface, "lo");
+  EXPECT_EQ(c.dataAddress, "127.0.0.1");
+  c = parseConfig(FakeEnv().set("HOROVOD_GLOO_IFACE", "lo").reader());
+  EXPECT_EQ(c.dataAddress, "127.0.0.1");
+  FakeEnv both;
+  both.set("HVD_DATA_IFACE", "lo").set("HVD_DATA_ADDR", "10.1.2.3");
+  c = parseConfig(both.reader());
+  EXPECT_EQ(c.dataAddress, "10.1.2.3");
+  EXPECT_EQ(c.dataInterface, "lo");
+  const std::string error = errorOf(FakeEnv().set("HVD_DATA_IFACE", "hvd-none0"));
+  EXPECT_NE(error.find("HVD_DATA_IFACE=hvd-none0: this host has no network interface hvd-none0 "
+                       "(it has: "),
+            std::string::npos)
+      << error;
+  EXPECT_NE(error.find("lo"), std::string::npos) << error;
+  EXPECT_NE(errorOf(FakeEnv().set("HOROVOD_GLOO_IFACE", "hvd-none0"))
+                .find("HOROVOD_GLOO_IFACE=hvd-none0: "),
+            std::string::npos);
 }
 
 // --- srun and mpirun (core/scheduler_env.h) --------------------------------------------------

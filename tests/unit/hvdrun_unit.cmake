@@ -9,6 +9,12 @@ target_compile_definitions(hvdrun_cli_test PRIVATE HVDRUN_PATH="$<TARGET_FILE:hv
   HVD_TEST_PROJECT_VERSION="${PROJECT_VERSION}" HVD_TEST_HAVE_NCCL=$<BOOL:${HVD_HAVE_NCCL}>
   HVD_TEST_HAVE_MPI=$<BOOL:${HVD_HAVE_MPI}>)
 
+# horovodrun's command lines: every horovodrun flag's setting or warning, --config-file, and
+# horovodrun's defaults (launcher/horovodrun_flags.h, launcher/config_file.h).
+hvd_test(NAME hvdrun_horovodrun_cli_test LABEL unit TIMEOUT 60
+         SOURCES ${CMAKE_CURRENT_LIST_DIR}/hvdrun_horovodrun_cli_test.cc)
+target_link_libraries(hvdrun_horovodrun_cli_test PRIVATE hvd_launcher hvd_test_support)
+
 hvd_test(NAME local_host_test LABEL unit TIMEOUT 60
          SOURCES ${CMAKE_CURRENT_LIST_DIR}/local_host_test.cc)
 target_link_libraries(local_host_test PRIVATE hvd_agent_jobs)

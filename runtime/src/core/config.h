@@ -49,8 +49,11 @@ struct Config {
   std::chrono::milliseconds startTimeout{60000};       // HVD_START_TIMEOUT (seconds)
   TransportChoice transport = TransportChoice::kAuto;  // HVD_TRANSPORT
   std::string dataAddress;                             // HVD_DATA_ADDR (default: route to store)
-  size_t shmRingBytes = 1 << 20;                       // HVD_SHM_RING_BYTES
-  int fullMeshRanks = 64;                              // HVD_FULL_MESH_RANKS
+  // HVD_DATA_IFACE (alias HOROVOD_GLOO_IFACE): the interface named; its address, found at parse
+  // time on this host, becomes dataAddress unless HVD_DATA_ADDR gave one.
+  std::string dataInterface;
+  size_t shmRingBytes = 1 << 20;  // HVD_SHM_RING_BYTES
+  int fullMeshRanks = 64;         // HVD_FULL_MESH_RANKS
   // HVD_SMALL_MESSAGE_BYTES sets both crossovers when given.
   size_t smallMessageBytes = 8 << 10;
   size_t smallMessageBytesTcp = 128 << 10;
@@ -70,12 +73,15 @@ struct Config {
   bool hierarchicalAllreduce = false;
 
   // The engine (each also read under its HOROVOD_* name; the HVD_* one wins when both are set).
-  std::chrono::microseconds cycleTime{1000};            // HVD_CYCLE_TIME (ms, fractions ok)
-  size_t cacheCapacity = 1024;                          // HVD_CACHE_CAPACITY (0: no cache)
-  size_t fusionThreshold = size_t{128} << 20;           // HVD_FUSION_THRESHOLD (bytes; 0: off)
-  std::chrono::milliseconds stallCheckTime{60000};      // HVD_STALL_CHECK_TIME (s; 0: off)
-  std::chrono::milliseconds stallShutdownTime{300000};  // HVD_STALL_SHUTDOWN_TIME (s; 0: never)
-  std::string timelinePath;                             // HVD_TIMELINE (rank 0 writes it)
+  std::chrono::microseconds cycleTime{1000};        // HVD_CYCLE_TIME (ms, fractions ok)
+  size_t cacheCapacity = 1024;                      // HVD_CACHE_CAPACITY (0: no cache)
+  size_t fusionThreshold = size_t{128} << 20;       // HVD_FUSION_THRESHOLD (bytes; 0: off)
+  std::chrono::milliseconds stallCheckTime{60000};  // HVD_STALL_CHECK_TIME (s; 0: off)
+  std::chrono::milliseconds stallShutdownTime{0};   // HVD_STALL_SHUTDOWN_TIME (s; 0: never)
+  // HVD_STALL_CHECK_DISABLE (alias HOROVOD_STALL_CHECK_DISABLE): when 1, stallCheckTime is 0,
+  // which turns off the warnings and the shutdown both.
+  bool stallCheckDisabled = false;
+  std::string timelinePath;  // HVD_TIMELINE (rank 0 writes it)
   // HVD_TIMELINE=DYNAMIC: no timeline until hvd::startTimeline() (timelinePath stays empty).
   bool timelineDynamic = false;
   bool timelineMarkCycles = false;  // HVD_TIMELINE_MARK_CYCLES: 0 or 1
@@ -86,6 +92,12 @@ struct Config {
   // HVD_DYNAMIC_PROCESS_SETS (alias HOROVOD_DYNAMIC_PROCESS_SETS): 0 or 1; sets may be added
   // and removed after init.
   bool dynamicProcessSets = false;
+
+  // hvd.init(comm=[...]) (core/job_members.h): the launched ranks that form this job, rank i
+  // being launched rank members[i]; empty for every launched rank as launched. With members,
+  // rank and size are the new job's, and the local and cross placement (the launched rank's
+  // until then) come from the members' hosts at rendezvous.
+  std::vector<int> members;
 
   // Elastic mode (HVD_ELASTIC, contract/elastic.h): the store namespace is the round's, and
   // init after shutdown asks the leader for the next round's place (core/elastic_session.h).

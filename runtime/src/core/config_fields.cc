@@ -1,6 +1,12 @@
 #include "core/config_fields.h"
 
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <sstream>
@@ -26,6 +32,58 @@ std::string decimal(long long count, double per) {
 }
 
 std::string flag(bool value) { return value ? "1" : "0"; }
+
+// The printable address of an IPv4 or IPv6 `addr` of interface `name` (a link-local IPv6
+// address with the interface as its scope, without which it means nothing); "" otherwise.
+std::string printable(const sockaddr* addr, const char* name) {
+  char text[INET6_ADDRSTRLEN] = {};
+  if (addr->sa_family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(addr);
+    return ::inet_ntop(AF_INET, &in->sin_addr, text, sizeof(text)) != nullptr ? text : "";
+  }
+  if (addr->sa_family != AF_INET6) return "";
+  const auto* in6 = reinterpret_cast<const sockaddr_in6*>(addr);
+  if (::inet_ntop(AF_INET6, &in6->sin6_addr, text, sizeof(text)) == nullptr) return "";
+  return IN6_IS_ADDR_LINKLOCAL(&in6->sin6_addr) ? std::string(text) + "%" + name : text;
+}
+
+// The address HVD_DATA_IFACE names on this host: the interface's first IPv4 address (as Horovod's
+// Gloo takes it), else its first IPv6 one. Loopback counts: `lo` is what a one-host job names.
+// A missing interface, one that is down or one without an address is an error now, naming what
+// the host has: a rank that bound some other address would fail later, further from the cause.
+std::string interfaceAddress(const std::string& from, const std::string& name) {
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) {
+    throw BackendError(from + "=" + name +
+                       ": cannot list this host's network interfaces: " + std::strerror(errno));
+  }
+  std::string ipv4, ipv6;
+  std::vector<std::string> present;
+  bool found = false, up = false;
+  for (const ifaddrs* it = list; it != nullptr; it = it->ifa_next) {
+    if (it->ifa_name == nullptr) continue;
+    const std::string interface = it->ifa_name;
+    if (std::find(present.begin(), present.end(), interface) == present.end()) {
+      present.push_back(interface);
+    }
+    if (interface != name) continue;
+    found = true;
+    up = up || (it->ifa_flags & IFF_UP) != 0;
+    if (it->ifa_addr == nullptr || (it->ifa_flags & IFF_UP) == 0) continue;
+    const std::string address = printable(it->ifa_addr, it->ifa_name);
+    if (it->ifa_addr->sa_family == AF_INET && ipv4.empty()) ipv4 = address;
+    if (it->ifa_addr->sa_family == AF_INET6 && ipv6.empty()) ipv6 = address;
+  }
+  ::freeifaddrs(list);
+  if (!ipv4.empty() || !ipv6.empty()) return !ipv4.empty() ? ipv4 : ipv6;
+  std::string names;
+  for (const std::string& interface : present) names += (names.empty() ? "" : ", ") + interface;
+  throw InvalidArgumentError(
+      from + "=" + name + ": " +
+      (!found ? "this host has no network interface " + name + " (it has: " + names + ")"
+       : !up  ? "network interface " + name + " is down"
+              : "network interface " + name + " has no IP address"));
+}
 
 std::string processSetsText(const std::vector<std::vector<int>>& sets) {
   std::string out;
@@ -80,6 +138,12 @@ constexpr ConfigField kFields[] = {
     {worker::kDataAddr.name,
      [](Config& c, const WorkerValue& v, const EnvReader&) { c.dataAddress = v.text; }, nullptr,
      [](const Config& c) { return c.dataAddress; }},
+    {worker::kDataIface.name,
+     [](Config& c, const WorkerValue& v, const EnvReader&) {
+       c.dataInterface = v.text;
+       if (c.dataAddress.empty()) c.dataAddress = interfaceAddress(v.from, v.text);
+     },
+     nullptr, [](const Config& c) { return c.dataInterface; }},
     {worker::kShmRingBytes.name,
      [](Config& c, const WorkerValue& v, const EnvReader&) {
        c.shmRingBytes = static_cast<size_t>(v.integer);
@@ -180,6 +244,13 @@ constexpr ConfigField kFields[] = {
        c.stallShutdownTime = milliseconds(std::llround(v.number * 1000));
      },
      nullptr, [](const Config& c) { return decimal(c.stallShutdownTime.count(), 1000); }},
+    {worker::kStallCheckDisable.name,
+     [](Config& c, const WorkerValue& v, const EnvReader&) {
+       // Read after HVD_STALL_CHECK_TIME (the table's order), so it wins over it.
+       c.stallCheckDisabled = v.integer == 1;
+       if (c.stallCheckDisabled) c.stallCheckTime = milliseconds(0);
+     },
+     nullptr, [](const Config& c) { return flag(c.stallCheckDisabled); }},
     {worker::kTimeline.name,
      [](Config& c, const WorkerValue& v, const EnvReader&) {
        // Horovod's word for "the program starts it" (hvd.start_timeline), not a file name.

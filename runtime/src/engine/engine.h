@@ -59,13 +59,13 @@ namespace hvd::engine {
 class Timeline;
 
 struct EngineOptions {
-  std::chrono::microseconds cycleTime{1000};            // HVD_CYCLE_TIME
-  size_t cacheCapacity = 1024;                          // HVD_CACHE_CAPACITY (0: off)
-  size_t fusionThreshold = size_t{128} << 20;           // HVD_FUSION_THRESHOLD (0: off)
-  std::chrono::milliseconds stallCheckTime{60000};      // HVD_STALL_CHECK_TIME (0: off)
-  std::chrono::milliseconds stallShutdownTime{300000};  // HVD_STALL_SHUTDOWN_TIME (0: never)
-  std::string timelinePath;                             // HVD_TIMELINE (rank 0 writes it)
-  bool timelineMarkCycles = false;                      // HVD_TIMELINE_MARK_CYCLES
+  std::chrono::microseconds cycleTime{1000};        // HVD_CYCLE_TIME
+  size_t cacheCapacity = 1024;                      // HVD_CACHE_CAPACITY (0: off)
+  size_t fusionThreshold = size_t{128} << 20;       // HVD_FUSION_THRESHOLD (0: off)
+  std::chrono::milliseconds stallCheckTime{60000};  // HVD_STALL_CHECK_TIME (0: off)
+  std::chrono::milliseconds stallShutdownTime{0};   // HVD_STALL_SHUTDOWN_TIME (0: never, Horovod's)
+  std::string timelinePath;                         // HVD_TIMELINE (rank 0 writes it)
+  bool timelineMarkCycles = false;                  // HVD_TIMELINE_MARK_CYCLES
   // Device buffers (gpu/device_backend.h): where an op's device comes from and what runs it.
   // Null: every buffer is host memory and OpOptions::device >= 0 is refused. Not owned.
   gpu::DeviceBackend* devices = nullptr;
