@@ -587,3 +587,43 @@ def test_process_sets_from_the_environment_and_reinit(registered):
     assert same.process_set_id == 2
     with pytest.raises(ValueError, match="initialized already"):
         hvd.init(process_sets=[hvd.ProcessSet([1, 2])])
+
+
+# --- SyncBatchNorm within sets -----------------------------------------------------------------
+
+def test_sync_batch_norm_layers_of_several_sets_at_once_normalise_over_their_members(
+        registered):
+    """On each rank, one thread per set it is in (two of the four, and the global set) trains a
+    SyncBatchNorm of that set, all at once; each matches torch's BatchNorm over the batches of
+    its members alone (uneven: job rank r holds r + 2 rows)."""
+    results = {}
+
+    def train(ps):
+        rows = [m + 2 for m in ps.ranks]
+        start_row = sum(rows[:ps.rank()])
+        here = slice(start_row, start_row + rows[ps.rank()])
+        g = torch.Generator().manual_seed(30 + ps.process_set_id)
+        ref = torch.nn.BatchNorm1d(3).double()
+        sync = hvd.SyncBatchNorm(3, process_set=ps).double()
+        for step in range(2):
+            x = torch.randn(sum(rows), 3, 4, generator=g, dtype=torch.float64) * 2 + 5
+            w = torch.randn(sum(rows), 3, 4, generator=g, dtype=torch.float64)
+            x_ref = x.clone().requires_grad_()
+            y_ref = ref(x_ref)
+            (y_ref * w).sum().backward()
+            x_mine = x[here].clone().requires_grad_()
+            y = sync(x_mine)
+            (y * w[here]).sum().backward()
+        grads = hvd.grouped_allreduce([sync.weight.grad, sync.bias.grad], op=hvd.Sum,
+                                      process_set=ps)
+        results[ps.process_set_id] = [
+            (y, y_ref[here].detach()), (x_mine.grad, x_ref.grad[here]),
+            (grads[0], ref.weight.grad), (grads[1], ref.bias.grad),
+            (sync.running_mean, ref.running_mean), (sync.running_var, ref.running_var)]
+
+    sets = mine(registered)
+    run_threads([lambda ps=ps: train(ps) for ps in sets])
+    assert sorted(results) == sorted(s.process_set_id for s in sets) and len(sets) == 3
+    for set_id, pairs in results.items():
+        for got, want in pairs:
+            torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-10, msg=str(set_id))

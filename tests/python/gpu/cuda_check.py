@@ -136,6 +136,45 @@ def integer_scale_factors_and_names_held_until_synchronized():
         assert hvd.synchronize(h).cpu().tolist() == [float(hvd.size())] * 4
 
 
+@check
+def adasum_of_orthogonal_and_of_equal_vectors():
+    # Staged through host memory: orthogonal vectors add up, equal ones give themselves.
+    d = device()
+    n = 4 * hvd.size()
+    mine = torch.zeros(n, device=d)
+    mine[hvd.rank() * 4:(hvd.rank() + 1) * 4] = float(hvd.rank() + 1)
+    out = hvd.allreduce(mine, op=hvd.Adasum, name="cuda.adasum.orthogonal")
+    want = torch.repeat_interleave(torch.arange(1, hvd.size() + 1, dtype=torch.float32), 4)
+    assert out.device.type == d.type and torch.equal(out.cpu(), want), out
+    same = torch.linspace(-1, 1, 1000, device=d, dtype=torch.float64)
+    out = hvd.allreduce(same, op=hvd.Adasum, name="cuda.adasum.equal")
+    assert torch.allclose(out.cpu(), same.cpu(), rtol=0, atol=1e-12), out
+
+
+@check
+def sync_batch_norm_matches_batch_norm_on_the_whole_batch():
+    # Uneven batches (rank r has r + 2 rows) of one whole batch every rank can build; float64
+    # BatchNorm on the CPU is the reference for the CUDA float32 result.
+    d = device()
+    counts = [r + 2 for r in range(hvd.size())]
+    g = torch.Generator().manual_seed(7)
+    whole = torch.randn(sum(counts), 3, 5, 5, generator=g, dtype=torch.float64) * 3 + 1
+    start = sum(counts[:hvd.rank()])
+    mine = whole[start:start + counts[hvd.rank()]].to(d, torch.float32).requires_grad_()
+    sbn = hvd.SyncBatchNorm(3).to(d)
+    out = sbn(mine)
+    (out * out).sum().backward()
+    ref_x = whole.clone().requires_grad_()
+    ref = torch.nn.BatchNorm2d(3).double()
+    ref_out = ref(ref_x)
+    (ref_out * ref_out).sum().backward()
+    want = slice(start, start + counts[hvd.rank()])
+    assert torch.allclose(out.detach().cpu().double(), ref_out.detach()[want], atol=1e-4)
+    assert torch.allclose(mine.grad.cpu().double(), ref_x.grad[want], atol=1e-3)
+    assert torch.allclose(sbn.running_mean.cpu().double(), ref.running_mean, atol=1e-5)
+    assert torch.allclose(sbn.running_var.cpu().double(), ref.running_var, atol=1e-4)
+
+
 def main():
     if not torch.cuda.is_available():
         print("SKIP: torch sees no CUDA device")
