@@ -88,6 +88,8 @@ const char* opColumn(hvd::ReduceOp op) {
       return "max";
     case hvd::ReduceOp::kProduct:
       return "prod";
+    case hvd::ReduceOp::kAdasum:
+      return "adasum";
   }
   return "?";
 }

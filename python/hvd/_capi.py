@@ -27,7 +27,7 @@ ERR_INTERNAL = 5
 INT8, UINT8, INT32, INT64, FLOAT16, BFLOAT16, FLOAT32, FLOAT64, INT16 = range(9)
 
 # hvd_reduce_op
-SUM, AVERAGE, MIN, MAX, PRODUCT = range(5)
+SUM, AVERAGE, MIN, MAX, PRODUCT, ADASUM = range(6)
 
 
 class OpOptions(ctypes.Structure):
@@ -71,6 +71,7 @@ _SIGNATURES = {
     "hvd_local_size": (_Status, [_intp]),
     "hvd_cross_rank": (_Status, [_intp]),
     "hvd_cross_size": (_Status, [_intp]),
+    "hvd_is_homogeneous": (_Status, [_intp]),
     "hvd_nccl_built": (ctypes.c_int, []),
     "hvd_nccl_version": (ctypes.c_char_p, []),
     "hvd_cpu_backend": (ctypes.c_char_p, []),
@@ -104,6 +105,8 @@ _SIGNATURES = {
     "hvd_stop_timeline": (_Status, []),
     "hvd_get_engine_stats": (_Status, [ctypes.POINTER(EngineStats)]),
     "hvd_init_process_sets": (_Status, [_intp, _intp, ctypes.c_int, ctypes.c_int]),
+    "hvd_init_members": (_Status, [_intp, ctypes.c_int, _intp, _intp, ctypes.c_int,
+                                   ctypes.c_int]),
     "hvd_add_process_set": (_Status, [_intp, ctypes.c_int, _intp]),
     "hvd_remove_process_set": (_Status, [ctypes.c_int, _intp]),
     "hvd_process_set_ids": (_Status, [_intp, ctypes.c_int, _intp]),

@@ -110,9 +110,10 @@ bool validType(DataType type) {
   return v >= 0 && v < kNumDataTypes && type != DataType::kInt16;
 }
 
+// As with the real library, Adasum has no NCCL op.
 bool validOp(ReduceOp op) {
   const int v = static_cast<int>(op);
-  return v >= 0 && v < kNumReduceOps;
+  return v >= 0 && v < kNumReduceOps && op != ReduceOp::kAdasum;
 }
 
 }  // namespace

@@ -9,6 +9,7 @@ include(${CMAKE_CURRENT_LIST_DIR}/hvdrun.cmake OPTIONAL)
 include(${CMAKE_CURRENT_LIST_DIR}/hvdagent.cmake OPTIONAL)
 include(${CMAKE_CURRENT_LIST_DIR}/engine.cmake OPTIONAL)
 include(${CMAKE_CURRENT_LIST_DIR}/process_sets.cmake)
+include(${CMAKE_CURRENT_LIST_DIR}/adasum.cmake)
 include(${CMAKE_CURRENT_LIST_DIR}/trainer.cmake OPTIONAL)
 
 # Workers started by srun (simulated on one node) or the real mpirun: with a store
@@ -23,3 +24,12 @@ target_compile_definitions(scheduler_env_test PRIVATE
   HVD_LIBRARY_PATH="$<TARGET_FILE:hvd>"
   HVD_TEST_HAVE_MPI=$<BOOL:${HVD_HAVE_MPI}>)
 add_dependencies(scheduler_env_test hvd-test-worker hvd-e2e-worker hvd-engine-worker)
+
+# The job's shape as init learns it (isHomogeneous, initMembers), with ranks started like srun
+# so that one machine plays nodes of different sizes.
+hvd_test(NAME job_members_mp_test LABEL mp TIMEOUT 200
+         SOURCES ${CMAKE_CURRENT_LIST_DIR}/job_members_mp_test.cc)
+target_link_libraries(job_members_mp_test PRIVATE hvd_test_support)
+target_compile_definitions(job_members_mp_test PRIVATE
+  HVD_WORKER_PATH="$<TARGET_FILE:hvd-test-worker>")
+add_dependencies(job_members_mp_test hvd-test-worker)

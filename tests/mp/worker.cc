@@ -9,6 +9,10 @@
 //                                times (2), holding no more threads, descriptors or shared
 //                                memory after each cycle than after the first
 //   worker init                  init and barrier only (bad-environment tests)
+//   worker placement [MEMBERS]   init (initMembers with MEMBERS, launched ranks as "3,0,1"), an
+//                                allreduce of the launched ranks, then one line "placement
+//                                rank=R size=S local=L/LS cross=C/CS homogeneous=H sum=X"
+//                                (isHomogeneous asked by rank 0 alone)
 //   worker store-probe TOKEN     connects to $HVD_STORE_ADDR for $HVD_JOB_ID with TOKEN and
 //                                sets a key: "store: accepted", or "store: refused: <why>" and
 //                                exit 3 (a restarted job's old token must be refused)
@@ -16,6 +20,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -79,6 +84,38 @@ int runLoop(int iterations, size_t count, int faultRank, int faultIter, const st
       }
     }
   }
+  hvd::shutdown();
+  return 0;
+}
+
+std::vector<int> rankList(const std::string& text) {
+  std::vector<int> ranks;
+  for (size_t at = 0; at < text.size();) {
+    const size_t comma = std::min(text.find(',', at), text.size());
+    ranks.push_back(std::stoi(text.substr(at, comma - at)));
+    at = comma + 1;
+  }
+  return ranks;
+}
+
+// The sum tells which launched ranks formed the job. Only rank 0 asks isHomogeneous while the
+// others wait in the barrier: were it a collective, rank 0 would wait for them in vain.
+int runPlacement(const char* members) {
+  const char* launched = std::getenv("SLURM_PROCID");
+  int64_t sum = launched != nullptr ? std::atoi(launched) : -1;
+  if (members != nullptr) {
+    hvd::initMembers(rankList(members));
+  } else {
+    hvd::init();
+  }
+  hvd::allreduce(&sum, &sum, 1, hvd::DataType::kInt64);
+  const int rank = hvd::rank();
+  const char* homogeneous = rank != 0 ? "-" : hvd::isHomogeneous() ? "1" : "0";
+  hvd::barrier();
+  std::printf("placement rank=%d size=%d local=%d/%d cross=%d/%d homogeneous=%s sum=%lld\n", rank,
+              hvd::size(), hvd::localRank(), hvd::localSize(), hvd::crossRank(), hvd::crossSize(),
+              homogeneous, static_cast<long long>(sum));
+  std::fflush(stdout);
   hvd::shutdown();
   return 0;
 }
@@ -178,6 +215,7 @@ int main(int argc, char** argv) {
       std::printf("store: accepted\n");
       return 0;
     }
+    if (mode == "placement") return runPlacement(argc > 2 ? argv[2] : nullptr);
     if (mode == "init") {
       hvd::init();
       hvd::barrier();

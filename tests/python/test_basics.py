@@ -1,6 +1,7 @@
 """Topology, build queries, op constants, init/shutdown."""
 
 import os
+import threading
 
 import pytest
 import torch
@@ -20,6 +21,26 @@ def test_topology_matches_the_environment_hvdrun_set():
     assert hvd.local_size() == hvd.size() and hvd.cross_size() == 1
     # Always true on one host; launch/test_homogeneous.py asks it of uneven hosts.
     assert hvd.is_homogeneous() is True
+
+
+def test_is_homogeneous_is_local_so_rank_zero_may_ask_alone():
+    # Were it a collective, rank 0 would wait for the others in vain: it must answer at once.
+    answers = []
+    if hvd.rank() == 0:
+        asking = threading.Thread(target=lambda: answers.append(hvd.is_homogeneous()), daemon=True)
+        asking.start()
+        asking.join(timeout=5)
+        assert answers == [True], "is_homogeneous() did not answer within 5 s on rank 0 alone"
+    # The job goes on: every rank's next op meets the others'.
+    assert hvd.allreduce(torch.ones(1), op=hvd.Sum, name="after.is_homogeneous").item() == \
+        hvd.size()
+
+
+def test_mpi_threads_supported_raises_horovods_errors_without_mpi():
+    # HVD_CPU_BACKEND is not mpi here: Horovod's first check says so, before init and after.
+    with pytest.raises(ValueError, match="^Horovod MPI is not enabled; Please make sure it's "
+                                         "installed and enabled.$"):
+        hvd.mpi_threads_supported()
 
 
 def test_ranks_are_distinct_and_cover_the_job():
@@ -46,14 +67,13 @@ def test_cuda_built_says_whether_this_libhvd_has_the_nccl_backend():
     assert hvd.cuda_built() is (built == "1")
 
 
-def test_op_constants_are_distinct_and_adasum_is_refused_with_the_alternative():
+def test_op_constants_are_distinct_and_an_unknown_op_is_refused():
     ops = [hvd.Average, hvd.Sum, hvd.Min, hvd.Max, hvd.Product, hvd.Adasum]
     assert len(set(ops)) == 6
-    with pytest.raises(NotImplementedError, match="hvd.Average"):
-        hvd.allreduce(torch.ones(2), op=hvd.Adasum)
-    with pytest.raises(NotImplementedError, match="Adasum"):
-        hvd.DistributedOptimizer(torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=1),
-                                 op=hvd.Adasum)
+    with pytest.raises(ValueError, match="unknown reduction op"):
+        hvd.allreduce(torch.ones(2), op=max(ops) + 1)
+    # Adasum is an op like the others (test_adasum.py checks its values).
+    assert hvd.allreduce(torch.zeros(2), op=hvd.Adasum).tolist() == [0.0, 0.0]
 
 
 def test_init_is_idempotent_and_reinit_after_shutdown_works():
@@ -70,6 +90,73 @@ def test_init_is_idempotent_and_reinit_after_shutdown_works():
     # The new init's ops meet, unnamed ones numbered anew on every rank.
     out = hvd.allreduce(torch.full((4,), float(hvd.rank() + 1)), op=hvd.Sum)
     assert out.tolist() == [hvd.size() * (hvd.size() + 1) / 2] * 4
+
+
+def launched_rank():
+    return int(os.environ["HVD_RANK"])
+
+
+def test_init_with_a_list_of_ranks_forms_a_job_of_them_in_the_lists_order():
+    size = int(os.environ["HVD_SIZE"])
+    me = launched_rank()
+    hvd.shutdown()
+    try:
+        # Every launched rank, in reverse order: renumbered, one host, still homogeneous.
+        hvd.init(comm=list(reversed(range(size))))
+        assert (hvd.rank(), hvd.size()) == (size - 1 - me, size)
+        assert (hvd.local_rank(), hvd.local_size()) == (size - 1 - me, size)
+        assert (hvd.cross_rank(), hvd.cross_size()) == (0, 1)
+        assert hvd.is_homogeneous() is True
+        gathered = hvd.allgather(torch.tensor([me]), name="comm.reversed")
+        assert gathered.tolist() == list(reversed(range(size)))
+        assert hvd.global_process_set.ranks == list(range(size))
+        hvd.shutdown()
+        # Two jobs side by side: the even launched ranks and the odd ones, each listed from its
+        # highest rank down.
+        group = [r for r in reversed(range(size)) if r % 2 == me % 2]
+        hvd.init(comm=group)
+        assert (hvd.rank(), hvd.size()) == (group.index(me), len(group))
+        assert hvd.local_size() == len(group)
+        total = hvd.allreduce(torch.tensor([me]), op=hvd.Sum, name="comm.group")
+        assert total.item() == sum(group)
+        hvd.shutdown()
+    finally:
+        if not hvd.is_initialized():
+            hvd.init()
+    assert (hvd.rank(), hvd.size()) == (me, size)
+
+
+def test_init_refuses_a_bad_list_of_ranks_at_once():
+    size = int(os.environ["HVD_SIZE"])
+    me = launched_rank()
+    hvd.shutdown()
+    try:
+        others = [r for r in range(size) if r != me]
+        with pytest.raises(ValueError, match="this process is launched rank %d, which is not in "
+                                             "the list" % me):
+            hvd.init(comm=others)
+        with pytest.raises(ValueError, match="rank %d is listed twice" % me):
+            hvd.init(comm=[me, me])
+        with pytest.raises(ValueError, match="rank %d is not in the launched job" % size):
+            hvd.init(comm=[me, size])
+        for bad in ("01", [0.0], [True], 3):
+            with pytest.raises(ValueError, match="Invalid type of argument comm"):
+                hvd.init(comm=bad)
+        comm_class = type("Comm", (), {"__module__": "mpi4py.MPI"})  # as mpi4py's classes are
+        fake_comm = type("Intracomm", (comm_class,), {"__module__": "mpi4py.MPI"})()
+        with pytest.raises(NotImplementedError, match="pass the ranks that form the job"):
+            hvd.init(comm=fake_comm)
+        assert not hvd.is_initialized()
+        # Before init, Horovod's errors in Horovod's order: MPI first, then init.
+        with pytest.raises(ValueError, match="Horovod MPI is not enabled"):
+            hvd.mpi_threads_supported()
+        with pytest.raises(ValueError, match="Horovod has not been initialized; use hvd.init()"):
+            hvd.is_homogeneous()
+        hvd.init(comm=[])  # an empty list is the whole job
+        assert (hvd.rank(), hvd.size()) == (me, size)
+    finally:
+        if not hvd.is_initialized():
+            hvd.init()
 
 
 def test_horovod_torch_is_hvd_torch():

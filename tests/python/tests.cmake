@@ -4,8 +4,8 @@
 # a job of np 4 (its sets need four ranks); launch/ runs once as a plain process that starts
 # jobs of its own (srun-like ranks playing two nodes among them) and checks the packages'
 # layering; elastic_jobs/ likewise runs once and starts elastic jobs. HVD_TIMELINE=DYNAMIC for
-# the timeline test; a stall shuts down after 60 s instead of 300, so an op that some rank never
-# submits fails the run well inside the ctest timeout.
+# the timeline test; a stall shuts down after 60 s instead of never (the default, Horovod's), so
+# an op that some rank never submits fails the run well inside the ctest timeout.
 find_program(HVD_TEST_PYTHON3 NAMES python3 PATHS /usr/bin NO_DEFAULT_PATH)
 if(NOT HVD_TEST_PYTHON3)
   find_program(HVD_TEST_PYTHON3 NAMES python3)

@@ -10,6 +10,7 @@
 #include "hvd/error.hpp"
 #include "hvd/hvd.h"
 #include "hvd/hvd.hpp"
+#include "hvd/hvd_process_sets.h"
 
 namespace {
 
@@ -113,6 +114,24 @@ TEST_F(Api, ShutdownThenInitAgain) {
   ASSERT_EQ(hvd_init(), HVD_OK) << hvd_last_error();
   EXPECT_EQ(hvd_is_initialized(), 1);
   EXPECT_EQ(hvd::rank(), 0);
+}
+
+TEST_F(Api, ASingleRankIsHomogeneousAndItsListOfItselfIsTheJob) {
+  int homogeneous = -1;
+  EXPECT_EQ(hvd_is_homogeneous(&homogeneous), HVD_ERR_INVALID_ARGUMENT);  // before init
+  const int members[1] = {0};
+  ASSERT_EQ(hvd_init_members(members, 1, nullptr, nullptr, 0, 0), HVD_OK) << hvd_last_error();
+  ASSERT_EQ(hvd_is_homogeneous(&homogeneous), HVD_OK) << hvd_last_error();
+  EXPECT_EQ(homogeneous, 1);
+  EXPECT_TRUE(hvd::isHomogeneous());
+  EXPECT_EQ(hvd::size(), 1);
+  ASSERT_EQ(hvd_shutdown(), HVD_OK);
+  const int others[1] = {1};
+  EXPECT_EQ(hvd_init_members(others, 1, nullptr, nullptr, 0, 0), HVD_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(hvd_last_error()).find("rank 1 is not in the launched job"),
+            std::string::npos)
+      << hvd_last_error();
+  EXPECT_EQ(hvd_is_initialized(), 0);
 }
 
 TEST(Types, NamesParseAndUnknownNamesAreListed) {

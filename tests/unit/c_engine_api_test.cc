@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -248,6 +249,45 @@ TEST_F(CEngineApi, SubmitErrorsAreInvalidArgumentsWithTheCppMessage) {
   EXPECT_EQ(hvd_handle_wait(h), HVD_OK);
   EXPECT_STREQ(hvd_last_error(), "");
   hvd_handle_release(h);
+}
+
+TEST_F(CEngineApi, AdasumAllreducesFloatsAndIsRefusedWhereItDoesNotApply) {
+  // One rank: Adasum of one vector is the vector.
+  double x[3] = {1.5, -2, 0.25};
+  int64_t shape[1] = {3};
+  hvd_op_options o = sum();
+  o.op = HVD_ADASUM;
+  hvd_handle h = nullptr;
+  ASSERT_EQ(hvd_allreduce_async("adasum", x, x, shape, 1, HVD_FLOAT64, &o, &h), HVD_OK)
+      << hvd_last_error();
+  EXPECT_EQ(hvd_handle_wait(h), HVD_OK) << hvd_last_error();
+  hvd_handle_release(h);
+  EXPECT_EQ(x[0], 1.5);
+  EXPECT_EQ(x[1], -2);
+  EXPECT_EQ(hvd_allreduce(x, x, 3, HVD_FLOAT64, HVD_ADASUM), HVD_OK) << hvd_last_error();
+  EXPECT_EQ(x[2], 0.25);
+  const std::vector<std::pair<std::string, std::function<hvd_status()>>> refused = {
+      {"op adasum reduces float16, bfloat16, float32 and float64, not int32",
+       [&] {
+         int32_t ints[3] = {1, 2, 3};
+         return hvd_allreduce_async("ints", ints, ints, shape, 1, HVD_INT32, &o, &h);
+       }},
+      {"reducescatter 'rs': op adasum applies to allreduce only",
+       [&] { return hvd_reducescatter_async("rs", x, shape, 1, HVD_FLOAT64, &o, &h); }},
+      {"allgather: op adasum does not apply",
+       [&] { return hvd_allgather_async("ag", x, shape, 1, HVD_FLOAT64, &o, &h); }},
+      {"broadcast: op adasum does not apply",
+       [&] { return hvd_broadcast_async("bc", x, shape, 1, HVD_FLOAT64, &o, &h); }},
+      {"reducescatter: op adasum applies to allreduce only",
+       [&] {
+         double out[3];
+         return hvd_reducescatter(x, out, 3, HVD_FLOAT64, HVD_ADASUM, 1);
+       }},
+  };
+  for (const auto& [message, call] : refused) {
+    EXPECT_EQ(call(), HVD_ERR_INVALID_ARGUMENT) << message;
+    EXPECT_NE(std::string(hvd_last_error()).find(message), std::string::npos) << hvd_last_error();
+  }
 }
 
 TEST_F(CEngineApi, BeforeInitAndAfterShutdownSubmitsAreRefusedAndPendingHandlesStayValid) {

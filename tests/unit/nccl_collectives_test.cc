@@ -277,6 +277,34 @@ TEST(NcclCollectives, Int16RunsOnTheOtherPathWithEveryArgumentAndOtherTypesStayO
   EXPECT_EQ(job.world.counters().collectives, 1) << "only the float32 allreduce reached NCCL";
 }
 
+TEST(NcclCollectives, AdasumRunsOnTheOtherPathAndIsRefusedWithoutOne) {
+  // NCCL has no Adasum op: the host-staged path runs it, whatever the type.
+  Job job(1);
+  RecordingCollectives other;
+  job.options.otherTypes = &other;
+  AllreduceOptions adasum;
+  adasum.op = ReduceOp::kAdasum;
+  expectNoErrors(job.run([&](int, gpu::NcclCollectives& nccl, gpu::CommCache& cache) {
+    float* f = job.device(std::vector<float>{1.5f, 2.5f});
+    nccl.allreduce(f, f, 2, DataType::kFloat32, adasum);
+    EXPECT_TRUE(cache.created().empty()) << "Adasum needs no communicator";
+  }));
+  EXPECT_EQ(other.calls, (std::vector<std::string>{"allreduce float32 2 5 in-place"}));
+  EXPECT_EQ(job.world.counters().collectives, 0);
+
+  Job alone(1);
+  expectNoErrors(alone.run([&](int, gpu::NcclCollectives& nccl, gpu::CommCache&) {
+    float* f = alone.device(std::vector<float>{1.5f, 2.5f});
+    try {
+      nccl.allreduce(f, f, 2, DataType::kFloat32, adasum);
+      ADD_FAILURE() << "Adasum reached NCCL";
+    } catch (const InvalidArgumentError& e) {
+      EXPECT_NE(std::string(e.what()).find("NCCL has no adasum op"), std::string::npos) << e.what();
+    }
+  }));
+  EXPECT_EQ(alone.world.counters().collectives, 0);
+}
+
 TEST(NcclCollectives, AnAsyncErrorFailsTheCallNamingTheCommunicatorRankAndHost) {
   Job job(2);
   // Rank 1's communicator fails after its first operation.

@@ -11,12 +11,16 @@ target_link_libraries(collective_mismatch_test PRIVATE hvd_test_checks)
 
 include(${CMAKE_CURRENT_LIST_DIR}/store.cmake)
 hvd_test(NAME config_test LABEL unit TIMEOUT 60 SOURCES ${CMAKE_CURRENT_LIST_DIR}/config_test.cc)
+hvd_test(NAME job_members_test LABEL unit TIMEOUT 60
+         SOURCES ${CMAKE_CURRENT_LIST_DIR}/job_members_test.cc)
 hvd_test(NAME api_test LABEL unit TIMEOUT 60 SOURCES ${CMAKE_CURRENT_LIST_DIR}/api_test.cc)
 target_link_libraries(api_test PRIVATE hvd_test_support)
 hvd_test(NAME c_engine_api_test LABEL unit TIMEOUT 120
          SOURCES ${CMAKE_CURRENT_LIST_DIR}/c_engine_api_test.cc)
 target_link_libraries(c_engine_api_test PRIVATE hvd_test_support)
 hvd_test(NAME reduce_test LABEL unit TIMEOUT 60 SOURCES ${CMAKE_CURRENT_LIST_DIR}/reduce_test.cc)
+hvd_test(NAME adasum_test LABEL unit TIMEOUT 120 SOURCES ${CMAKE_CURRENT_LIST_DIR}/adasum_test.cc)
+target_link_libraries(adasum_test PRIVATE hvd_test_checks)
 hvd_test(NAME mesh_test LABEL unit TIMEOUT 120 SOURCES ${CMAKE_CURRENT_LIST_DIR}/mesh_test.cc)
 target_link_libraries(mesh_test PRIVATE hvd_test_support)
 hvd_test(NAME fd_limit_test LABEL unit TIMEOUT 60 SOURCES ${CMAKE_CURRENT_LIST_DIR}/fd_limit_test.cc)

@@ -8,7 +8,8 @@ import hvd.torch.compression
 import hvd.torch.functions
 import hvd.torch.mpi_ops
 import hvd.torch.optimizer
+import hvd.torch.sync_batch_norm
 
-for _sub in ("compression", "functions", "mpi_ops", "optimizer"):
+for _sub in ("compression", "functions", "mpi_ops", "optimizer", "sync_batch_norm"):
     sys.modules[__name__ + "." + _sub] = sys.modules["hvd.torch." + _sub]
 sys.modules[__name__] = hvd.torch

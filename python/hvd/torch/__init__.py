@@ -37,3 +37,4 @@ from hvd.torch.mpi_ops import (allgather, allgather_async, allreduce, allreduce_
 from hvd.torch.optimizer import DistributedOptimizer
 from hvd.torch.process_sets import (ProcessSet, add_process_set, global_process_set,
                                     process_set_by_id, remove_process_set)
+from hvd.torch.sync_batch_norm import SyncBatchNorm

@@ -5,7 +5,7 @@ mpi_ops, which sits above everything it starts.
 Layers, leaf first (each module imports only those before it): hvd._capi (the C ABI) ->
 basics -> compression, process_sets -> _engine (how ops reach the engine; the one internal
 module whose underscore names others import) -> mpi_ops (the ops and init) -> functions ->
-optimizer."""
+optimizer, sync_batch_norm."""
 
 import os
 
@@ -16,21 +16,16 @@ Sum = _capi.SUM
 Min = _capi.MIN
 Max = _capi.MAX
 Product = _capi.PRODUCT
-# Horovod's Adasum has no hvd implementation: its value only exists so that scripts naming it
-# import, and every op given it raises (see check_op).
-Adasum = 100
-
+# Adaptive summation (allreduce of floating-point tensors only; docs/allreduce_ops.md). Like
+# the others, the value is libhvd's C ABI value, not Horovod's number: scripts use the name.
+Adasum = _capi.ADASUM
 
 
 def check_op(op):
-    """The op constant a collective accepts; Adasum is refused with the alternative."""
-    if op == Adasum:
-        raise NotImplementedError(
-            "hvd has no Adasum reduction: use op=hvd.Average (the default) or hvd.Sum, "
-            "optionally with a gradient_predivide_factor")
-    if op not in (Average, Sum, Min, Max, Product):
-        raise ValueError("unknown reduction op %r (use hvd.Average, hvd.Sum, hvd.Min, hvd.Max "
-                         "or hvd.Product)" % (op,))
+    """The op constant a collective accepts."""
+    if op not in (Average, Sum, Min, Max, Product, Adasum):
+        raise ValueError("unknown reduction op %r (use hvd.Average, hvd.Sum, hvd.Min, hvd.Max, "
+                         "hvd.Product or hvd.Adasum)" % (op,))
     return op
 
 
@@ -75,6 +70,13 @@ def cross_rank():
     return _query("cross_rank")
 
 
+def is_homogeneous():
+    """Whether every host runs the same number of ranks. As in Horovod, init learns it from
+    every rank, so asking needs no other rank. (Before init Horovod's crashes; hvd's raises
+    ValueError, as the other queries do.)"""
+    return bool(_query("is_homogeneous"))
+
+
 def nccl_built():
     """NCCL's version code (major*10000 + minor*100 + patch, as NCCL_VERSION_CODE) when this
     libhvd has the NCCL backend and an NCCL library loads, else 0."""
@@ -113,7 +115,17 @@ def mpi_enabled():
 
 
 def mpi_threads_supported():
-    return mpi_enabled()
+    """Whether MPI runs with MPI_THREAD_MULTIPLE, so that the script may use MPI itself (mpi4py)
+    beside hvd. Horovod's checks, in its order and words: MPI must be enabled
+    (HVD_CPU_BACKEND=mpi here; before init, the backend init will take), then hvd initialized.
+    hvd's MPI backend always runs with MPI_THREAD_MULTIPLE (its init fails without it), so an
+    initialized MPI backend answers True."""
+    if not mpi_enabled():
+        raise ValueError("Horovod MPI is not enabled; Please make sure it's installed and "
+                         "enabled.")
+    if not is_initialized():
+        raise ValueError(_capi.NOT_INITIALIZED)
+    return True
 
 
 def gloo_built():

@@ -36,30 +36,40 @@ from hvd.torch._engine import barrier, join, poll, synchronize  # noqa: F401
 from hvd.torch.basics import Average, Sum, check_op, local_size, rank
 from hvd.torch.compression import Compression
 from hvd.torch.process_sets import global_process_set, init_process_sets
+# Horovod's horovod.torch.mpi_ops offers the basics and the process sets too, and scripts import
+# them from there: the same objects as hvd.torch's.
+from hvd.exceptions import HorovodInternalError  # noqa: F401
+from hvd.torch.basics import (Adasum, Max, Min, Product, ccl_built, cross_rank,  # noqa: F401
+                              cross_size, cuda_built, ddl_built, gloo_built, gloo_enabled,
+                              is_homogeneous, is_initialized, local_rank, mpi_built,
+                              mpi_enabled, mpi_threads_supported, nccl_built, rocm_built,
+                              shutdown, size, start_timeline, stop_timeline)
+from hvd.torch.process_sets import (ProcessSet, add_process_set,  # noqa: F401
+                                    remove_process_set)
 
 
 def init(comm=None, process_sets=None):
     """Joins the job: reads the worker environment hvdrun (or srun, mpirun) set and connects to
     the other ranks. Idempotent.
 
+    comm: None (or []) for every launched rank; or, as Horovod's list of ranks relative to
+    MPI_COMM_WORLD, a list of launched ranks (hvd.init() ranks, as the launcher numbered them)
+    that form the job alone, renumbered in the list's order: hvd.rank() is this rank's index in
+    the list, hvd.size() its length, and local and cross ranks count the members on their
+    hosts. Only the listed ranks call init with it, each with the same list; the others may form
+    a job of their own with another list (or not call init). A list without this rank, a rank
+    outside the launched job or listed twice raise ValueError at once; so do elastic mode and
+    MPI's rendezvous or HVD_CPU_BACKEND=mpi, which take every launched rank. An MPI
+    communicator (mpi4py) raises NotImplementedError.
+
     process_sets: None (only the global set, and those HVD_PROCESS_SETS defines), a list of
     hvd.ProcessSet to register (each gets its process_set_id; a duplicate entry raises
     ValueError after init, as in Horovod), or "dynamic" (sets added and removed later with
-    hvd.add_process_set / hvd.remove_process_set)."""
-    if comm is not None and not (isinstance(comm, (list, tuple)) and not comm):
-        raise NotImplementedError(
-            "hvd.init(comm=...): hvd does not run on a caller's MPI communicator; launch the "
-            "job with hvdrun (or mpirun/srun, which hvd.init() reads) and call hvd.init()")
+    hvd.add_process_set / hvd.remove_process_set). With comm, their ranks are the new job's."""
     try:
-        init_process_sets(process_sets)
+        init_process_sets(process_sets, comm)
     finally:
         _reset()  # the per-init naming counters start anew, on every rank alike
-
-
-def is_homogeneous():
-    """True when every host runs the same number of ranks."""
-    counts = allgather(torch.tensor([local_size()], dtype=torch.int64), name="hvd.is_homogeneous")
-    return bool((counts == counts[0]).all())
 
 # --- allreduce ------------------------------------------------------------------------------
 
@@ -81,22 +91,42 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
                             set_id=set_id)
 
 
-class _AllreduceFn(torch.autograd.Function):
+# The autograd Functions carry Horovod's names and apply() arguments (scripts call
+# HorovodAllreduce.apply(tensor, average, name, op, prescale_factor, postscale_factor,
+# process_set) themselves). Each _Fp16 subclass is the same op with Compression.fp16 done by
+# the engine, which casts to float16 on the wire and back: the same bytes sent, no copies.
+
+def _allreduce_forward(ctx, tensor, average, name, op, prescale_factor, postscale_factor,
+                       process_set, fp16):
+    op = _resolve_op(op, average, "allreduce")
+    ctx.op, ctx.prescale, ctx.postscale = op, prescale_factor, postscale_factor
+    ctx.process_set = process_set
+    return synchronize(_allreduce_async(tensor, False, name, op, prescale_factor,
+                                        postscale_factor, fp16,
+                                        _set_id(process_set, "allreduce")))
+
+
+class HorovodAllreduce(torch.autograd.Function):
     """y = reduce over the set's ranks of x: the gradient is the same reduction of the
     gradients, in the same set."""
 
     @staticmethod
-    def forward(ctx, tensor, name, op, prescale, postscale, fp16, process_set):
-        ctx.op, ctx.prescale, ctx.postscale = op, prescale, postscale
-        ctx.process_set = process_set
-        return synchronize(_allreduce_async(tensor, False, name, op, prescale, postscale, fp16,
-                                            _set_id(process_set, "allreduce")))
+    def forward(ctx, tensor, average, name, op, prescale_factor, postscale_factor, process_set):
+        return _allreduce_forward(ctx, tensor, average, name, op, prescale_factor,
+                                  postscale_factor, process_set, False)
 
     @staticmethod
     def backward(ctx, grad):
         return (allreduce(grad, op=ctx.op, prescale_factor=ctx.prescale,
                           postscale_factor=ctx.postscale, process_set=ctx.process_set),
                 None, None, None, None, None, None)
+
+
+class _Fp16Allreduce(HorovodAllreduce):
+    @staticmethod
+    def forward(ctx, tensor, average, name, op, prescale_factor, postscale_factor, process_set):
+        return _allreduce_forward(ctx, tensor, average, name, op, prescale_factor,
+                                  postscale_factor, process_set, True)
 
 
 def allreduce(tensor, average=None, name=None, compression=Compression.none, op=None,
@@ -106,12 +136,11 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
     _set_id(process_set, "allreduce")
     op = _resolve_op(op, average, "allreduce")
     if _is_fp16(compression) and tensor.dtype in _WIDE_FLOATS:
-        # The engine casts to float16 and back itself: the same bytes on the wire, no copies.
-        return _AllreduceFn.apply(tensor, name, op, prescale_factor, postscale_factor, True,
-                                  process_set)
+        return _Fp16Allreduce.apply(tensor, None, name, op, prescale_factor, postscale_factor,
+                                    process_set)
     compressed, cctx = compression.compress(tensor)
-    out = _AllreduceFn.apply(compressed, name, op, prescale_factor, postscale_factor, False,
-                             process_set)
+    out = HorovodAllreduce.apply(compressed, None, name, op, prescale_factor, postscale_factor,
+                                 process_set)
     return compression.decompress(out, cctx)
 
 
@@ -190,20 +219,36 @@ def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale
                                     set_id=set_id)
 
 
-class _GroupedAllreduceFn(torch.autograd.Function):
+def _grouped_allreduce_forward(ctx, average, name, op, prescale_factor, postscale_factor,
+                               process_set, tensors, fp16):
+    op = _resolve_op(op, average, "grouped_allreduce")
+    ctx.op, ctx.prescale, ctx.postscale = op, prescale_factor, postscale_factor
+    ctx.process_set = process_set
+    return synchronize(_grouped_allreduce_async(list(tensors), False, name, op, prescale_factor,
+                                                postscale_factor, fp16,
+                                                _set_id(process_set, "grouped_allreduce")))
+
+
+class HorovodGroupedAllreduce(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, name, op, prescale, postscale, fp16, process_set, *tensors):
-        ctx.op, ctx.prescale, ctx.postscale = op, prescale, postscale
-        ctx.process_set = process_set
-        return synchronize(_grouped_allreduce_async(list(tensors), False, name, op, prescale,
-                                                    postscale, fp16,
-                                                    _set_id(process_set, "grouped_allreduce")))
+    def forward(ctx, average, name, op, prescale_factor, postscale_factor, process_set,
+                *tensors):
+        return _grouped_allreduce_forward(ctx, average, name, op, prescale_factor,
+                                          postscale_factor, process_set, tensors, False)
 
     @staticmethod
     def backward(ctx, *grads):
         reduced = grouped_allreduce(list(grads), op=ctx.op, prescale_factor=ctx.prescale,
                                     postscale_factor=ctx.postscale, process_set=ctx.process_set)
         return (None, None, None, None, None, None) + tuple(reduced)
+
+
+class _Fp16GroupedAllreduce(HorovodGroupedAllreduce):
+    @staticmethod
+    def forward(ctx, average, name, op, prescale_factor, postscale_factor, process_set,
+                *tensors):
+        return _grouped_allreduce_forward(ctx, average, name, op, prescale_factor,
+                                          postscale_factor, process_set, tensors, True)
 
 
 def grouped_allreduce(tensors, average=None, name=None, compression=Compression.none, op=None,
@@ -216,11 +261,11 @@ def grouped_allreduce(tensors, average=None, name=None, compression=Compression.
     if not isinstance(tensors, (list, tuple)) or not tensors:
         raise ValueError("grouped_allreduce: expected a non-empty list of tensors")
     if _is_fp16(compression) and all(t.dtype in _WIDE_FLOATS for t in tensors):
-        return list(_GroupedAllreduceFn.apply(name, op, prescale_factor, postscale_factor, True,
-                                              process_set, *tensors))
+        return list(_Fp16GroupedAllreduce.apply(None, name, op, prescale_factor,
+                                                postscale_factor, process_set, *tensors))
     pairs = [compression.compress(t) for t in tensors]
-    outs = _GroupedAllreduceFn.apply(name, op, prescale_factor, postscale_factor, False,
-                                     process_set, *[c for c, _ in pairs])
+    outs = HorovodGroupedAllreduce.apply(None, name, op, prescale_factor, postscale_factor,
+                                         process_set, *[c for c, _ in pairs])
     return [compression.decompress(o, c) for o, (_, c) in zip(outs, pairs)]
 
 
@@ -280,7 +325,7 @@ def _rows_offset(rows, process_set):
     return int(every[:process_set.rank()].sum())
 
 
-class _AllgatherFn(torch.autograd.Function):
+class HorovodAllgather(torch.autograd.Function):
     """y = concat over the members of x_r. Horovod's gradient of x_r: this rank's rows of the
     average over the members of y's gradients."""
 
@@ -301,10 +346,10 @@ def allgather(tensor, name=None, process_set=global_process_set):
     """Every member's `tensor` concatenated along dimension 0, in the set's rank order.
     Differentiable."""
     _set_id(process_set, "allgather")
-    return _AllgatherFn.apply(tensor, name, process_set)
+    return HorovodAllgather.apply(tensor, name, process_set)
 
 
-class _GroupedAllgatherFn(torch.autograd.Function):
+class HorovodGroupedAllgather(torch.autograd.Function):
     @staticmethod
     def forward(ctx, name, process_set, *tensors):
         ctx.rows = [t.shape[0] if t.dim() > 0 else 0 for t in tensors]
@@ -324,7 +369,7 @@ def grouped_allgather(tensors, name=None, process_set=global_process_set):
     _set_id(process_set, "grouped_allgather")
     if not isinstance(tensors, (list, tuple)) or not tensors:
         raise ValueError("grouped_allgather: expected a non-empty list of tensors")
-    return list(_GroupedAllgatherFn.apply(name, process_set, *tensors))
+    return list(HorovodGroupedAllgather.apply(name, process_set, *tensors))
 
 
 # --- broadcast ---------------------------------------------------------------------------------
@@ -357,7 +402,7 @@ def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_se
     return _broadcast_async(tensor, root_rank, name, True, set_id)
 
 
-class _BroadcastFn(torch.autograd.Function):
+class HorovodBroadcast(torch.autograd.Function):
     """Horovod's definition: the root's gradient is the average over the members of the
     output's gradients; the other members' inputs reach no output, so theirs is zero."""
 
@@ -379,7 +424,7 @@ class _BroadcastFn(torch.autograd.Function):
 def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
     """root_rank's `tensor`, as a new tensor on every member. Differentiable."""
     _set_id(process_set, "broadcast")
-    return _BroadcastFn.apply(tensor, root_rank, name, process_set)
+    return HorovodBroadcast.apply(tensor, root_rank, name, process_set)
 
 
 def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
@@ -416,7 +461,7 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
     return _register([h], finish, keep=work)
 
 
-class _AlltoallFn(torch.autograd.Function):
+class HorovodAlltoall(torch.autograd.Function):
     """Rows travel from rank p to rank q; their gradients travel back the same way."""
 
     @staticmethod
@@ -439,7 +484,7 @@ def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
     equal split when splits is None) and returns the rows received, in the set's order; with
     splits given, returns (output, received_splits). Differentiable."""
     _set_id(process_set, "alltoall")
-    output, received = _AlltoallFn.apply(tensor, splits, name, process_set)
+    output, received = HorovodAlltoall.apply(tensor, splits, name, process_set)
     return output if splits is None else (output, received)
 
 
@@ -476,20 +521,34 @@ def reducescatter_async(tensor, name=None, op=Average, process_set=global_proces
                                 postscale_factor, set_id=set_id)
 
 
-class _ReducescatterFn(torch.autograd.Function):
+def _reducescatter_forward(ctx, tensor, name, op, process_set, prescale_factor,
+                           postscale_factor, fp16):
+    set_id = _set_id(process_set, "reducescatter")
+    op = _reducescatter_op(op)
+    ctx.scale = _reducescatter_grad_scale(op, prescale_factor, postscale_factor, process_set)
+    ctx.process_set = process_set
+    return synchronize(_reducescatter_async(tensor, name, op, prescale_factor, postscale_factor,
+                                            fp16, set_id))
+
+
+class HorovodReducescatter(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, tensor, name, op, prescale, postscale, fp16, process_set):
-        set_id = _set_id(process_set, "reducescatter")
-        ctx.scale = _reducescatter_grad_scale(op, prescale, postscale, process_set)
-        ctx.process_set = process_set
-        return synchronize(_reducescatter_async(tensor, name, op, prescale, postscale, fp16,
-                                                set_id))
+    def forward(ctx, tensor, name, op, process_set, prescale_factor, postscale_factor):
+        return _reducescatter_forward(ctx, tensor, name, op, process_set, prescale_factor,
+                                      postscale_factor, False)
 
     @staticmethod
     def backward(ctx, grad):
         gathered = allgather(grad, process_set=ctx.process_set)
         return (gathered * ctx.scale if ctx.scale != 1 else gathered), None, None, None, None, \
-            None, None
+            None
+
+
+class _Fp16Reducescatter(HorovodReducescatter):
+    @staticmethod
+    def forward(ctx, tensor, name, op, process_set, prescale_factor, postscale_factor):
+        return _reducescatter_forward(ctx, tensor, name, op, process_set, prescale_factor,
+                                      postscale_factor, True)
 
 
 def reducescatter(tensor, name=None, compression=Compression.none, op=Average,
@@ -498,11 +557,11 @@ def reducescatter(tensor, name=None, compression=Compression.none, op=Average,
     _set_id(process_set, "reducescatter")
     op = _reducescatter_op(op)
     if _is_fp16(compression) and tensor.dtype in _WIDE_FLOATS:
-        return _ReducescatterFn.apply(tensor, name, op, prescale_factor, postscale_factor, True,
-                                      process_set)
+        return _Fp16Reducescatter.apply(tensor, name, op, process_set, prescale_factor,
+                                        postscale_factor)
     compressed, cctx = compression.compress(tensor)
-    out = _ReducescatterFn.apply(compressed, name, op, prescale_factor, postscale_factor, False,
-                                 process_set)
+    out = HorovodReducescatter.apply(compressed, name, op, process_set, prescale_factor,
+                                     postscale_factor)
     return compression.decompress(out, cctx)
 
 
@@ -528,14 +587,15 @@ def grouped_reducescatter_async(tensors, name=None, op=Average,
                      keep=[w for _, w in submitted])
 
 
-class _GroupedReducescatterFn(torch.autograd.Function):
+class HorovodGroupedReducescatter(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, name, op, prescale, postscale, process_set, *tensors):
-        ctx.scale = _reducescatter_grad_scale(op, prescale, postscale, process_set)
+    def forward(ctx, name, op, process_set, prescale_factor, postscale_factor, *tensors):
+        op = _reducescatter_op(op)
+        ctx.scale = _reducescatter_grad_scale(op, prescale_factor, postscale_factor, process_set)
         ctx.process_set = process_set
         return synchronize(grouped_reducescatter_async(list(tensors), name, op, process_set,
-                                                       prescale_factor=prescale,
-                                                       postscale_factor=postscale))
+                                                       prescale_factor=prescale_factor,
+                                                       postscale_factor=postscale_factor))
 
     @staticmethod
     def backward(ctx, *grads):
@@ -554,8 +614,8 @@ def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=A
     if not isinstance(tensors, (list, tuple)) or not tensors:
         raise ValueError("grouped_reducescatter: expected a non-empty list of tensors")
     pairs = [compression.compress(t) for t in tensors]
-    outs = _GroupedReducescatterFn.apply(name, op, prescale_factor, postscale_factor,
-                                         process_set, *[c for c, _ in pairs])
+    outs = HorovodGroupedReducescatter.apply(name, op, process_set, prescale_factor,
+                                             postscale_factor, *[c for c, _ in pairs])
     return [compression.decompress(o, c) for o, (_, c) in zip(outs, pairs)]
 
 

@@ -20,6 +20,9 @@ parameter takes part with no rows if it saw a sparse gradient of it at an earlie
 tensor hook sees each parameter's first gradient); before that it cannot know the gradient
 would be sparse and, as Horovod does, takes part with dense zeros, which only matches the other
 ranks under sparse_as_dense=True (and gives it a dense gradient that step).
+
+With op=hvd.Adasum the optimizer is Horovod's delta optimizer instead (_DistributedAdasumMixin):
+Adasum combines the updates each rank's optimizer makes, not the gradients.
 """
 
 import contextlib
@@ -27,7 +30,7 @@ import warnings
 
 import torch
 
-from hvd.torch.basics import Average, Sum, check_op, size
+from hvd.torch.basics import Adasum, Average, Sum, check_op, size
 from hvd.torch.compression import Compression
 from hvd.torch._engine import _WIDE_FLOATS, _allreduce_async, _is_fp16, _set_id
 from hvd.torch.mpi_ops import (allreduce_async_, grouped_allreduce_async_, sparse_allreduce_async,
@@ -64,6 +67,35 @@ def _split(items, parts):
     return groups
 
 
+def _parameter_names(param_groups, named_parameters):
+    """{parameter: name} from named_parameters (checked as Horovod checks them), or generated
+    names when it is None."""
+    if named_parameters is not None:
+        named_parameters = list(named_parameters)
+    else:
+        named_parameters = [("allreduce.noname.%d.%d" % (i, j), p)
+                            for i, group in enumerate(param_groups)
+                            for j, p in enumerate(group["params"])]
+    if any(not isinstance(item, tuple) for item in named_parameters):
+        raise ValueError("named_parameters should be a sequence of tuples (name, parameter), "
+                         "usually produced by model.named_parameters().")
+    seen, duplicates = set(), []
+    for name, _ in named_parameters:
+        if name in seen and name not in duplicates:
+            duplicates.append(name)
+        seen.add(name)
+    if duplicates:
+        raise ValueError("Parameter names in named_parameters must be unique. Found "
+                         "duplicates: %s" % ", ".join(duplicates))
+    named_ids = {id(p) for _, p in named_parameters}
+    unnamed = [id(p) for g in param_groups for p in g["params"] if id(p) not in named_ids]
+    if unnamed:
+        raise ValueError("named_parameters was specified, but one or more model parameters "
+                         "were not named. Python object ids: %s" %
+                         ", ".join(str(i) for i in unnamed))
+    return {p: name for name, p in named_parameters}
+
+
 class _DistributedMixin:
     """Placed before the wrapped optimizer's class in a class made for it, so that isinstance
     checks against the original class still hold and super() reaches its step()."""
@@ -77,7 +109,7 @@ class _DistributedMixin:
         self.op = op
         self.gradient_predivide_factor = gradient_predivide_factor
         self.sparse_as_dense = sparse_as_dense
-        self._parameter_names = self._names(named_parameters)
+        self._parameter_names = _parameter_names(self.param_groups, named_parameters)
         self._requires_update = [p for g in self.param_groups for p in g["params"]
                                  if p.requires_grad]
         self._groups = self._make_groups(groups)
@@ -100,34 +132,7 @@ class _DistributedMixin:
         more than one rank (Horovod's condition for registering the hooks)."""
         return size() > 1 and bool(self.process_set.included())
 
-    # --- names and groups ------------------------------------------------------------------
-
-    def _names(self, named_parameters):
-        if named_parameters is not None:
-            named_parameters = list(named_parameters)
-        else:
-            named_parameters = [("allreduce.noname.%d.%d" % (i, j), p)
-                                for i, group in enumerate(self.param_groups)
-                                for j, p in enumerate(group["params"])]
-        if any(not isinstance(item, tuple) for item in named_parameters):
-            raise ValueError("named_parameters should be a sequence of tuples (name, parameter), "
-                             "usually produced by model.named_parameters().")
-        seen, duplicates = set(), []
-        for name, _ in named_parameters:
-            if name in seen and name not in duplicates:
-                duplicates.append(name)
-            seen.add(name)
-        if duplicates:
-            raise ValueError("Parameter names in named_parameters must be unique. Found "
-                             "duplicates: %s" % ", ".join(duplicates))
-        named_ids = {id(p) for _, p in named_parameters}
-        unnamed = [id(p) for g in self.param_groups for p in g["params"]
-                   if id(p) not in named_ids]
-        if unnamed:
-            raise ValueError("named_parameters was specified, but one or more model parameters "
-                             "were not named. Python object ids: %s" %
-                             ", ".join(str(i) for i in unnamed))
-        return {p: name for name, p in named_parameters}
+    # --- groups ---------------------------------------------------------------------------
 
     def _make_groups(self, groups):
         """Tuples of parameters reduced together in one grouped allreduce; None: each alone."""
@@ -389,6 +394,127 @@ class _DistributedMixin:
         return super().load_state_dict(*args, **kwargs)
 
 
+class _DistributedAdasumMixin:
+    """DistributedOptimizer(op=hvd.Adasum), Horovod's _DistributedAdasumOptimizer: Adasum
+    combines the ranks' model updates, not their gradients, because the rule adapts to the
+    updates' geometry (two orthogonal updates both apply, two equal ones apply once) and so
+    needs what the wrapped optimizer makes of the gradient (momentum, Adam's scaling).
+
+    When p's gradient is ready (after backward_passes_per_step passes) its hook steps the
+    wrapped optimizer on p alone, takes the update delta = new - old, puts p back to old and
+    submits an in-place Adasum allreduce of delta. step() submits those the backward pass did
+    not reach (stepping on whatever gradient p has, zeros at first), waits for them all and
+    sets p = old + Adasum(deltas). Horovod leaves delta in p until step(); here p keeps its
+    value meanwhile, with the same result at step(). There is no synchronize() to call and
+    skip_synchronize() is refused, as in Horovod; groups and sparse_as_dense do not apply."""
+
+    def __init__(self, params, named_parameters, compression, backward_passes_per_step,
+                 process_set):
+        super().__init__(params)
+        self.process_set = process_set
+        self._compression = compression
+        self.backward_passes_per_step = backward_passes_per_step
+        self._parameter_names = _parameter_names(self.param_groups, named_parameters)
+        self._requires_update = [p for g in self.param_groups for p in g["params"]
+                                 if p.requires_grad]
+        self._allreduce_delay = {p: backward_passes_per_step for p in self._requires_update}
+        self._handles = {}  # parameter -> (handle, compression context), None until submitted
+        self._starting_models = {p: torch.zeros_like(p.data) for p in self._requires_update}
+        self._grad_accs = []
+        for p in self._requires_update:
+            if p.grad is None:
+                p.grad = torch.zeros_like(p.data)  # as Horovod: a step before any backward
+            if hasattr(p, "register_post_accumulate_grad_hook"):  # torch >= 2.1
+                self._grad_accs.append(p.register_post_accumulate_grad_hook(self._make_hook(p)))
+            else:
+                accumulator = p.expand_as(p).grad_fn.next_functions[0][0]
+                accumulator.register_hook(self._make_hook(p))
+                self._grad_accs.append(accumulator)
+
+    def _make_hook(self, p):
+        def hook(*_ignored):
+            if self._allreduce_delay[p] <= 0:
+                raise AssertionError(
+                    "Gradients were computed more than backward_passes_per_step times before "
+                    "call to step(). Increase backward_passes_per_step to accumulate gradients "
+                    "locally.")
+            assert not p.grad.requires_grad
+            self._allreduce_delay[p] -= 1
+            if self._allreduce_delay[p] > 0:
+                self._handles.setdefault(p, (None, None))
+                return
+            self._handles[p] = self._allreduce_delta_async(p)
+        return hook
+
+    def _step_alone(self, p):
+        """The wrapped optimizer's step on p only (its state for p advances, no other moves)."""
+        stashed = [group["params"] for group in self.param_groups]
+        for group in self.param_groups:
+            group["params"] = [p] if any(p is q for q in group["params"]) else []
+        try:
+            super().step()
+        finally:
+            for group, params in zip(self.param_groups, stashed):
+                group["params"] = params
+
+    def _allreduce_delta_async(self, p):
+        start = self._starting_models[p]
+        with torch.no_grad():
+            start.copy_(p.data)
+            self._step_alone(p)
+            delta = p.data - start
+            p.data.copy_(start)
+        compressed, ctx = self._compression.compress(delta)
+        handle = allreduce_async_(compressed, name=self._parameter_names.get(p), op=Adasum,
+                                  process_set=self.process_set)
+        return handle, ctx
+
+    def step(self, closure=None):
+        loss = closure() if closure is not None else None
+        for p in self._requires_update:
+            if self._handles.get(p, (None, None))[0] is None:
+                self._handles[p] = self._allreduce_delta_async(p)
+        for p, (handle, ctx) in list(self._handles.items()):
+            delta = self._compression.decompress(synchronize(handle), ctx)
+            start = self._starting_models[p]
+            with torch.no_grad():
+                start.add_(delta)
+                p.data.copy_(start)
+            self._allreduce_delay[p] = self.backward_passes_per_step
+        self._handles.clear()
+        return loss
+
+    def synchronize(self):
+        """Nothing to wait for outside step(): the reductions carry updates, not gradients."""
+
+    def skip_synchronize(self):
+        raise AssertionError("Skipping synchronization is not supported when using Adasum "
+                             "optimizer.")
+
+    def _hvd_local_step(self, closure=None):
+        """The wrapped optimizer's own step, with no reduction (broadcast_optimizer_state)."""
+        return super().step(closure)
+
+    def zero_grad(self, *args, **kwargs):
+        if self._handles:
+            raise AssertionError(
+                "optimizer.zero_grad() was called after loss.backward() but before "
+                "optimizer.step() or optimizer.synchronize(). This is prohibited as it can "
+                "cause a race condition.")
+        return super().zero_grad(*args, **kwargs)
+
+    def set_backward_passes_per_step(self, passes):
+        self.backward_passes_per_step = passes
+        for p in self._allreduce_delay:
+            self._allreduce_delay[p] = passes
+
+    def load_state_dict(self, *args, **kwargs):
+        self._handles.clear()
+        for p in self._allreduce_delay:
+            self._allreduce_delay[p] = self.backward_passes_per_step
+        return super().load_state_dict(*args, **kwargs)
+
+
 def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none,
                          backward_passes_per_step=1, op=Average, gradient_predivide_factor=1.0,
                          num_groups=0, groups=None, sparse_as_dense=False,
@@ -404,9 +530,13 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     of lists of parameters, each reduced as one grouped allreduce. sparse_as_dense: sparse
     gradients are reduced as dense tensors. process_set: the gradients are averaged over its
     members only (the global set by default); on other ranks nothing is reduced.
+
+    op=hvd.Adasum (in a job of more than one rank) reduces the ranks' model updates instead of
+    their gradients, with Adasum: each rank steps the wrapped optimizer on its own gradient and
+    step() applies the Adasum of the updates (see _DistributedAdasumMixin).
     """
     _set_id(process_set, "DistributedOptimizer")
-    check_op(op)  # Adasum raises here, naming the alternative
+    check_op(op)
     if gradient_predivide_factor != 1.0 and op != Average:
         raise ValueError("gradient_predivide_factor not supported with op != Average")
     if num_groups != 0:
@@ -417,10 +547,17 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     if backward_passes_per_step <= 0:
         raise ValueError("backward_passes_per_step must be > 0")
     base = optimizer.__class__
-    cls = type(base.__name__, (_DistributedMixin, base), {"__module__": __name__})
-    wrapped = cls(optimizer.param_groups, named_parameters, compression,
-                  backward_passes_per_step, op, gradient_predivide_factor, groups,
-                  sparse_as_dense, process_set)
+    if op == Adasum and size() > 1 and process_set.included():
+        # As in Horovod, a job of one rank (and here a rank outside the set) keeps the gradient
+        # optimizer: its Adasum of one update is the update.
+        cls = type(base.__name__, (_DistributedAdasumMixin, base), {"__module__": __name__})
+        wrapped = cls(optimizer.param_groups, named_parameters, compression,
+                      backward_passes_per_step, process_set)
+    else:
+        cls = type(base.__name__, (_DistributedMixin, base), {"__module__": __name__})
+        wrapped = cls(optimizer.param_groups, named_parameters, compression,
+                      backward_passes_per_step, op, gradient_predivide_factor, groups,
+                      sparse_as_dense, process_set)
     if optimizer.state_dict()["state"]:
         wrapped.load_state_dict(optimizer.state_dict())  # e.g. a checkpoint loaded before
     return wrapped

@@ -179,20 +179,49 @@ def _parse_init_argument(process_sets):
     return sets, False
 
 
-def init_process_sets(process_sets):
+_BAD_COMM = ("Invalid type of argument comm. Expected list of rank integers or mpi4py.MPI.Comm "
+             "object.")
+
+
+def _parse_comm(comm):
+    """hvd.init()'s comm: the launched ranks that form the job, in its rank order ([] for all
+    of them, as None)."""
+    if comm is None:
+        return []
+    if _is_mpi_comm(comm):
+        raise NotImplementedError(
+            "hvd.init(comm=<MPI communicator>): hvd does not run on a caller's MPI communicator; "
+            "pass the ranks that form the job as a list instead (hvd.init(comm=[0, 2, ...]), "
+            "ranks as launched: MPI_COMM_WORLD's under mpirun), or call hvd.init() for them all")
+    try:
+        ranks = list(comm)
+    except TypeError:
+        raise ValueError(_BAD_COMM) from None
+    if any(isinstance(r, bool) or not isinstance(r, int) for r in ranks):
+        raise ValueError(_BAD_COMM)
+    return ranks
+
+
+def init_process_sets(process_sets, comm=None):
     """hvd.init()'s work: starts libhvd (with the given sets, or HVD_PROCESS_SETS from the
-    environment when there are none), then gives each ProcessSet object its id. As in
-    Horovod, an entry whose ranks equal an earlier entry's (or every rank: the global set) is
-    invalidated and makes init raise ValueError, naming it, once libhvd is up."""
+    environment when there are none; among the launched ranks `comm` lists, or all), then gives
+    each ProcessSet object its id. As in Horovod, an entry whose ranks equal an earlier entry's
+    (or every rank: the global set) is invalidated and makes init raise ValueError, naming it,
+    once libhvd is up."""
     global _dynamic_requested
+    members = _parse_comm(comm)
     sets, dynamic = _parse_init_argument(process_sets)
     _dynamic_requested = dynamic
     lib = _capi.lib()
     was_initialized = bool(lib.is_initialized())
-    if sets or dynamic:
-        flat = [r for ps in sets for r in ps.ranks]
-        ranks = (ctypes.c_int * max(len(flat), 1))(*flat)
-        sizes = (ctypes.c_int * max(len(sets), 1))(*[len(ps.ranks) for ps in sets])
+    flat = [r for ps in sets for r in ps.ranks]
+    ranks = (ctypes.c_int * max(len(flat), 1))(*flat)
+    sizes = (ctypes.c_int * max(len(sets), 1))(*[len(ps.ranks) for ps in sets])
+    if members:
+        listed = (ctypes.c_int * len(members))(*members)
+        lib.check(lib.init_members(listed, len(members), ranks, sizes, len(sets),
+                                   1 if dynamic else 0), submit=True)
+    elif sets or dynamic:
         lib.check(lib.init_process_sets(ranks, sizes, len(sets), 1 if dynamic else 0),
                   submit=True)
     else:

@@ -59,7 +59,9 @@ namespace hvd {
 using Shape = std::vector<int64_t>;
 
 struct OpOptions {
-  ReduceOp op = ReduceOp::kAverage;  // allreduce and reducescatter
+  // allreduce and reducescatter; kAdasum: allreduce of floating-point types only, each tensor of
+  // a fused batch or group its own vector (docs/allreduce_ops.md)
+  ReduceOp op = ReduceOp::kAverage;
   // Inputs are multiplied by prescaleFactor before the reduction and the result by
   // postscaleFactor after it. Integers are scaled as Horovod scales them: in float64, each
   // rank's scaled input truncated toward zero, the result (an average: the sum divided by the

@@ -41,6 +41,8 @@ typedef enum {
   HVD_MIN = 2,
   HVD_MAX = 3,
   HVD_PRODUCT = 4,
+  /* Adaptive summation (Horovod's Adasum): allreduce of floating-point types only. */
+  HVD_ADASUM = 5,
 } hvd_reduce_op;
 
 const char* hvd_last_error(void);
@@ -57,6 +59,8 @@ hvd_status hvd_local_rank(int* out);
 hvd_status hvd_local_size(int* out);
 hvd_status hvd_cross_rank(int* out);
 hvd_status hvd_cross_size(int* out);
+/* 1 when every rank's host runs the same number of ranks, else 0 (learnt at init: local). */
+hvd_status hvd_is_homogeneous(int* out);
 
 /* input == output runs in place. */
 hvd_status hvd_allreduce(const void* input, void* output, int64_t count, int type, int op);

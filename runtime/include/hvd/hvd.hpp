@@ -61,6 +61,17 @@ struct ReducescatterOptions {
 
 // --- lifecycle ---------------------------------------------------------------------------
 void init();
+// init() of a job formed by some of the launched ranks (Horovod's hvd.init(comm=[ranks])):
+// rank i of the new job is launched rank members[i], and every query, collective and process
+// set (processSets, dynamic: as in hvd/process_sets.hpp, in the new job's ranks) counts the
+// members alone. Only the members call it, each with the same list; a launched rank outside the
+// list may form a job of its own with a list of its own. Local and cross placement come from
+// the members' hosts. An empty list, or every launched rank in order, is init(). Throws
+// InvalidArgumentError, before connecting, for a rank outside the launched job or listed twice,
+// for this rank not listed, and in elastic mode and under MPI's rendezvous or
+// HVD_CPU_BACKEND=mpi (they take every launched rank). Idempotent like init().
+void initMembers(const std::vector<int>& members,
+                 const std::vector<std::vector<int>>& processSets = {}, bool dynamic = false);
 void shutdown();
 bool isInitialized();
 
@@ -70,8 +81,14 @@ int localRank();
 int localSize();
 int crossRank();
 int crossSize();
+// Whether every rank's host runs the same number of ranks (Horovod's is_homogeneous), as
+// learnt at init: no communication.
+bool isHomogeneous();
 
 // --- collectives -------------------------------------------------------------------------
+// With ReduceOp::kAdasum (floating-point types) the call is Adasum over the ranks (types.hpp),
+// always over hvd's own transports (MPI has none) and, for device buffers, through host copies
+// (NCCL has none). reducescatter refuses it.
 void allreduce(const void* input, void* output, size_t count, DataType type,
                const AllreduceOptions& options = {});
 

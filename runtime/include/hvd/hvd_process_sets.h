@@ -16,6 +16,13 @@ extern "C" {
  * the order given (a set equal to an earlier one, or to every rank, gets that id). */
 hvd_status hvd_init_process_sets(const int* ranks, const int* sizes, int count, int dynamic);
 
+/* hvd_init_process_sets in a job formed by some of the launched ranks (Horovod's
+ * hvd.init(comm=[ranks]), hvd::initMembers in hvd/hvd.hpp): rank i of the new job is launched
+ * rank members[i]; the sets name the new job's ranks. nmembers 0 is the whole job. count 0
+ * with dynamic 0 keeps the sets of HVD_PROCESS_SETS. */
+hvd_status hvd_init_members(const int* members, int nmembers, const int* ranks, const int* sizes,
+                            int count, int dynamic);
+
 /* Dynamic mode; collective over every rank of the job. *id: the new set's id. */
 hvd_status hvd_add_process_set(const int* ranks, int nranks, int* id);
 /* Dynamic mode; collective over every rank of the job. *removed: 1, or 0 for the global set

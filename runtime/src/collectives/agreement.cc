@@ -41,7 +41,15 @@ std::string opName(uint8_t op) {
 }
 
 std::string algorithmName(uint8_t algorithm) {
-  return algorithm == kAlgorithmDirect ? "direct" : algorithm == kAlgorithmRing ? "ring" : "none";
+  switch (algorithm) {
+    case kAlgorithmDirect:
+      return "direct";
+    case kAlgorithmRing:
+      return "ring";
+    case kAlgorithmAdasum:
+      return "adasum";
+  }
+  return "none";
 }
 
 // "0", "0,2-3": the ranks of one value.

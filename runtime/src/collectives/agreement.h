@@ -53,7 +53,7 @@ struct Descriptor {
   uint8_t kind = 0;           // CollectiveKind
   uint8_t type = 0;           // DataType
   uint8_t op = 0;             // ReduceOp (allreduce, reducescatter)
-  uint8_t algorithm = 0;      // the algorithm this rank resolved: 1 direct, 2 ring
+  uint8_t algorithm = 0;      // the algorithm this rank resolved: 1 direct, 2 ring, 3 adasum
   int32_t root = 0;           // broadcast
   uint32_t flags = 0;         // kInvalid
   uint64_t count = 0;         // elements: the call's, or this rank's own (allgather, alltoall)
@@ -67,6 +67,8 @@ inline constexpr uint32_t kDescriptorMagic = 0x68766431;  // "hvd1"
 inline constexpr uint32_t kInvalid = 1;
 inline constexpr uint8_t kAlgorithmDirect = 1;
 inline constexpr uint8_t kAlgorithmRing = 2;
+// Adasum's fold and vector halving (adasum.h): its own algorithm, whatever the size.
+inline constexpr uint8_t kAlgorithmAdasum = 3;
 
 // Inline: it is on every collective's path.
 inline Descriptor describe(CollectiveKind kind, DataType type, size_t count) {

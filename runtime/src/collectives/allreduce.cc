@@ -15,6 +15,9 @@
 // other rank and reduces the n inputs itself in rank order 0..n-1; the same inputs in the same
 // order give the same bits everywhere. One communication round instead of 2(n-1).
 //
+// Adasum (ReduceOp::kAdasum) is not element-wise: it has an algorithm of its own (adasum.h), in
+// which every segment of allreduceSegments is its own vector.
+//
 // Agreement (agreement.h): the direct algorithm's inputs travel behind each rank's descriptor;
 // the ring starts only after a round of descriptors. Either way every rank has checked every
 // rank's call before it uses a byte of their data.
@@ -22,6 +25,7 @@
 #include <cstring>
 #include <vector>
 
+#include "collectives/adasum.h"
 #include "collectives/agreement.h"
 #include "collectives/collectives.h"
 #include "collectives/gathered.h"
@@ -231,9 +235,13 @@ void allreduce(Context& ctx, const void* input, void* output, size_t count, Data
   ctx.checkUsable();
   const std::string invalid = localError([&] {
     validateBuffers("allreduce", input, output, count, type);
-    validateOp("allreduce", options.op);
+    validateAllreduceOp("allreduce", options.op, type);
   });
   if (!invalid.empty()) failAllreduce(ctx, count, type, options.op, invalid);
+  if (options.op == ReduceOp::kAdasum) {
+    adasumAllreduce(ctx, {{input, output, count}}, count, type);
+    return;
+  }
   const auto* in = static_cast<const uint8_t*>(input);
   auto* out = static_cast<uint8_t*>(output);
   const size_t bytes = count * dataTypeSize(type);
@@ -257,9 +265,14 @@ void allreduceSegments(Context& ctx, const std::vector<AllreduceSegment>& segmen
       validateBuffers("allreduce", s.input, s.output, s.count, type);
       count += s.count;
     }
-    validateOp("allreduce", options.op);
+    validateAllreduceOp("allreduce", options.op, type);
   });
   if (!invalid.empty()) failAllreduce(ctx, count, type, options.op, invalid);
+  if (options.op == ReduceOp::kAdasum) {
+    // Every segment is its own vector: Adasum of the concatenation would be another result.
+    adasumAllreduce(ctx, segments, count, type);
+    return;
+  }
   const size_t elem = dataTypeSize(type);
   if (segments.empty()) {
     allreduce(ctx, nullptr, nullptr, 0, type, options);  // still agrees with the peers

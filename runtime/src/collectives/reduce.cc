@@ -142,6 +142,9 @@ void dispatch(ReduceOp op, DataType type, void* acc, const void* a, const void* 
       return dispatchType<Min>(type, acc, a, b, n);
     case ReduceOp::kMax:
       return dispatchType<Max>(type, acc, a, b, n);
+    case ReduceOp::kAdasum:
+      // Not element-wise: the collective itself applies it (collectives/adasum.h).
+      throw InvalidArgumentError("reduce: adasum has no element-wise kernel");
   }
   throw InvalidArgumentError("unknown reduce op " + std::to_string(static_cast<int>(op)));
 }

@@ -2,6 +2,8 @@
 
 #include <limits>
 
+#include "collectives/adasum.h"
+
 namespace hvd::coll {
 
 void validateBuffers(const char* op, const void* input, const void* output, size_t count,
@@ -17,7 +19,23 @@ void validateBuffers(const char* op, const void* input, const void* output, size
   }
 }
 
-void validateOp(const char* op, ReduceOp reduceOp) { (void)reduceOpName(reduceOp); }
+void validateOp(const char* op, ReduceOp reduceOp) {
+  (void)reduceOpName(reduceOp);
+  if (reduceOp == ReduceOp::kAdasum) {
+    throw InvalidArgumentError(std::string(op) +
+                               ": op adasum applies to allreduce only (it combines whole "
+                               "vectors, not the elements of a shard)");
+  }
+}
+
+void validateAllreduceOp(const char* op, ReduceOp reduceOp, DataType type) {
+  (void)reduceOpName(reduceOp);
+  if (reduceOp == ReduceOp::kAdasum && !adasumSupports(type)) {
+    const std::string types = "float16, bfloat16, float32 and float64";
+    throw InvalidArgumentError(std::string(op) + ": op adasum reduces " + types + ", not " +
+                               dataTypeName(type));
+  }
+}
 
 void validateRank(const char* op, const char* what, int rank, int size) {
   if (rank < 0 || rank >= size) {

@@ -17,7 +17,11 @@ namespace hvd::coll {
 // a DataType, or the byte size overflows.
 void validateBuffers(const char* op, const void* input, const void* output, size_t count,
                      DataType type);
+// Throws InvalidArgumentError for a value outside ReduceOp, and for kAdasum, which combines
+// whole vectors and so is an allreduce op only (validateAllreduceOp).
 void validateOp(const char* op, ReduceOp reduceOp);
+// An allreduce's op: any ReduceOp, kAdasum on floating-point types only.
+void validateAllreduceOp(const char* op, ReduceOp reduceOp, DataType type);
 void validateRank(const char* op, const char* what, int rank, int size);
 
 // "<op>: <what> has N entries for SIZE ranks" unless `counts` has one entry per rank.

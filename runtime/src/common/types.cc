@@ -15,7 +15,7 @@ constexpr TypeInfo kTypes[kNumDataTypes] = {
     {"bfloat16", 2}, {"float32", 4}, {"float64", 8}, {"int16", 2},
 };
 
-constexpr const char* kOps[kNumReduceOps] = {"sum", "average", "min", "max", "product"};
+constexpr const char* kOps[kNumReduceOps] = {"sum", "average", "min", "max", "product", "adasum"};
 
 [[noreturn]] __attribute__((noinline, cold)) void throwUnknownType(int index) {
   throw InvalidArgumentError("unknown data type " + std::to_string(index) +
@@ -41,7 +41,7 @@ const char* reduceOpName(ReduceOp op) {
   const int index = static_cast<int>(op);
   if (index < 0 || index >= kNumReduceOps) {
     throw InvalidArgumentError("unknown reduce op " + std::to_string(index) +
-                               " (valid: sum, average, min, max, product)");
+                               " (valid: sum, average, min, max, product, adasum)");
   }
   return kOps[index];
 }
@@ -69,7 +69,7 @@ ReduceOp parseReduceOp(const std::string& text) {
   if (text == "avg" || text == "mean") return ReduceOp::kAverage;
   if (text == "prod") return ReduceOp::kProduct;
   throw InvalidArgumentError("unknown reduce op '" + text +
-                             "' (expected sum, average, min, max or product)");
+                             "' (expected sum, average, min, max, product or adasum)");
 }
 
 }  // namespace hvd

@@ -13,6 +13,7 @@
 #include "collectives/host_collectives.h"
 #include "contract/worker_variables.h"
 #include "core/elastic_session.h"
+#include "core/job_members.h"
 #include "core/runtime.h"
 #include "hvd/engine.hpp"
 #include "hvd/hvd.hpp"
@@ -138,6 +139,17 @@ void init(const std::vector<std::vector<int>>& processSets, bool dynamic) {
   });
 }
 
+void initMembers(const std::vector<int>& members, const std::vector<std::vector<int>>& processSets,
+                 bool dynamic) {
+  initWith([&](core::Config& config) {
+    core::restrictToMembers(config, members);
+    // With neither sets nor dynamic mode asked for, HVD_PROCESS_SETS stands (in the new job's
+    // ranks), as for init(); else as for init(processSets, dynamic).
+    if (!processSets.empty() || dynamic) config.processSets = processSets;
+    config.dynamicProcessSets = config.dynamicProcessSets || dynamic;
+  });
+}
+
 void shutdown() {
   auto& self = instance();
   std::unique_lock<std::shared_mutex> exclusive(self.lifecycle);
@@ -205,10 +217,15 @@ int localRank() { return initialized().config().localRank; }
 int localSize() { return initialized().config().localSize; }
 int crossRank() { return initialized().config().crossRank; }
 int crossSize() { return initialized().config().crossSize; }
+bool isHomogeneous() { return initialized().homogeneous(); }
 
 void allreduce(const void* input, void* output, size_t count, DataType type,
                const AllreduceOptions& options) {
   if (auto* d = device({input, output})) return d->allreduce(input, output, count, type, options);
+  if (options.op == ReduceOp::kAdasum) {
+    // MPI has no Adasum: it runs over hvd's own transports whatever HVD_CPU_BACKEND says.
+    return coll::allreduce(runtime().context(), input, output, count, type, options);
+  }
   cpu().allreduce(input, output, count, type, options);
 }
 

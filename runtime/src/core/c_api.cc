@@ -68,6 +68,9 @@ hvd_status hvd_local_rank(int* out) { return query(out, hvd::localRank); }
 hvd_status hvd_local_size(int* out) { return query(out, hvd::localSize); }
 hvd_status hvd_cross_rank(int* out) { return query(out, hvd::crossRank); }
 hvd_status hvd_cross_size(int* out) { return query(out, hvd::crossSize); }
+hvd_status hvd_is_homogeneous(int* out) {
+  return query(out, [] { return hvd::isHomogeneous() ? 1 : 0; });
+}
 
 hvd_status hvd_allreduce(const void* input, void* output, int64_t count, int type, int op) {
   return guarded([&] {

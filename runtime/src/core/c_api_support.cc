@@ -41,7 +41,7 @@ DataType dataType(int type) {
 ReduceOp reduceOp(int op) {
   if (op < 0 || op >= kNumReduceOps) {
     throw InvalidArgumentError("unknown reduce op " + std::to_string(op) +
-                               " (valid: HVD_SUM .. HVD_PRODUCT)");
+                               " (valid: HVD_SUM .. HVD_ADASUM)");
   }
   return static_cast<ReduceOp>(op);
 }

@@ -51,6 +51,16 @@ hvd::OpOptions opOptions(const hvd_op_options* in) {
   return out;
 }
 
+// The options struct carries an op for every call (HVD_AVERAGE by default), so only an op that
+// says the caller meant a reduction this collective cannot do is refused: Adasum.
+void refuseAdasum(const char* what, const hvd::OpOptions& o) {
+  if (o.op == hvd::ReduceOp::kAdasum) {
+    throw hvd::InvalidArgumentError(std::string(what) +
+                                    ": op adasum does not apply (it is a reduction; " + what +
+                                    " reduces nothing)");
+  }
+}
+
 hvd::Shape shapeOf(const int64_t* dims, int ndim) {
   if (ndim < 0 || ndim > kMaxDims) {
     throw hvd::InvalidArgumentError("ndim is " + std::to_string(ndim) + " (valid: 0.." +
@@ -156,6 +166,7 @@ hvd_status hvd_allgather_async(const char* name, const void* input, const int64_
   return guarded([&] {
     checkOut(handle);
     const hvd::OpOptions o = opOptions(options);  // validated and stream-ordered like every op's
+    refuseAdasum("allgather", o);
     handOut(hvd::allgatherAsync(nameOf(name), input, shapeOf(shape, ndim), dataType(type),
                                 o.processSet),
             handle);
@@ -167,6 +178,7 @@ hvd_status hvd_broadcast_async(const char* name, void* buffer, const int64_t* sh
   return guarded([&] {
     checkOut(handle);
     const hvd::OpOptions o = opOptions(options);
+    refuseAdasum("broadcast", o);
     handOut(hvd::broadcastAsync(nameOf(name), buffer, shapeOf(shape, ndim), dataType(type), o.root,
                                 o.processSet),
             handle);
@@ -190,6 +202,7 @@ hvd_status hvd_alltoall_async(const char* name, const void* input, const int64_t
   return guarded([&] {
     checkOut(handle);
     const hvd::OpOptions o = opOptions(options);
+    refuseAdasum("alltoall", o);
     if (nsplits < 0) throw hvd::InvalidArgumentError("nsplits is negative");
     if (nsplits > 0 && splits == nullptr) throw hvd::InvalidArgumentError("splits is null");
     std::vector<int64_t> s(splits, splits + nsplits);

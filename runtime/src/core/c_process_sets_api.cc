@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "core/c_api_support.h"
+#include "hvd/hvd.hpp"
 #include "hvd/hvd_process_sets.h"
 #include "hvd/process_sets.hpp"
 
@@ -29,22 +30,32 @@ std::vector<int> ranksOf(const int* ranks, int nranks) {
   return std::vector<int>(ranks, ranks + nranks);
 }
 
+// count sets, set i being sizes[i] ranks taken in turn from ranks.
+std::vector<std::vector<int>> setsOf(const int* ranks, const int* sizes, int count) {
+  if (count < 0) throw hvd::InvalidArgumentError("the number of process sets is negative");
+  if (count > 0 && sizes == nullptr) throw hvd::InvalidArgumentError("sizes is null");
+  std::vector<std::vector<int>> sets;
+  size_t at = 0;
+  for (int i = 0; i < count; ++i) {
+    if (sizes[i] < 0) throw hvd::InvalidArgumentError("process set size is negative");
+    sets.push_back(ranksOf(ranks == nullptr ? nullptr : ranks + at, sizes[i]));
+    at += sizes[i];
+  }
+  return sets;
+}
+
 }  // namespace
 
 extern "C" {
 
 hvd_status hvd_init_process_sets(const int* ranks, const int* sizes, int count, int dynamic) {
+  return guarded([&] { hvd::init(setsOf(ranks, sizes, count), dynamic != 0); });
+}
+
+hvd_status hvd_init_members(const int* members, int nmembers, const int* ranks, const int* sizes,
+                            int count, int dynamic) {
   return guarded([&] {
-    if (count < 0) throw hvd::InvalidArgumentError("the number of process sets is negative");
-    if (count > 0 && sizes == nullptr) throw hvd::InvalidArgumentError("sizes is null");
-    std::vector<std::vector<int>> sets;
-    size_t at = 0;
-    for (int i = 0; i < count; ++i) {
-      if (sizes[i] < 0) throw hvd::InvalidArgumentError("process set size is negative");
-      sets.push_back(ranksOf(ranks == nullptr ? nullptr : ranks + at, sizes[i]));
-      at += sizes[i];
-    }
-    hvd::init(sets, dynamic != 0);
+    hvd::initMembers(ranksOf(members, nmembers), setsOf(ranks, sizes, count), dynamic != 0);
   });
 }
 

@@ -7,6 +7,7 @@
 #include "contract/worker_values.h"
 #include "contract/worker_variables.h"
 #include "core/config_fields.h"
+#include "core/process_sets.h"
 #include "core/scheduler_env.h"
 #include "hvd/error.hpp"
 
@@ -160,7 +161,9 @@ std::string Config::summary() const {
   std::ostringstream out;
   out << "rank " << rank << "/" << size << " local " << localRank << "/" << localSize << " cross "
       << crossRank << "/" << crossSize << (crossFromRendezvous ? " (from rendezvous)" : "")
-      << " from " << placementSource << " job " << jobId << " store "
+      << " from " << placementSource
+      << (members.empty() ? std::string() : " of launched ranks " + rankList(members)) << " job "
+      << jobId << " store "
       << (!storeAddress.empty() ? storeAddress
           : !storeFile.empty()  ? "file " + storeFile
           : mpiRendezvous       ? std::string("<from MPI: rank 0 serves it>")

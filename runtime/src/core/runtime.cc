@@ -12,6 +12,7 @@
 #include "contract/host_port.h"
 #include "contract/random.h"
 #include "core/elastic_session.h"
+#include "core/job_members.h"
 #include "core/scheduler_env.h"
 #include "engine/timeline.h"
 #include "hvd/error.hpp"
@@ -220,7 +221,10 @@ Runtime::Runtime(const Config& config, int generation) : config_(config) {
   } else {
     store_ = std::make_unique<store::FileStore>(fileStoreDirectory(config_));
   }
-  scoped_ = std::make_unique<store::PrefixedStore>(*store_, "g" + std::to_string(generation) + "/");
+  // A job of some launched ranks (hvd.init(comm=[...])) meets in a namespace of its own, so
+  // that disjoint lists form their jobs side by side.
+  scoped_ = std::make_unique<store::PrefixedStore>(
+      *store_, "g" + std::to_string(generation) + "/" + membersNamespace(config_.members));
   auto& scoped = *scoped_;
 
   transport::MeshConfig& mesh = mesh_;
@@ -238,13 +242,22 @@ Runtime::Runtime(const Config& config, int generation) : config_(config) {
   mesh.processSets = !config_.processSets.empty() || config_.dynamicProcessSets;
   mesh.options = options;
   std::vector<std::string> hostKeys;
+  const bool placeFromHosts = config_.crossFromRendezvous || !config_.members.empty();
   const auto rendezvousStart = std::chrono::steady_clock::now();
-  network_ = transport::Mesh::join(scoped, mesh, config_.crossFromRendezvous ? &hostKeys : nullptr);
+  network_ = transport::Mesh::join(scoped, mesh, placeFromHosts ? &hostKeys : nullptr);
   const auto spent = std::chrono::duration_cast<std::chrono::milliseconds>(
       std::chrono::steady_clock::now() - rendezvousStart);
   context_ = network_->connect(0, options,
                                std::max(std::chrono::milliseconds(0), mesh.setupTimeout - spent));
-  if (config_.crossFromRendezvous) {
+  if (!config_.members.empty()) {
+    const HostPlacement p = placementFromHostKeys(hostKeys, config_.rank);
+    config_.localRank = p.localRank;
+    config_.localSize = p.localSize;
+    config_.crossRank = p.crossRank;
+    config_.crossSize = p.crossSize;
+    log->info("local rank {}/{}, cross rank {}/{} (from the members' hosts)", p.localRank,
+              p.localSize, p.crossRank, p.crossSize);
+  } else if (config_.crossFromRendezvous) {
     std::tie(config_.crossRank, config_.crossSize) =
         crossFromHostKeys(hostKeys, config_.rank, config_.localRank, config_.localSize);
     log->info("cross rank {}/{} (from every rank's host)", config_.crossRank, config_.crossSize);
@@ -255,6 +268,7 @@ Runtime::Runtime(const Config& config, int generation) : config_(config) {
   if (!collectives_) collectives_ = std::make_unique<coll::RingCollectives>(*context_);
   log->info("connected: {} ranks over {}{}", config_.size, context_->describeTransports(),
             mpiBackend ? "; CPU collectives over " + collectives_->describe() : std::string());
+  exchangeInitFacts();
   setUpProcessSets();
 }
 
@@ -267,7 +281,6 @@ void Runtime::setUpProcessSets() {
   setup.connectTimeout = config_.startTimeout;
   setup.jobEngine = [this]() -> engine::Engine& { return engine(); };
   processSets_ = std::make_unique<ProcessSetEngines>(std::move(setup));
-  if (config_.size > 1) checkSameProcessSets();
   const std::vector<int> ids = processSets_->registerStatic(config_.processSets);
   processSets_->startOwn(ids);
   if (!ids.empty() || config_.dynamicProcessSets) {
@@ -281,9 +294,10 @@ void Runtime::setUpProcessSets() {
   }
 }
 
-// Every rank must start with the same process sets (and mode), or their ids would differ: one
-// small allgather of a digest at init names the ranks that differ from rank 0.
-void Runtime::checkSameProcessSets() {
+// Every rank must start with the same process sets (and mode), or their ids would differ: a
+// digest of them names the ranks that differ from rank 0. The same allgather carries each
+// rank's local size, as Horovod's controller gathers them at init for is_homogeneous.
+void Runtime::exchangeInitFacts() {
   uint64_t digest = 1469598103934665603ull;  // FNV-1a over the list and the mode
   auto mix = [&digest](uint64_t value) {
     for (int byte = 0; byte < 8; ++byte) {
@@ -296,13 +310,15 @@ void Runtime::checkSameProcessSets() {
     for (int r : set) mix(static_cast<uint64_t>(r));
   }
   mix(config_.dynamicProcessSets ? 1 : 0);
-  std::vector<uint64_t> all(config_.size);
-  const auto mine = static_cast<int64_t>(digest);
-  collectives_->allgather(&mine, 1, all.data(), std::vector<size_t>(config_.size, 1),
+  constexpr size_t kFacts = 2;  // the digest, the local size
+  const int64_t mine[kFacts] = {static_cast<int64_t>(digest), config_.localSize};
+  std::vector<int64_t> all(kFacts * config_.size);
+  collectives_->allgather(mine, kFacts, all.data(), std::vector<size_t>(config_.size, kFacts),
                           DataType::kInt64);
   std::vector<int> differ;
-  for (int r = 1; r < config_.size; ++r) {
-    if (all[r] != all[0]) differ.push_back(r);
+  for (int r = 0; r < config_.size; ++r) {
+    if (all[kFacts * r] != all[0]) differ.push_back(r);
+    if (all[kFacts * r + 1] != config_.localSize) homogeneous_ = false;
   }
   if (differ.empty()) return;
   std::string mineText;

@@ -64,6 +64,9 @@ class Runtime {
   void setStopReason(const std::string& reason);
   // The process sets and their engines (set 0's is engine()).
   ProcessSetEngines& processSets() { return *processSets_; }
+  // Horovod's is_homogeneous: every rank's host runs the same number of ranks. Learnt at init,
+  // so asking is local.
+  bool homogeneous() const { return homogeneous_; }
 
  private:
   // Rank 0 serves the job's store, every rank learns it through MPI_Bcast (mpiRendezvous).
@@ -71,9 +74,11 @@ class Runtime {
   // The collectives of HVD_CPU_BACKEND=mpi (the caller's and the engine's, each on a
   // communicator of its own), after checking that MPI places this rank as hvd does.
   void mpiCollectives();
-  // The process sets of HVD_PROCESS_SETS / init, after checking every rank has the same.
+  // What init learns from every rank in one small allgather: that they were given the same
+  // process sets (else it throws), and whether their hosts run as many ranks each.
+  void exchangeInitFacts();
+  // The process sets of HVD_PROCESS_SETS / init (every rank has the same: exchangeInitFacts).
   void setUpProcessSets();
-  void checkSameProcessSets();
 
   Config config_;
   std::shared_ptr<mpi::Session> mpi_;                   // while anything below may call MPI
@@ -102,6 +107,7 @@ class Runtime {
   std::unique_ptr<engine::Engine> engine_;  // uses engineContext_: destroyed first
   // Their engines use their own contexts over network_; adding and removing sets uses engine_.
   std::unique_ptr<ProcessSetEngines> processSets_;
+  bool homogeneous_ = true;
 };
 
 // The GPU backend's options from the configuration. `blockingApi`: the backend of the blocking

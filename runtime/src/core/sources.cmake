@@ -7,6 +7,7 @@ target_sources(hvd PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/config.cc
   ${CMAKE_CURRENT_LIST_DIR}/config_fields.cc
   ${CMAKE_CURRENT_LIST_DIR}/elastic_session.cc
+  ${CMAKE_CURRENT_LIST_DIR}/job_members.cc
   ${CMAKE_CURRENT_LIST_DIR}/process_set_engines.cc
   ${CMAKE_CURRENT_LIST_DIR}/process_sets.cc
   ${CMAKE_CURRENT_LIST_DIR}/runtime.cc

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "collectives/collectives.h"
+#include "collectives/validate.h"
 #include "engine/timeline.h"
 #include "hvd/error.hpp"
 #include "hvd_support/logging.h"
@@ -68,6 +69,11 @@ void checkScaling(const std::string& what, DataType type, const OpOptions& o) {
   if (o.fp16Compression && !isFloat(type)) {
     throw InvalidArgumentError(what + ": fp16 compression applies to floating-point types only");
   }
+}
+
+// Refused at submit, on the rank that made the mistake, rather than in the collective.
+void checkAllreduceOp(const std::string& what, DataType type, const OpOptions& o) {
+  coll::validateAllreduceOp(what.c_str(), o.op, type);
 }
 
 // OpOptions::device, when given, must be where the buffers are.
@@ -269,6 +275,7 @@ Handle Engine::allreduce(const std::string& name, const void* input, void* outpu
                          const Shape& shape, DataType type, const OpOptions& options) {
   auto op = makeOp(name, OpType::kAllreduce, input, output, shape, type);
   checkScaling("allreduce '" + name + "'", type, options);
+  checkAllreduceOp("allreduce '" + name + "'", type, options);
   op->request.reduceOp = options.op;
   op->request.prescale = options.prescaleFactor;
   op->request.postscale = options.postscaleFactor;
@@ -297,6 +304,7 @@ Handle Engine::groupedAllreduce(const std::vector<std::string>& names,
   for (size_t i = 0; i < names.size(); ++i) {
     auto op = makeOp(names[i], OpType::kAllreduce, inputs[i], outputs[i], shapes[i], type);
     checkScaling("allreduce '" + names[i] + "'", type, options);
+    checkAllreduceOp("allreduce '" + names[i] + "'", type, options);
     op->request.reduceOp = options.op;
     op->request.prescale = options.prescaleFactor;
     op->request.postscale = options.postscaleFactor;
@@ -338,6 +346,7 @@ Handle Engine::reducescatter(const std::string& name, const void* input, const S
   if (options.fp16Compression) {
     throw InvalidArgumentError("reducescatter '" + name + "': fp16 compression is for allreduce");
   }
+  coll::validateOp(("reducescatter '" + name + "'").c_str(), options.op);
   op->request.reduceOp = options.op;
   op->request.prescale = options.prescaleFactor;
   op->request.postscale = options.postscaleFactor;

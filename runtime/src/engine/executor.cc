@@ -113,7 +113,7 @@ Executor::Executor(transport::Context& context, size_t fusionThreshold, EngineCo
                    Timeline* timeline, gpu::DeviceBackend* devices,
                    coll::HostCollectives* collectives)
     : context_(context),
-      ring_(collectives == nullptr ? std::make_unique<coll::RingCollectives>(context) : nullptr),
+      ring_(std::make_unique<coll::RingCollectives>(context)),
       host_(collectives != nullptr ? *collectives : *ring_),
       fusionThreshold_(fusionThreshold),
       counters_(counters),
@@ -189,6 +189,11 @@ void Executor::run(const std::vector<Response>& responses, size_t begin, size_t 
   for (LocalOp* local : locals) phaseEnd(local);
 }
 
+coll::HostCollectives& Executor::hostFor(ReduceOp op) {
+  // MPI has no Adasum: it runs over the engine's own transports whatever HVD_CPU_BACKEND says.
+  return op == ReduceOp::kAdasum ? *ring_ : host_;
+}
+
 void Executor::allreduceBatch(const std::vector<const Response*>& batch,
                               const std::vector<LocalOp*>& locals) {
   ++counters_.collectives;
@@ -213,8 +218,10 @@ void Executor::deviceAllreduceBatch(const std::vector<const Response*>& batch,
   const size_t elem = dataTypeSize(meta.dtype);
   auto count = [&](size_t i) { return static_cast<size_t>(batch[i]->request.elements()); };
 
-  if (meta.prescale != 1.0 || meta.postscale != 1.0 || wireType(meta) != meta.dtype) {
-    // Scaling and casting need kernels hvd does not have: host copies take the CPU path.
+  if (meta.prescale != 1.0 || meta.postscale != 1.0 || wireType(meta) != meta.dtype ||
+      meta.reduceOp == ReduceOp::kAdasum) {
+    // Scaling and casting need kernels hvd does not have, and NCCL has no Adasum: host copies
+    // take the CPU path.
     std::vector<std::vector<uint8_t>> shadows(batch.size());
     std::vector<LocalOp> hostOps(batch.size());
     std::vector<LocalOp*> hostLocals(batch.size(), nullptr);
@@ -325,7 +332,7 @@ void Executor::hostAllreduceBatch(const std::vector<const Response*>& batch,
       }
     }
     for (LocalOp* local : locals) phaseBegin(local, "HVD_ALLREDUCE");
-    host_.allreduceSegments(segments, type, {op});
+    hostFor(op).allreduceSegments(segments, type, {op});
     for (LocalOp* local : locals) phaseEnd(local);
     if (meta.postscale != 1.0) {
       for (const auto& s : segments) {
@@ -353,7 +360,19 @@ void Executor::hostAllreduceBatch(const std::vector<const Response*>& batch,
     offset += count;
   }
   for (LocalOp* local : locals) phaseBegin(local, "HVD_ALLREDUCE");
-  host_.allreduce(buffer, buffer, total, wire, {op});
+  if (op == ReduceOp::kAdasum) {
+    // Each member stays its own vector inside the fusion buffer.
+    std::vector<coll::AllreduceSegment> members;
+    offset = 0;
+    for (const Response* r : batch) {
+      const size_t count = static_cast<size_t>(r->request.elements());
+      members.push_back({buffer + offset * wireSize, buffer + offset * wireSize, count});
+      offset += count;
+    }
+    hostFor(op).allreduceSegments(members, wire, {op});
+  } else {
+    host_.allreduce(buffer, buffer, total, wire, {op});
+  }
   for (LocalOp* local : locals) phaseEnd(local);
   offset = 0;
   for (size_t i = 0; i < batch.size(); ++i) {

@@ -2,6 +2,11 @@
 // coll::HostCollectives (the engine's Context by default, MPI with HVD_CPU_BACKEND=mpi), device
 // buffers through the engine's gpu::DeviceBackend.
 //
+// Adasum batches (ReduceOp::kAdasum) take the same paths, with every member reduced as its own
+// vector (coll::allreduceSegments, also over the packed fusion buffer), always over the
+// engine's own transports (MPI has no Adasum) and, for device tensors, through host copies
+// (NCCL has none either).
+//
 // Tensor fusion: consecutive allreduce responses with the same data type, reduce op, scale
 // factors, compression and device form one batch of at most `fusionThreshold` bytes (as sent:
 // float16 when compressed); the members of a grouped allreduce always share one batch, whatever
@@ -98,6 +103,8 @@ class Executor {
   void deviceAllreduceBatch(const std::vector<const Response*>& batch,
                             const std::vector<LocalOp*>& locals);
   gpu::DeviceBackend& devices(const Request& request);
+  // What runs a host allreduce with `op`: host_, or the engine's own ring for what MPI lacks.
+  coll::HostCollectives& hostFor(ReduceOp op);
   void allgather(const Response& response, LocalOp* local);
   void broadcast(const Response& response, LocalOp* local);
   void reducescatter(const Response& response, LocalOp* local);
@@ -112,7 +119,7 @@ class Executor {
   void phaseEnd(const LocalOp* local);
 
   transport::Context& context_;
-  std::unique_ptr<coll::RingCollectives> ring_;  // when no collectives were given
+  std::unique_ptr<coll::RingCollectives> ring_;  // over context_; host_ when none were given
   coll::HostCollectives& host_;
   size_t fusionThreshold_;
   EngineCounters& counters_;

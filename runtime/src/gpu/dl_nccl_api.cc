@@ -104,6 +104,9 @@ bool toNccl(ReduceOp op, ncclRedOp_t* out) {
     case ReduceOp::kProduct:
       *out = ncclProd;
       return true;
+    case ReduceOp::kAdasum:
+      // No NCCL op: NcclCollectives stages Adasum through host memory before it gets here.
+      return false;
   }
   return false;
 }

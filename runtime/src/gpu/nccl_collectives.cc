@@ -177,12 +177,24 @@ void NcclCollectives::allreduce(const void* input, void* output, size_t count, D
   if (DeviceCollectives* other = otherTypes("allreduce", type)) {
     return other->allreduce(input, output, count, type, options);
   }
+  if (options.op == ReduceOp::kAdasum) {
+    // NCCL has no Adasum: staged through host memory, where hvd's transports run it.
+    if (options_.watchdog != nullptr && options_.watchdog->failed()) {
+      throwAborted("global", "allreduce");
+    }
+    if (options_.otherTypes == nullptr) {
+      throw InvalidArgumentError(
+          "allreduce: NCCL has no adasum op; run Adasum on device buffers with "
+          "HVD_GPU_BACKEND=host (host-staged)");
+    }
+    return options_.otherTypes->allreduce(input, output, count, type, options);
+  }
   coll::Descriptor mine = coll::describe(coll::CollectiveKind::kAllreduce, type, count);
   mine.op = static_cast<uint8_t>(options.op);
   mine.algorithm = coll::kAlgorithmRing;
   auto validate = [&] {
     coll::validateBuffers("allreduce", input, output, count, type);
-    coll::validateOp("allreduce", options.op);
+    coll::validateAllreduceOp("allreduce", options.op, type);
   };
   run("allreduce", {input, output}, mine, validate, [&](NcclCommunicator& comm) {
     if (options_.hierarchical != nullptr && count > 0) {

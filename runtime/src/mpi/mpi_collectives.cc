@@ -34,6 +34,17 @@ coll::Descriptor describeAllreduce(size_t count, DataType type, ReduceOp op,
   return d;
 }
 
+// MPI has no Adasum: the runtime and the engine run it over hvd's own transports
+// (collectives/adasum.h) and never hand it here.
+void validateMpiAllreduceOp(ReduceOp op, DataType type) {
+  coll::validateAllreduceOp("allreduce", op, type);
+  if (op == ReduceOp::kAdasum) {
+    throw InvalidArgumentError(
+        "allreduce: op adasum does not run over MPI (HVD_CPU_BACKEND=mpi); hvd::allreduce and "
+        "the engine run it over hvd's own transports");
+  }
+}
+
 }  // namespace
 
 // Ends the job when one MPI call outlives the timeout: nothing else can get a rank out of a
@@ -198,7 +209,7 @@ void MpiCollectives::allreduce(const void* input, void* output, size_t count, Da
                                const AllreduceOptions& options) {
   const std::string invalid = coll::localError([&] {
     coll::validateBuffers("allreduce", input, output, count, type);
-    coll::validateOp("allreduce", options.op);
+    validateMpiAllreduceOp(options.op, type);
   });
   agree("allreduce", describeAllreduce(count, type, options.op, invalid), invalid);
   if (count == 0) return;
@@ -230,7 +241,7 @@ void MpiCollectives::allreduceSegments(const std::vector<coll::AllreduceSegment>
       coll::validateBuffers("allreduce", s.input, s.output, s.count, type);
       count += s.count;
     }
-    coll::validateOp("allreduce", options.op);
+    validateMpiAllreduceOp(options.op, type);
   });
   if (!invalid.empty()) {
     agree("allreduce", describeAllreduce(count, type, options.op, invalid), invalid);

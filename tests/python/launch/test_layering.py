@@ -23,6 +23,7 @@ LAYERS = [
     "hvd.torch.mpi_ops",
     "hvd.torch.functions",
     "hvd.torch.optimizer",
+    "hvd.torch.sync_batch_norm",
     "hvd.torch.elastic.sampler",
     "hvd.torch.elastic.common",
     "hvd.torch.elastic.state",
