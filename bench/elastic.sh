@@ -124,8 +124,21 @@ run_elastic_fail() {  # LOG
   measure "$1" 2
 }
 
+# Once the job in LOG has done step 20 at 2 ranks, the time goes to MARK and the discovery
+# script's file HOSTS gets LIST (printf format) instead.
+list_at_step_20() {  # LOG MARK HOSTS LIST
+  local i
+  for ((i = 0; i < 1200; ++i)); do
+    grep -q "size 2 step 20 " "$1" && break
+    sleep 0.05
+  done
+  date +%s.%N >"$2"
+  # shellcheck disable=SC2059
+  printf "$4" >"$3"
+}
+
 run_elastic_grow() {  # LOG
-  local hosts="$WORK/hosts" mark="$WORK/grow.mark" pid i
+  local hosts="$WORK/hosts" mark="$WORK/grow.mark" pid
   printf 'localhost:2\n' >"$hosts"
   printf '#!/bin/sh\ncat %s\n' "$hosts" >"$WORK/discover.sh"
   chmod +x "$WORK/discover.sh"
@@ -133,12 +146,7 @@ run_elastic_grow() {  # LOG
   timeout 300 "$HVDRUN" -np 2 --min-np 2 --host-discovery-script "$WORK/discover.sh" \
     --no-tag-output -- "$PYTHON" "$TRAIN" --mode elastic --steps 100 >"$1" 2>&1 &
   pid=$!
-  for ((i = 0; i < 1200; ++i)); do
-    grep -q "size 2 step 20 " "$1" && break
-    sleep 0.05
-  done
-  date +%s.%N >"$mark"
-  printf 'localhost:2\n127.0.0.1:2\n' >"$hosts"
+  list_at_step_20 "$1" "$mark" "$hosts" 'localhost:2\n127.0.0.1:2\n'
   wait "$pid" || true
   measure "$1" 4 "$mark"
 }
@@ -168,7 +176,7 @@ run_netns_elastic_fail() {  # LOG
 }
 
 run_netns_elastic_grow() {  # LOG
-  local hosts="$WORK/netns-hosts" mark="$WORK/netns-grow.mark" pid i
+  local hosts="$WORK/netns-hosts" mark="$WORK/netns-grow.mark" pid
   printf '%s:2\n' "$A0" >"$hosts"
   printf '#!/bin/sh\ncat %s\n' "$hosts" >"$WORK/netns-discover.sh"
   chmod +x "$WORK/netns-discover.sh"
@@ -177,12 +185,7 @@ run_netns_elastic_grow() {  # LOG
     --key-file "$KEY" -x PYTHONPATH --no-tag-output -- "$PYTHON" "$TRAIN" --mode elastic \
     --steps 100 >"$1" 2>&1 &
   pid=$!
-  for ((i = 0; i < 1200; ++i)); do
-    grep -q "size 2 step 20 " "$1" && break
-    sleep 0.05
-  done
-  date +%s.%N >"$mark"
-  printf '%s:2\n%s:2\n' "$A0" "$A1" >"$hosts"
+  list_at_step_20 "$1" "$mark" "$hosts" "$A0:2\\n$A1:2\\n"
   wait "$pid" || true
   measure "$1" 4 "$mark"
 }

@@ -79,8 +79,9 @@ bool torchMissing() {
   return std::system("/usr/bin/python3 -c 'import torch' > /dev/null 2>&1") != 0;
 }
 
-// hvdrun --min-np 2 -np 4 -H host0:2,host1:2 ... python3 train.py, with `env` forwarded.
-std::vector<std::string> elasticArgs(const Cluster& cluster, std::vector<std::string> env) {
+// What every elastic job of these tests adds to hvdrun's arguments: --min-np 2, its timeouts,
+// the Python path, `env` forwarded, and train.py as the command.
+std::vector<std::string> elasticExtra(const std::vector<std::string>& env) {
   std::vector<std::string> extra = {"--min-np",
                                     "2",
                                     "--elastic-timeout",
@@ -96,7 +97,12 @@ std::vector<std::string> elasticArgs(const Cluster& cluster, std::vector<std::st
     extra.push_back(e);
   }
   extra.insert(extra.end(), {"--", kPython, HVD_ELASTIC_TRAIN_SCRIPT});
-  return hvdrunArgs(cluster, 4, cluster.hostList(2), extra);
+  return extra;
+}
+
+// hvdrun --min-np 2 -np 4 -H host0:2,host1:2 ... python3 train.py, with `env` forwarded.
+std::vector<std::string> elasticArgs(const Cluster& cluster, std::vector<std::string> env) {
+  return hvdrunArgs(cluster, 4, cluster.hostList(2), elasticExtra(env));
 }
 
 // Workers 0 and 1 on host 0 finished at size 2 with the one-process parameters (train.py's
@@ -159,32 +165,19 @@ TEST_F(E2e, ElasticDiscoveryThroughAgentsGrowsAndShrinksAsTheScriptListsHosts) {
   writeFile(script, "#!/bin/sh\ncat " + hosts.string() + "\n");
   std::filesystem::permissions(script, std::filesystem::perms::owner_all);
   constexpr int kSteps = 60;
-  Child hvdrun({HVDRUN_PATH,
-                "-np",
-                "2",
-                "--min-np",
-                "2",
-                "--host-discovery-script",
-                script.string(),
-                "--key-file",
-                c.keyFile(),
-                "--agent-port",
-                std::to_string(c.port()),
-                "--elastic-timeout",
-                "60",
-                "--grace",
-                "2",
-                "-x",
-                "PYTHONPATH=" HVD_E2E_PYTHONPATH,
-                "-x",
-                "PYTHONDONTWRITEBYTECODE=1",
-                "-x",
-                "HVD_TEST_STEPS=" + std::to_string(kSteps),
-                "-x",
-                "HVD_TEST_SLEEP=0.1",
-                "--",
-                kPython,
-                HVD_ELASTIC_TRAIN_SCRIPT});
+  std::vector<std::string> args = {HVDRUN_PATH,
+                                   "-np",
+                                   "2",
+                                   "--host-discovery-script",
+                                   script.string(),
+                                   "--key-file",
+                                   c.keyFile(),
+                                   "--agent-port",
+                                   std::to_string(c.port())};
+  const std::vector<std::string> extra =
+      elasticExtra({"HVD_TEST_STEPS=" + std::to_string(kSteps), "HVD_TEST_SLEEP=0.1"});
+  args.insert(args.end(), extra.begin(), extra.end());
+  Child hvdrun(args);
   ASSERT_TRUE(hvdrun.waitForOutput(
       [](const std::string& out) { return countOf(out, " size=2 step=4") >= 2; }, 90s))
       << hvdrun.output();

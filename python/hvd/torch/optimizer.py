@@ -96,7 +96,29 @@ def _parameter_names(param_groups, named_parameters):
     return {p: name for name, p in named_parameters}
 
 
-class _DistributedMixin:
+class _HandlesMixin:
+    """What both distributed optimizers share: reductions in flight in self._handles, and a
+    countdown of backward passes per parameter in self._allreduce_delay."""
+
+    def _hvd_local_step(self, closure=None):
+        """The wrapped optimizer's own step, with no reduction (broadcast_optimizer_state)."""
+        return super().step(closure)
+
+    def zero_grad(self, *args, **kwargs):
+        if self._handles:
+            raise AssertionError(
+                "optimizer.zero_grad() was called after loss.backward() but before "
+                "optimizer.step() or optimizer.synchronize(). This is prohibited as it can "
+                "cause a race condition.")
+        return super().zero_grad(*args, **kwargs)
+
+    def set_backward_passes_per_step(self, passes):
+        self.backward_passes_per_step = passes
+        for p in self._allreduce_delay:
+            self._allreduce_delay[p] = passes
+
+
+class _DistributedMixin(_HandlesMixin):
     """Placed before the wrapped optimizer's class in a class made for it, so that isinstance
     checks against the original class still hold and super() reaches its step()."""
 
@@ -367,23 +389,6 @@ class _DistributedMixin:
             self._register_hooks()
         return super().step(closure)
 
-    def _hvd_local_step(self, closure=None):
-        """The wrapped optimizer's own step, with no reduction (broadcast_optimizer_state)."""
-        return super().step(closure)
-
-    def zero_grad(self, *args, **kwargs):
-        if self._handles:
-            raise AssertionError(
-                "optimizer.zero_grad() was called after loss.backward() but before "
-                "optimizer.step() or optimizer.synchronize(). This is prohibited as it can "
-                "cause a race condition.")
-        return super().zero_grad(*args, **kwargs)
-
-    def set_backward_passes_per_step(self, passes):
-        self.backward_passes_per_step = passes
-        for p in self._allreduce_delay:
-            self._allreduce_delay[p] = passes
-
     def load_state_dict(self, *args, **kwargs):
         self._handles.clear()
         self._ready.clear()
@@ -394,7 +399,7 @@ class _DistributedMixin:
         return super().load_state_dict(*args, **kwargs)
 
 
-class _DistributedAdasumMixin:
+class _DistributedAdasumMixin(_HandlesMixin):
     """DistributedOptimizer(op=hvd.Adasum), Horovod's _DistributedAdasumOptimizer: Adasum
     combines the ranks' model updates, not their gradients, because the rule adapts to the
     updates' geometry (two orthogonal updates both apply, two equal ones apply once) and so
@@ -490,23 +495,6 @@ class _DistributedAdasumMixin:
     def skip_synchronize(self):
         raise AssertionError("Skipping synchronization is not supported when using Adasum "
                              "optimizer.")
-
-    def _hvd_local_step(self, closure=None):
-        """The wrapped optimizer's own step, with no reduction (broadcast_optimizer_state)."""
-        return super().step(closure)
-
-    def zero_grad(self, *args, **kwargs):
-        if self._handles:
-            raise AssertionError(
-                "optimizer.zero_grad() was called after loss.backward() but before "
-                "optimizer.step() or optimizer.synchronize(). This is prohibited as it can "
-                "cause a race condition.")
-        return super().zero_grad(*args, **kwargs)
-
-    def set_backward_passes_per_step(self, passes):
-        self.backward_passes_per_step = passes
-        for p in self._allreduce_delay:
-            self._allreduce_delay[p] = passes
 
     def load_state_dict(self, *args, **kwargs):
         self._handles.clear()
