@@ -117,6 +117,21 @@ class _HandlesMixin:
         for p in self._allreduce_delay:
             self._allreduce_delay[p] = passes
 
+    def _backward_pass_done(self, p):
+        """Counts a backward pass that produced p's gradient; True when it was the last one
+        before step(), so that p's reduction starts now."""
+        if self._allreduce_delay[p] <= 0:
+            raise AssertionError(
+                "Gradients were computed more than backward_passes_per_step times before "
+                "call to step(). Increase backward_passes_per_step to accumulate gradients "
+                "locally.")
+        assert not p.grad.requires_grad
+        self._allreduce_delay[p] -= 1
+        if self._allreduce_delay[p] > 0:
+            self._handles.setdefault(p, (None, None))
+            return False
+        return True
+
 
 class _DistributedMixin(_HandlesMixin):
     """Placed before the wrapped optimizer's class in a class made for it, so that isinstance
@@ -207,15 +222,7 @@ class _DistributedMixin(_HandlesMixin):
             # this step reduces nothing, and step() applies the local gradient.
             if not self._reduces():
                 return
-            if self._allreduce_delay[p] <= 0:
-                raise AssertionError(
-                    "Gradients were computed more than backward_passes_per_step times before "
-                    "call to step(). Increase backward_passes_per_step to accumulate gradients "
-                    "locally.")
-            assert not p.grad.requires_grad
-            self._allreduce_delay[p] -= 1
-            if self._allreduce_delay[p] > 0:
-                self._handles.setdefault(p, (None, None))
+            if not self._backward_pass_done(p):
                 return
             group = self._group_of.get(p)
             if group is None:
@@ -438,15 +445,7 @@ class _DistributedAdasumMixin(_HandlesMixin):
 
     def _make_hook(self, p):
         def hook(*_ignored):
-            if self._allreduce_delay[p] <= 0:
-                raise AssertionError(
-                    "Gradients were computed more than backward_passes_per_step times before "
-                    "call to step(). Increase backward_passes_per_step to accumulate gradients "
-                    "locally.")
-            assert not p.grad.requires_grad
-            self._allreduce_delay[p] -= 1
-            if self._allreduce_delay[p] > 0:
-                self._handles.setdefault(p, (None, None))
+            if not self._backward_pass_done(p):
                 return
             self._handles[p] = self._allreduce_delta_async(p)
         return hook
