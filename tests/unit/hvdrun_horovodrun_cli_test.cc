@@ -94,7 +94,7 @@ TEST(HorovodrunCli, NetworkInterfacesPickTheDataPlaneAndNcclsSockets) {
   EXPECT_EQ(settings(p).at("NCCL_SOCKET_IFNAME"), "lo");
   EXPECT_EQ(interfaceNames({"a,b", "b", "c"}), (std::vector<std::string>{"a", "b", "c"}));
 
-  for (const std::string& bad : {"", "eth0,,eth1", "eth 0", "eth0/1", "a-name-of-16-chr"}) {
+  for (const std::string bad : {"", "eth0,,eth1", "eth 0", "eth0/1", "a-name-of-16-chr"}) {
     p = run({"--network-interface", bad});
     EXPECT_EQ(p.code, 2) << bad;
     EXPECT_TRUE(says(p, "hvdrun: --network-interfaces: '" + bad + "'")) << p.stderrText;
@@ -141,7 +141,7 @@ TEST(HorovodrunCli, GlooTimeoutIsTheRanksTimeout) {
   Parsed p = run({"--gloo-timeout-seconds", "45"});
   ASSERT_EQ(p.code, std::nullopt) << p.stderrText;
   EXPECT_EQ(settings(p).at("HVD_TIMEOUT"), "45");
-  for (const std::string& bad : {"0", "-1", "soon", "nan"}) {
+  for (const std::string bad : {"0", "-1", "soon", "nan"}) {
     p = run({"--gloo-timeout-seconds", bad});
     EXPECT_EQ(p.code, 2) << bad;
     EXPECT_TRUE(says(p, "hvdrun: --gloo-timeout-seconds: '" + bad + "'")) << p.stderrText;
