@@ -414,6 +414,48 @@ inline constexpr WorkerVariable kTimelineMarkCycles =
         .withRange(0, 1)
         .withDefault("0")
         .withExample("1");
+inline constexpr WorkerVariable kAutotune =
+    WorkerVariable("HVD_AUTOTUNE", T::kBool,
+                   "engine: tune fusion threshold, cycle time, response cache and hierarchical "
+                   "allreduce by measured throughput (the knobs set explicitly stay fixed)")
+        .withAlias("HOROVOD_AUTOTUNE")
+        .withRange(0, 1)
+        .withDefault("0")
+        .withExample("1");
+inline constexpr WorkerVariable kAutotuneLog =
+    WorkerVariable("HVD_AUTOTUNE_LOG", T::kString,
+                   "engine: the CSV file rank 0 writes autotune's samples and its choice to")
+        .withAlias("HOROVOD_AUTOTUNE_LOG")
+        .withExample("/tmp/autotune.csv");
+inline constexpr WorkerVariable kAutotuneWarmupSamples =
+    WorkerVariable("HVD_AUTOTUNE_WARMUP_SAMPLES", T::kInt,
+                   "engine: autotune samples discarded before the search starts")
+        .withAlias("HOROVOD_AUTOTUNE_WARMUP_SAMPLES")
+        .withRange(0, 1000)
+        .withDefault("3")
+        .withExample("1");
+inline constexpr WorkerVariable kAutotuneStepsPerSample =
+    WorkerVariable("HVD_AUTOTUNE_STEPS_PER_SAMPLE", T::kInt,
+                   "engine: training steps (each gradient reduced once) in one autotune sample")
+        .withAlias("HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE")
+        .withRange(1, 100000)
+        .withDefault("10")
+        .withExample("4");
+inline constexpr WorkerVariable kAutotuneBayesOptMaxSamples =
+    WorkerVariable("HVD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", T::kInt,
+                   "engine: samples the Bayesian search of fusion threshold and cycle time takes")
+        .withAlias("HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES")
+        .withRange(1, 1000)
+        .withDefault("20")
+        .withExample("8");
+inline constexpr WorkerVariable kAutotuneGaussianProcessNoise =
+    WorkerVariable("HVD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", T::kNumber,
+                   "engine: autotune's noise variance, relative to the spread of the scores")
+        .withAlias("HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE")
+        .withRange(0, 100)
+        .aboveMin()
+        .withDefault("0.8")
+        .withExample("0.3");
 
 // --- Read outside the configuration --------------------------------------------------------
 inline constexpr WorkerVariable kLogLevel =
@@ -475,6 +517,12 @@ inline constexpr WorkerVariable kAll[] = {
     kProcessSets,
     kDynamicProcessSets,
     kTimelineMarkCycles,
+    kAutotune,
+    kAutotuneLog,
+    kAutotuneWarmupSamples,
+    kAutotuneStepsPerSample,
+    kAutotuneBayesOptMaxSamples,
+    kAutotuneGaussianProcessNoise,
     kLogLevel,
     kLogSubsystems,
     kNcclLibrary,

@@ -29,19 +29,27 @@ constexpr double kMiB = 1048576.0;
 // --timeline-filename's path as the ranks get it; false with *error when it cannot be made
 // absolute.
 bool timelinePath(const std::string& timeline, std::string* path, std::string* error) {
-  // Relative to where hvdrun runs, whatever the ranks' working directory; DYNAMIC is the
-  // engine's keyword (no file until start_timeline()), not a file name.
+  // DYNAMIC is the engine's keyword (no file until start_timeline()), not a file name.
   *path = timeline;
   if (timeline == "DYNAMIC") return true;
+  return absolutePath("--timeline-filename", timeline, path, error);
+}
+
+}  // namespace
+
+bool absolutePath(const char* option, const std::string& given, std::string* path,
+                  std::string* error) {
   std::error_code failure;  // e.g. hvdrun's working directory was removed
-  const std::filesystem::path absolute = std::filesystem::absolute(timeline, failure);
+  const std::filesystem::path absolute = std::filesystem::absolute(given, failure);
   if (failure) {
-    *error = "--timeline-filename '" + timeline + "': " + failure.message();
+    *error = std::string(option) + " '" + given + "': " + failure.message();
     return false;
   }
   *path = absolute.lexically_normal().string();
   return true;
 }
+
+namespace {
 
 // --- From the worker table: each option's help, range and setting are its variable's ---------
 

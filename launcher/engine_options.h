@@ -56,6 +56,10 @@ std::string workerOptionHelp(const contract::WorkerVariable& variable, double sc
 // rule for the value they will get.
 CLI::Validator workerNumberCheck(const contract::WorkerVariable& variable, double scale,
                                  const char* unit);
+// A file an option names, made absolute against hvdrun's working directory (the ranks' may
+// differ). False, with *error naming the option and quoting the value, when that fails.
+bool absolutePath(const char* option, const std::string& given, std::string* path,
+                  std::string* error);
 // "NAME=value" for every rank.
 std::string workerSetting(const contract::WorkerVariable& variable, const std::string& value);
 // `v` with every digit a double holds, so the rank reads back the value given.

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cctype>
 #include <limits>
+#include <tuple>
 #include <utility>
 
 #include "agent/common/cli_checks.h"
@@ -90,11 +91,6 @@ const std::vector<Ignored>& ignoredFlags() {
        "it turns off horovodrun's cache of its SSH and network checks, and hvdrun keeps no such "
        "cache (the engine's response cache is turned off by --cache-capacity 0)"},
       {{"--log-without-timestamp"}, "hvd's log lines always carry the time"},
-      {{"--autotune", "--autotune-log-file", "--autotune-warmup-samples",
-        "--autotune-steps-per-sample", "--autotune-bayes-opt-max-samples",
-        "--autotune-gaussian-process-noise"},
-       "hvd does not autotune: it runs with the knobs given (--fusion-threshold-mb, "
-       "--cycle-time-ms, --cache-capacity, --hierarchical-allreduce)"},
   };
   return kIgnored;
 }
@@ -165,22 +161,33 @@ void addEngineFlags(CLI::App* app, HorovodrunFlags* flags) {
                   "ignored, with a warning: hvd does not pin its background thread")
       ->check(integerRange(0, kIntMax))
       ->group(kGroup);
-  const char* const kNoAutotune = "ignored, with a warning: hvd does not autotune";
-  CLI::Option* autotune = app->add_flag("--autotune", flags->autotune, kNoAutotune)->group(kGroup);
-  app->add_flag("--no-autotune", flags->noAutotune, "accepted: hvd never autotunes")
+  CLI::Option* autotune =
+      app->add_flag("--autotune", flags->autotune, workerOptionHelp(worker::kAutotune))
+          ->group(kGroup);
+  app->add_flag("--no-autotune", flags->noAutotune,
+                "keep autotune off whatever the environment says -> " +
+                    std::string(worker::kAutotune.name) + "=0")
       ->excludes(autotune)
       ->group(kGroup);
-  app->add_option("--autotune-log-file", flags->autotuneLogFile, kNoAutotune)
+  app->add_option("--autotune-log-file", flags->autotuneLogFile,
+                  workerOptionHelp(worker::kAutotuneLog))
       ->check(nonEmpty())
       ->group(kGroup);
-  for (auto [name, value] :
-       {std::pair{"--autotune-warmup-samples", &flags->autotuneWarmupSamples},
-        {"--autotune-steps-per-sample", &flags->autotuneStepsPerSample},
-        {"--autotune-bayes-opt-max-samples", &flags->autotuneBayesOptMaxSamples}}) {
-    app->add_option(name, *value, kNoAutotune)->check(integerRange(0, kIntMax))->group(kGroup);
+  for (auto [name, variable, value] :
+       {std::tuple{"--autotune-warmup-samples", &worker::kAutotuneWarmupSamples,
+                   &flags->autotuneWarmupSamples},
+        std::tuple{"--autotune-steps-per-sample", &worker::kAutotuneStepsPerSample,
+                   &flags->autotuneStepsPerSample},
+        std::tuple{"--autotune-bayes-opt-max-samples", &worker::kAutotuneBayesOptMaxSamples,
+                   &flags->autotuneBayesOptMaxSamples}}) {
+    app->add_option(name, *value, workerOptionHelp(*variable))
+        ->check(integerRange(static_cast<long long>(variable->min),
+                             static_cast<long long>(variable->max)))
+        ->group(kGroup);
   }
-  app->add_option("--autotune-gaussian-process-noise", flags->autotuneNoise, kNoAutotune)
-      ->check(finiteRange(0, 1, "a fraction"))
+  app->add_option("--autotune-gaussian-process-noise", flags->autotuneNoise,
+                  workerOptionHelp(worker::kAutotuneGaussianProcessNoise))
+      ->check(workerNumberCheck(worker::kAutotuneGaussianProcessNoise, 1, "a variance"))
       ->group(kGroup);
 }
 
@@ -292,6 +299,29 @@ std::vector<std::string> horovodrunSettings(const CLI::App& app, const Horovodru
   }
   if (flags.noHierarchicalAllreduce) {
     settings->push_back(workerSetting(worker::kHierarchicalAllreduce, "0"));
+  }
+  if (flags.autotune || flags.noAutotune) {
+    settings->push_back(workerSetting(worker::kAutotune, flags.autotune ? "1" : "0"));
+  }
+  if (app.count("--autotune-log-file") > 0) {
+    std::string path, error;
+    if (!absolutePath("--autotune-log-file", flags.autotuneLogFile, &path, &error)) {
+      throw InvalidArgumentError(error);
+    }
+    settings->push_back(workerSetting(worker::kAutotuneLog, path));
+  }
+  for (auto [name, variable, value] :
+       {std::tuple{"--autotune-warmup-samples", &worker::kAutotuneWarmupSamples,
+                   flags.autotuneWarmupSamples},
+        std::tuple{"--autotune-steps-per-sample", &worker::kAutotuneStepsPerSample,
+                   flags.autotuneStepsPerSample},
+        std::tuple{"--autotune-bayes-opt-max-samples", &worker::kAutotuneBayesOptMaxSamples,
+                   flags.autotuneBayesOptMaxSamples}}) {
+    if (app.count(name) > 0) settings->push_back(workerSetting(*variable, std::to_string(value)));
+  }
+  if (app.count("--autotune-gaussian-process-noise") > 0) {
+    settings->push_back(
+        workerSetting(worker::kAutotuneGaussianProcessNoise, exactNumber(flags.autotuneNoise)));
   }
   std::vector<std::string> warnings;
   for (const Ignored& reason : ignoredFlags()) {

@@ -73,7 +73,8 @@ std::vector<std::string> applyConfigFile(CLI::App& app, HorovodrunFlags* flags);
 
 // Then: appends to `settings` one "NAME=VALUE" entry per variable the flags set for every rank
 // (the worker table's HVD_* names, NCCL's own), and returns the warnings: one line per reason,
-// naming every flag given for it (and, for one the config file gave, its key).
+// naming every flag given for it (and, for one the config file gave, its key). Throws
+// hvd::InvalidArgumentError when --autotune-log-file cannot be made absolute.
 std::vector<std::string> horovodrunSettings(const CLI::App& app, const HorovodrunFlags& flags,
                                             std::vector<std::string>* settings);
 

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <filesystem>
 #include <map>
 #include <sstream>
 #include <string>
@@ -212,13 +213,6 @@ TEST(HorovodrunCli, EachIgnoredFlagIsOneWarningLineSayingWhy) {
        "--log-without-timestamp ignored: hvd's log lines always carry the time"},
       {{"--log-hide-timestamp"},
        "--log-without-timestamp ignored: hvd's log lines always carry the time"},
-      {{"--autotune", "--autotune-log-file", "a.csv", "--autotune-warmup-samples", "3",
-        "--autotune-steps-per-sample", "10", "--autotune-bayes-opt-max-samples", "20",
-        "--autotune-gaussian-process-noise", "0.8"},
-       "--autotune, --autotune-log-file, --autotune-warmup-samples, --autotune-steps-per-sample, "
-       "--autotune-bayes-opt-max-samples, --autotune-gaussian-process-noise ignored: hvd does "
-       "not autotune: it runs with the knobs given (--fusion-threshold-mb, --cycle-time-ms, "
-       "--cache-capacity, --hierarchical-allreduce)"},
   };
   for (const IgnoredCase& c : cases) {
     const Parsed p = run(c.flags);
@@ -239,6 +233,54 @@ TEST(HorovodrunCli, FlagsThatAskForWhatHvdDoesAnywayAreSilent) {
   }
 }
 
+TEST(HorovodrunCli, AutotuneFlagsBecomeTheRanksAutotuneVariables) {
+  Parsed p = run({"--autotune", "--autotune-log-file", "a.csv", "--autotune-warmup-samples", "0",
+                  "--autotune-steps-per-sample", "4", "--autotune-bayes-opt-max-samples", "12",
+                  "--autotune-gaussian-process-noise", "0.25"});
+  ASSERT_EQ(p.code, std::nullopt) << p.stderrText;
+  EXPECT_EQ(p.stderrText, "");
+  std::map<std::string, std::string> s = settings(p);
+  EXPECT_EQ(s.at("HVD_AUTOTUNE"), "1");
+  // Made absolute against hvdrun's directory, as the timeline's file.
+  EXPECT_EQ(s.at("HVD_AUTOTUNE_LOG"),
+            (std::filesystem::current_path() / "a.csv").lexically_normal().string());
+  EXPECT_EQ(s.at("HVD_AUTOTUNE_WARMUP_SAMPLES"), "0");
+  EXPECT_EQ(s.at("HVD_AUTOTUNE_STEPS_PER_SAMPLE"), "4");
+  EXPECT_EQ(s.at("HVD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES"), "12");
+  EXPECT_EQ(s.at("HVD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE"), "0.25");
+
+  // Only what is given: the ranks' defaults (Horovod's) hold otherwise.
+  p = run({"--autotune"});
+  ASSERT_EQ(p.code, std::nullopt) << p.stderrText;
+  s = settings(p);
+  EXPECT_EQ(s.at("HVD_AUTOTUNE"), "1");
+  for (const char* name : {"HVD_AUTOTUNE_LOG", "HVD_AUTOTUNE_WARMUP_SAMPLES",
+                           "HVD_AUTOTUNE_STEPS_PER_SAMPLE", "HVD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES",
+                           "HVD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE"}) {
+    EXPECT_EQ(s.count(name), 0u) << name;
+  }
+  p = run({"--no-autotune"});
+  ASSERT_EQ(p.code, std::nullopt) << p.stderrText;
+  EXPECT_EQ(settings(p).at("HVD_AUTOTUNE"), "0");
+  EXPECT_EQ(settings(run({})).count("HVD_AUTOTUNE"), 0u);
+  p = run({"--autotune", "--no-autotune"});
+  EXPECT_EQ(p.code, 2);
+  EXPECT_TRUE(says(p, "excludes")) << p.stderrText;
+
+  const std::vector<std::vector<std::string>> bad = {
+      {"--autotune-warmup-samples", "1.5"},     {"--autotune-warmup-samples", "-1"},
+      {"--autotune-steps-per-sample", "0"},     {"--autotune-bayes-opt-max-samples", "0"},
+      {"--autotune-gaussian-process-noise", "0"}, {"--autotune-gaussian-process-noise", "x"},
+      {"--autotune-log-file", ""},
+  };
+  for (const std::vector<std::string>& flags : bad) {
+    p = run(flags);
+    EXPECT_EQ(p.code, 2) << flags[0] << " " << flags[1];
+    EXPECT_TRUE(says(p, "hvdrun: " + flags[0] + ": '" + flags[1] + "'"))
+        << flags[0] << " " << flags[1] << ": " << p.stderrText;
+  }
+}
+
 TEST(HorovodrunCli, IgnoredFlagsStillRefuseValuesThatCannotBeMeant) {
   const std::vector<std::vector<std::string>> bad = {
       {"-p", "0"},
@@ -246,8 +288,6 @@ TEST(HorovodrunCli, IgnoredFlagsStillRefuseValuesThatCannotBeMeant) {
       {"-i", ""},
       {"--num-nccl-streams", "-1"},
       {"--thread-affinity", "x"},
-      {"--autotune-warmup-samples", "1.5"},
-      {"--autotune-gaussian-process-noise", "2"},
   };
   for (const std::vector<std::string>& flags : bad) {
     const Parsed p = run(flags);
@@ -397,11 +437,19 @@ TEST_F(HorovodrunConfigFile, AutotuneKeysCountOnlyWhenAutotuneIsEnabled) {
   Parsed p = run({"--config-file", off});
   ASSERT_EQ(p.code, std::nullopt) << p.stderrText;
   EXPECT_EQ(p.stderrText, "");
-  const std::string on = write("on.yaml", "autotune:\n  log_file: a.csv\n  enabled: yes\n");
+  EXPECT_EQ(settings(p).at("HVD_AUTOTUNE"), "0");
+  EXPECT_EQ(settings(p).count("HVD_AUTOTUNE_LOG"), 0u);
+  const std::string on = write("on.yaml",
+                               "autotune:\n  log_file: a.csv\n  enabled: yes\n"
+                               "  steps_per_sample: 5\n  gaussian_process_noise: 0.5\n");
   p = run({"--config-file", on});
   ASSERT_EQ(p.code, std::nullopt) << p.stderrText;
-  ASSERT_EQ(warnings(p).size(), 1u) << p.stderrText;
-  EXPECT_TRUE(says(p, "--autotune-log-file (autotune.log_file in " + on + ")")) << p.stderrText;
+  EXPECT_EQ(p.stderrText, "");
+  EXPECT_EQ(settings(p).at("HVD_AUTOTUNE"), "1");
+  EXPECT_EQ(settings(p).at("HVD_AUTOTUNE_LOG"),
+            (std::filesystem::current_path() / "a.csv").lexically_normal().string());
+  EXPECT_EQ(settings(p).at("HVD_AUTOTUNE_STEPS_PER_SAMPLE"), "5");
+  EXPECT_EQ(settings(p).at("HVD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE"), "0.5");
 }
 
 TEST_F(HorovodrunConfigFile, UnknownKeysAreIgnoredWithAWarningNamingThem) {

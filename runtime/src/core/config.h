@@ -85,6 +85,21 @@ struct Config {
   // HVD_TIMELINE=DYNAMIC: no timeline until hvd::startTimeline() (timelinePath stays empty).
   bool timelineDynamic = false;
   bool timelineMarkCycles = false;  // HVD_TIMELINE_MARK_CYCLES: 0 or 1
+  // Which of the engine's tunable knobs the environment set: autotune leaves those as they are.
+  bool fusionThresholdSet = false;
+  bool cycleTimeSet = false;
+  bool cacheCapacitySet = false;
+  bool hierarchicalSet = false;
+
+  // Autotune (engine/autotune.h): HVD_AUTOTUNE, HVD_AUTOTUNE_LOG, HVD_AUTOTUNE_WARMUP_SAMPLES,
+  // HVD_AUTOTUNE_STEPS_PER_SAMPLE, HVD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES,
+  // HVD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE (each also under its HOROVOD_* name).
+  bool autotune = false;
+  std::string autotuneLog;
+  int autotuneWarmupSamples = 3;
+  int autotuneStepsPerSample = 10;
+  int autotuneBayesOptMaxSamples = 20;
+  double autotuneNoise = 0.8;
 
   // Process sets (core/process_sets.h) fixed at init: HVD_PROCESS_SETS ("0,1;2,3"), or the
   // list hvd.init(process_sets=...) passes; every rank must give the same list.

@@ -215,6 +215,7 @@ constexpr ConfigField kFields[] = {
     {worker::kHierarchicalAllreduce.name,
      [](Config& c, const WorkerValue& v, const EnvReader&) {
        c.hierarchicalAllreduce = v.integer == 1;
+       c.hierarchicalSet = true;
      },
      nullptr, [](const Config& c) { return flag(c.hierarchicalAllreduce); }},
 
@@ -222,16 +223,19 @@ constexpr ConfigField kFields[] = {
     {worker::kCycleTime.name,
      [](Config& c, const WorkerValue& v, const EnvReader&) {
        c.cycleTime = microseconds(std::max<long long>(1, std::llround(v.number * 1000)));
+       c.cycleTimeSet = true;
      },
      nullptr, [](const Config& c) { return decimal(c.cycleTime.count(), 1000); }},
     {worker::kCacheCapacity.name,
      [](Config& c, const WorkerValue& v, const EnvReader&) {
        c.cacheCapacity = static_cast<size_t>(v.integer);
+       c.cacheCapacitySet = true;
      },
      nullptr, [](const Config& c) { return std::to_string(c.cacheCapacity); }},
     {worker::kFusionThreshold.name,
      [](Config& c, const WorkerValue& v, const EnvReader&) {
        c.fusionThreshold = static_cast<size_t>(v.integer);
+       c.fusionThresholdSet = true;
      },
      nullptr, [](const Config& c) { return std::to_string(c.fusionThreshold); }},
     {worker::kStallCheckTime.name,
@@ -295,6 +299,30 @@ constexpr ConfigField kFields[] = {
        c.timelineMarkCycles = v.integer == 1;
      },
      nullptr, [](const Config& c) { return flag(c.timelineMarkCycles); }},
+    {worker::kAutotune.name,
+     [](Config& c, const WorkerValue& v, const EnvReader&) { c.autotune = v.integer == 1; },
+     nullptr, [](const Config& c) { return flag(c.autotune); }},
+    {worker::kAutotuneLog.name,
+     [](Config& c, const WorkerValue& v, const EnvReader&) { c.autotuneLog = v.text; }, nullptr,
+     [](const Config& c) { return c.autotuneLog; }},
+    {worker::kAutotuneWarmupSamples.name,
+     [](Config& c, const WorkerValue& v, const EnvReader&) {
+       c.autotuneWarmupSamples = static_cast<int>(v.integer);
+     },
+     nullptr, [](const Config& c) { return std::to_string(c.autotuneWarmupSamples); }},
+    {worker::kAutotuneStepsPerSample.name,
+     [](Config& c, const WorkerValue& v, const EnvReader&) {
+       c.autotuneStepsPerSample = static_cast<int>(v.integer);
+     },
+     nullptr, [](const Config& c) { return std::to_string(c.autotuneStepsPerSample); }},
+    {worker::kAutotuneBayesOptMaxSamples.name,
+     [](Config& c, const WorkerValue& v, const EnvReader&) {
+       c.autotuneBayesOptMaxSamples = static_cast<int>(v.integer);
+     },
+     nullptr, [](const Config& c) { return std::to_string(c.autotuneBayesOptMaxSamples); }},
+    {worker::kAutotuneGaussianProcessNoise.name,
+     [](Config& c, const WorkerValue& v, const EnvReader&) { c.autotuneNoise = v.number; },
+     nullptr, [](const Config& c) { return decimal(std::llround(c.autotuneNoise * 1e6), 1e6); }},
 };
 
 }  // namespace

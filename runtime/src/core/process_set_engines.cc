@@ -141,6 +141,8 @@ void ProcessSetEngines::start(Slot& slot) {
   // One timeline per job, written by the job's engine (rank 0): a set's ops are not in it.
   options.timelinePath.clear();
   options.timelineMarkCycles = false;
+  // Autotune tunes the job's engine; a set's keeps the configured knobs.
+  options.autotune.enabled = false;
   options.jobRanks = slot.members;
   options.scope = slot.scope;
   slot.engine = std::make_unique<engine::Engine>(*slot.context, options);

@@ -363,8 +363,10 @@ engine::Engine& Runtime::engine() {
     engineScoped_ = std::make_unique<store::PrefixedStore>(*scoped_, "engine/");
     engineContext_ = network_->connect(1, mesh_.options, mesh_.setupTimeout);
   }
-  engineDevices_ = std::make_unique<gpu::DeviceBackend>(deviceOptions(config_, false),
-                                                        *engineContext_, engineScoped_.get());
+  gpu::DeviceBackendOptions devices = deviceOptions(config_, false);
+  devices.hierarchicalTunable = config_.autotune && !config_.hierarchicalSet;
+  engineDevices_ =
+      std::make_unique<gpu::DeviceBackend>(devices, *engineContext_, engineScoped_.get());
   engine::EngineOptions options = engineOptions(config_);
   options.devices = engineDevices_.get();
   options.collectives = engineCollectives_.get();  // null: the engine's own ring
@@ -444,6 +446,16 @@ engine::EngineOptions engineOptions(const Config& config) {
   o.stallShutdownTime = config.stallShutdownTime;
   o.timelinePath = config.timelinePath;
   o.timelineMarkCycles = config.timelineMarkCycles;
+  o.autotune.enabled = config.autotune;
+  o.autotune.logPath = config.autotuneLog;
+  o.autotune.warmupSamples = config.autotuneWarmupSamples;
+  o.autotune.stepsPerSample = config.autotuneStepsPerSample;
+  o.autotune.bayesOptMaxSamples = config.autotuneBayesOptMaxSamples;
+  o.autotune.noise = config.autotuneNoise;
+  o.autotune.fusionFixed = config.fusionThresholdSet;
+  o.autotune.cycleFixed = config.cycleTimeSet;
+  o.autotune.cacheFixed = config.cacheCapacitySet;
+  o.autotune.hierarchicalFixed = config.hierarchicalSet;
   return o;
 }
 

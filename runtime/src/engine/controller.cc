@@ -12,7 +12,8 @@ namespace {
 constexpr size_t kUncachedFlag = 0;
 constexpr size_t kStopFlag = 1;
 constexpr size_t kStallFlag = 2;
-constexpr size_t kFlagBytes = 3;
+constexpr size_t kRetuneFlag = 3;
+constexpr size_t kFlagBytes = 4;
 
 }  // namespace
 
@@ -36,6 +37,7 @@ std::vector<uint8_t> Controller::makeBits(const std::vector<size_t>& hitSlots,
   bits[slots + kUncachedFlag] = flags.uncached ? 0 : 1;
   bits[slots + kStopFlag] = flags.stop ? 0 : 1;
   bits[slots + kStallFlag] = flags.stallShutdown ? 0 : 1;
+  bits[slots + kRetuneFlag] = flags.retune ? 0 : 1;
   bits[slots + kFlagBytes + rank_] = flags.joined ? 0 : 1;
   return bits;
 }
@@ -50,6 +52,7 @@ BitFlags Controller::applyBits(const std::vector<uint8_t>& reduced) {
   any.uncached = reduced[slots + kUncachedFlag] == 0;
   any.stop = reduced[slots + kStopFlag] == 0;
   any.stallShutdown = reduced[slots + kStallFlag] == 0;
+  any.retune = reduced[slots + kRetuneFlag] == 0;
   bool changed = false;
   int newest = -1;
   for (int r = 0; r < size_; ++r) {
@@ -73,6 +76,15 @@ BitFlags Controller::applyBits(const std::vector<uint8_t>& reduced) {
     }
   }
   return any;
+}
+
+void Controller::setCacheCapacity(size_t capacity) {
+  cache_ = ResponseCache(capacity);
+  readySlots_.clear();
+  // Held group members that came from the old cache are recorded into the new one as new.
+  for (auto& [group, members] : heldGroups_) {
+    for (Response& member : members) member.cacheSlot = -1;
+  }
 }
 
 void Controller::applyRequests(const std::vector<std::vector<Request>>& batches,

@@ -15,6 +15,8 @@
 //      table, in the order they became ready. Members of a grouped allreduce are held back
 //      until the whole group is ready and then come out together.
 //   5. after running a response: recordSuccess() (the response cache learns it).
+// Flags are also how autotune's decision travels: rank 0 raises `retune`, and in that cycle the
+// engine broadcasts the new parameters, which every rank applies at the cycle's end.
 #pragma once
 
 #include <cstddef>
@@ -45,6 +47,7 @@ struct BitFlags {
   bool uncached = false;       // this rank has requests to send
   bool stop = false;           // this rank's engine is shutting down
   bool stallShutdown = false;  // rank 0: a stall passed the shutdown time
+  bool retune = false;         // rank 0: autotune broadcasts new parameters in this cycle
   bool joined = false;         // this rank has joined
 };
 
@@ -76,6 +79,11 @@ class Controller {
 
   // Step 5: `response` ran successfully on every rank (the caller calls it in response order).
   void recordSuccess(const Response& response);
+
+  // Autotune turning the response cache on (capacity > 0) or off (0), on every rank after the
+  // same cycle: the cache starts empty, so pending ops are sent as requests again. Between
+  // cycles only.
+  void setCacheCapacity(size_t capacity);
 
   // Join state, as of the last applyBits().
   const std::vector<bool>& joined() const { return joined_; }

@@ -30,6 +30,12 @@ std::string describeOptions(const EngineOptions& o) {
       << (o.timelinePath.empty() ? "off" : o.timelinePath)
       << (!o.timelinePath.empty() && o.timelineMarkCycles ? " (cycle marks)" : "");
   if (o.collectives != nullptr) out << ", host data over " << o.collectives->describe();
+  if (o.autotune.enabled) {
+    out << ", autotune on (" << o.autotune.warmupSamples << " warm-up samples, "
+        << o.autotune.stepsPerSample << " steps per sample, at most "
+        << o.autotune.bayesOptMaxSamples << " Bayesian samples"
+        << (o.autotune.logPath.empty() ? "" : ", log " + o.autotune.logPath) << ")";
+  }
   return out.str();
 }
 
@@ -105,8 +111,23 @@ Engine::Engine(transport::Context& context, EngineOptions options,
                   options_.scope),
       stall_(options_.stallCheckTime, options_.stallShutdownTime),
       executor_(context, options_.fusionThreshold, counters_, timeline_.get(), options_.devices,
-                options_.collectives) {
+                options_.collectives),
+      cycleTime_(options_.cycleTime),
+      cacheCapacityOn_(options_.cacheCapacity > 0 ? options_.cacheCapacity : 1024) {
   if (rank_ == 0) logging::get("engine")->info("{}", describeOptions(options_));
+  if (rank_ == 0 && options_.autotune.enabled && options_.jobRanks.empty()) {
+    TunedParams initial;
+    initial.fusionThreshold = options_.fusionThreshold;
+    initial.cycleTime = options_.cycleTime;
+    initial.cache = options_.cacheCapacity > 0;
+    initial.hierarchical = options_.devices != nullptr && options_.devices->hierarchical();
+    std::function<bool()> hierarchicalApplies;
+    if (options_.devices != nullptr && size_ > 1) {
+      gpu::DeviceBackend* devices = options_.devices;
+      hierarchicalApplies = [devices] { return devices->hierarchicalAvailable(); };
+    }
+    tuner_ = std::make_unique<Autotuner>(options_.autotune, initial, hierarchicalApplies);
+  }
   if (timeline_) timelinePath_ = timeline_->path();
   thread_ = std::thread([this] { loop(); });
 }
@@ -447,7 +468,7 @@ void Engine::loop() {
       if (stop) stopReasonMine_ = stopReason_.empty() ? kStopShutdown : stopReason_;
       joined = joinOp_ != nullptr;
     }
-    next = Clock::now() + options_.cycleTime;
+    next = Clock::now() + cycleTime_;
     try {
       if (!cycle(stop, joined)) break;
     } catch (const std::exception& e) {
@@ -502,11 +523,16 @@ bool Engine::cycle(bool stop, bool joined) {
   flags.stop = stop;
   flags.stallShutdown = rank_ == 0 && stallShutdownDue_;
   flags.joined = joined;
+  flags.retune = rank_ == 0 && retune_.has_value();
   std::vector<uint8_t> bits = controller_.makeBits(hits, flags);
   AllreduceOptions min;
   min.op = ReduceOp::kMin;
   coll::allreduce(context_, bits.data(), bits.data(), bits.size(), DataType::kUInt8, min);
   const BitFlags any = controller_.applyBits(bits);
+  // Autotune's new parameters, from rank 0 to all in this cycle; applied at its end, when no
+  // response of this cycle is left to plan or to record in the cache.
+  std::optional<TunedParams> tuned;
+  if (any.retune) tuned = receiveTuned();
 
   if (any.stallShutdown) {
     std::string message = stall_.shutdownMessage(controller_.waitingOps());
@@ -540,8 +566,49 @@ bool Engine::cycle(bool stop, bool joined) {
     failAll(stopError(stop));
     return false;
   }
+  if (tuned) applyTuned(*tuned);
   if (rank_ == 0 && stall_.enabled()) checkStalls(t);
   return true;
+}
+
+// --- autotune -------------------------------------------------------------------------------
+
+void Engine::observeForTuning(const std::vector<std::string>& names, uint64_t bytes) {
+  if (!tuner_ || retune_) return;
+  if (std::optional<TunedParams> next = tuner_->observe(names, bytes, now())) retune_ = next;
+}
+
+TunedParams Engine::receiveTuned() {
+  int64_t block[4] = {0, 0, 0, 0};
+  if (rank_ == 0) {
+    block[0] = static_cast<int64_t>(retune_->fusionThreshold);
+    block[1] = retune_->cycleTime.count();
+    block[2] = retune_->cache ? 1 : 0;
+    block[3] = retune_->hierarchical ? 1 : 0;
+  }
+  coll::broadcast(context_, block, 4, DataType::kInt64, BroadcastOptions{0});
+  TunedParams p;
+  p.fusionThreshold = static_cast<size_t>(block[0]);
+  p.cycleTime = std::chrono::microseconds(block[1]);
+  p.cache = block[2] != 0;
+  p.hierarchical = block[3] != 0;
+  return p;
+}
+
+void Engine::applyTuned(const TunedParams& params) {
+  const uint64_t cycle = counters_.cycles.load();
+  executor_.setFusionThreshold(params.fusionThreshold);
+  cycleTime_ = params.cycleTime;
+  if (params.cache != (controller_.cache().capacity() > 0)) {
+    controller_.setCacheCapacity(params.cache ? cacheCapacityOn_ : 0);
+  }
+  if (options_.devices != nullptr) options_.devices->setHierarchical(params.hierarchical);
+  logging::get("engine")->info("autotune: after cycle {}: {}", cycle, describe(params));
+  if (options_.onTuned) options_.onTuned(params, cycle);
+  if (rank_ == 0 && tuner_) {
+    retune_.reset();
+    tuner_->applied(now());
+  }
 }
 
 void Engine::negotiate(const std::vector<Request>& fresh) {
@@ -585,7 +652,13 @@ void Engine::execute(const std::vector<Response>& responses) {
       if (op && timeline_) timeline_->end(op->request.name);  // NEGOTIATE_*
       locals.push_back(op);
     }
+    const uint64_t before = counters_.bytes.load();
     executor_.run(responses, begin, end, locals);
+    if (tuner_) {
+      std::vector<std::string> names;
+      for (size_t i = begin; i < end; ++i) names.push_back(responses[i].request.name);
+      observeForTuning(names, counters_.bytes.load() - before);
+    }
     for (size_t i = begin; i < end; ++i) {
       controller_.recordSuccess(responses[i]);
       ++counters_.responses;

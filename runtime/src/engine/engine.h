@@ -45,6 +45,7 @@
 #include <vector>
 
 #include "collectives/host_collectives.h"
+#include "engine/autotune.h"
 #include "engine/controller.h"
 #include "engine/executor.h"
 #include "engine/in_flight_names.h"
@@ -81,6 +82,12 @@ struct EngineOptions {
   std::string scope;
   // Called on rank 0 with each stall warning, besides the log (tests capture it here).
   std::function<void(const std::string&)> onStallWarning;
+  // Autotune (engine/autotune.h): rank 0 searches, every rank applies. The job's engine only
+  // (a process set's engine keeps the configured knobs).
+  AutotuneOptions autotune;
+  // Called on every rank when tuned parameters take effect, with the cycle they take effect
+  // after (the same cycle on every rank); besides the log (tests capture it here).
+  std::function<void(const TunedParams&, uint64_t cycle)> onTuned;
 };
 
 // Why a rank's engine stops (Engine::setStopReason), as the other ranks' errors say it after
@@ -155,6 +162,10 @@ class Engine {
   // The stop cycle: gathers every rank's reason and builds the error the pending ops get.
   std::exception_ptr stopError(bool stopping);
   void checkStalls(Clock::time_point now);
+  // Autotune: rank 0 feeds its tuner what ran; every rank applies what rank 0 broadcast.
+  void observeForTuning(const std::vector<std::string>& names, uint64_t bytes);
+  TunedParams receiveTuned();
+  void applyTuned(const TunedParams& params);
   Clock::time_point now() const;
   // Posts a timeline change and waits until it took effect; returns the timeline it replaced.
   // `replace` false: only markCycles changes. Under timelineControl_, not mutex_.
@@ -206,6 +217,10 @@ class Engine {
   std::vector<LocalOp*> activeOrder_;  // submission order
   bool stallShutdownDue_ = false;
   std::string stopReasonMine_;  // this rank's reason, once it asked to stop
+  std::chrono::microseconds cycleTime_;
+  size_t cacheCapacityOn_;               // the response cache's capacity when autotune turns it on
+  std::unique_ptr<Autotuner> tuner_;     // rank 0 of the job's engine, with autotune on
+  std::optional<TunedParams> retune_;    // rank 0: decided, to be broadcast in the next cycle
 
   std::thread thread_;
 };

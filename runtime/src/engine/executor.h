@@ -85,6 +85,10 @@ class Executor {
   // Where phases go from now on (null: nowhere); the engine thread swaps it between cycles.
   void setTimeline(Timeline* timeline) { timeline_ = timeline; }
 
+  // Autotune's fusion threshold, set on every rank after the same cycle (plans must agree).
+  void setFusionThreshold(size_t bytes) { fusionThreshold_ = bytes; }
+  size_t fusionThreshold() const { return fusionThreshold_; }
+
   // planBatches() with this executor's fusion threshold.
   std::vector<std::pair<size_t, size_t>> plan(const std::vector<Response>& responses) const {
     return planBatches(responses, fusionThreshold_);

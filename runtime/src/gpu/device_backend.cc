@@ -57,11 +57,13 @@ DeviceBackend::DeviceBackend(DeviceBackendOptions options, transport::Context& c
       context_(context),
       store_(store),
       cudaLoader_(std::move(cuda)),
-      ncclLoader_(std::move(nccl)) {}
+      ncclLoader_(std::move(nccl)),
+      hierarchicalOn_(options_.hierarchical) {}
 
 DeviceBackend::~DeviceBackend() {
   // Dependency order: the collectives use the communicators, the watchdog polls them.
   collectives_.reset();
+  ncclCollectives_ = nullptr;
   staged_.reset();
   watchdog_.reset();
   comms_.reset();
@@ -122,7 +124,7 @@ void DeviceBackend::createCollectives() {
     ownStore_ = std::make_unique<store::MemoryStore>();
     store_ = ownStore_.get();
   }
-  if (options_.hierarchical) exchangeLayout();
+  if (options_.hierarchical || options_.hierarchicalTunable) exchangeLayout();
 
   WatchdogOptions w;
   w.pollInterval = options_.watchdogPoll;
@@ -140,14 +142,14 @@ void DeviceBackend::createCollectives() {
   // The types NCCL lacks (int16) are staged through host memory, as without NCCL.
   staged_ = std::make_unique<StagedCollectives>(*cuda_, context_);
   NcclCollectivesOptions o;
-  o.hierarchical = layout_.get();
+  o.hierarchical = hierarchicalOn_ ? layout_.get() : nullptr;
   o.watchdog = watchdog_.get();
   o.otherTypes = staged_.get();
   o.agreeOver = options_.agreeOverContext ? &context_ : nullptr;
-  collectives_ =
-      std::make_unique<NcclCollectives>(*cuda_, *comms_, options_.rank, options_.size, o);
-  description_ =
-      "nccl " + ncclVersionText(nccl_->version()) + (layout_ != nullptr ? ", hierarchical" : "");
+  auto nccl = std::make_unique<NcclCollectives>(*cuda_, *comms_, options_.rank, options_.size, o);
+  ncclCollectives_ = nccl.get();
+  collectives_ = std::move(nccl);
+  describeNccl();
   if (options_.rank == 0) {
     log()->info("device buffers run over {} (int16, which NCCL lacks, host-staged)", description_);
   }
@@ -165,7 +167,7 @@ void DeviceBackend::exchangeLayout() {
   hosts_ = ranksByHost(places);
   std::string why;
   if (!hierarchicalPossible(localSizes(hosts_), &why)) {
-    if (options_.rank == 0) {
+    if (options_.rank == 0 && options_.hierarchical) {
       log()->warn(
           "HVD_HIERARCHICAL_ALLREDUCE is set, but {}: allreduces run over the global "
           "communicator",
@@ -283,6 +285,24 @@ void DeviceBackend::stop(const std::string& reason) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
+}
+
+void DeviceBackend::describeNccl() {
+  description_ = "nccl " + ncclVersionText(nccl_->version()) +
+                 (hierarchicalOn_ && layout_ != nullptr ? ", hierarchical" : "");
+}
+
+bool DeviceBackend::hierarchicalAvailable() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return layout_ != nullptr;
+}
+
+void DeviceBackend::setHierarchical(bool on) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  hierarchicalOn_ = on;
+  if (ncclCollectives_ == nullptr) return;  // taken when the collectives are made
+  ncclCollectives_->setHierarchical(on ? layout_.get() : nullptr);
+  describeNccl();
 }
 
 std::string DeviceBackend::describe() const {

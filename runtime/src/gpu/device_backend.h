@@ -22,6 +22,7 @@
 // time, as `context` is.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <initializer_list>
@@ -41,12 +42,16 @@
 namespace hvd::gpu {
 
 class CommCache;
+class NcclCollectives;
 class Watchdog;
 struct HierarchicalLayout;
 
 struct DeviceBackendOptions {
   GpuBackendChoice choice = GpuBackendChoice::kAuto;
   bool hierarchical = false;
+  // Autotune may turn hierarchical allreduce on and off (setHierarchical): the hosts' layout is
+  // learnt on the first NCCL call even while it is off.
+  bool hierarchicalTunable = false;
   int rank = 0;
   int size = 1;
   int localRank = 0;
@@ -99,6 +104,15 @@ class DeviceBackend {
   // null stream (the legacy default stream itself) or without a driver.
   void orderAfter(int device, CudaStreamHandle stream);
 
+  // Hierarchical allreduce as it is now (HVD_HIERARCHICAL_ALLREDUCE, then autotune's choice).
+  bool hierarchical() const { return hierarchicalOn_; }
+  // Whether it can run at all: NCCL runs, the layout was learnt and the hosts allow it. False
+  // before the first device call.
+  bool hierarchicalAvailable() const;
+  // Autotune: from the next allreduce on, hierarchical or over the global communicator. The
+  // caller's thread is the one that runs the collectives (the engine's), so no call is in flight.
+  void setHierarchical(bool on);
+
   // Aborts the NCCL communicators (a job stop) and returns once they are; later device calls
   // fail with `reason`. No-op before the first NCCL call.
   void stop(const std::string& reason);
@@ -113,6 +127,7 @@ class DeviceBackend {
   std::unique_ptr<NcclCommunicator> makeComm(const std::string& name,
                                              const std::atomic<bool>& cancel);
   void exchangeLayout();
+  void describeNccl();  // description_ under NCCL; under mutex_
 
   const DeviceBackendOptions options_;
   transport::Context& context_;
@@ -136,6 +151,8 @@ class DeviceBackend {
   std::unique_ptr<Watchdog> watchdog_;
   std::unique_ptr<DeviceCollectives> staged_;       // under NCCL, for the types NCCL lacks
   std::unique_ptr<DeviceCollectives> collectives_;  // uses all of the above: destroyed first
+  NcclCollectives* ncclCollectives_ = nullptr;      // collectives_ when it is NCCL's
+  std::atomic<bool> hierarchicalOn_;
   std::string description_ = "none";
 };
 

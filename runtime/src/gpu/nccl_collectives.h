@@ -89,6 +89,9 @@ class NcclCollectives final : public DeviceCollectives {
 
   void allreduce(const void* input, void* output, size_t count, DataType type,
                  const AllreduceOptions& options) override;
+  // Autotune turns hierarchical allreduce on (a layout) or off (null) between calls, on every
+  // rank at the same point of the engine's sequence.
+  void setHierarchical(const HierarchicalLayout* layout) { options_.hierarchical = layout; }
   void allgather(const void* input, size_t count, void* output, const std::vector<size_t>& counts,
                  DataType type) override;
   void broadcast(void* buffer, size_t count, DataType type,
@@ -129,7 +132,7 @@ class NcclCollectives final : public DeviceCollectives {
   CommCache& comms_;
   const int rank_;
   const int size_;
-  const NcclCollectivesOptions options_;
+  NcclCollectivesOptions options_;  // `hierarchical` changes through setHierarchical() only
   DeviceStream stream_;
   CudaEventHandle done_ = nullptr;  // completion of a call, on stream_
   void* scratch_ = nullptr;
