@@ -133,4 +133,66 @@ TEST(EngineFailure, WithoutALauncherStoppingItThePendingOpFailsWithAPeerError) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, 15s);
 }
 
+// Every "autotune: after cycle N: ..." line of one rank's log, in order.
+std::vector<std::string> tuningChanges(const std::string& log) {
+  std::vector<std::string> out;
+  std::istringstream lines(log);
+  for (std::string line; std::getline(lines, line);) {
+    const size_t at = line.find("autotune: after cycle ");
+    if (at != std::string::npos) out.push_back(line.substr(at));
+  }
+  return out;
+}
+
+TEST(EngineAutotune, HvdrunsAutotuneFlagsTuneEveryRankAlikeWithinTheBudgetAndTheLogParses) {
+  constexpr int np = 3;
+  hvd::test::TempDir dir;
+  const std::string csv = dir.file("autotune.csv");
+  const auto r = hvdrun({"-np", std::to_string(np), "--autotune", "--autotune-log-file", csv,
+                         "--autotune-warmup-samples", "1", "--autotune-steps-per-sample", "2",
+                         "--autotune-bayes-opt-max-samples", "8", "--output-filename", dir.path(),
+                         "-x", "HVD_LOG_LEVEL=info", "-x", "HVD_LOG_SUBSYS=engine", "--",
+                         HVD_ENGINE_WORKER_PATH, "autotune", "80"},
+                        240s);
+  ASSERT_FALSE(r.timedOut) << r.out << r.err;
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_EQ(count(r.out, "engine autotune ok=1 steps=80"), static_cast<size_t>(np)) << r.out;
+  std::vector<std::vector<std::string>> changes;
+  for (int rank = 0; rank < np; ++rank) {
+    changes.push_back(
+        tuningChanges(readFile(dir.file("rank." + std::to_string(rank) + "/stderr"))));
+  }
+  // Every rank applied the same parameters after the same cycle, change by change.
+  ASSERT_GE(changes[0].size(), 2u) << r.err;
+  for (int rank = 1; rank < np; ++rank) EXPECT_EQ(changes[rank], changes[0]) << "rank " << rank;
+  // The search ended within its budget: 1 warm-up + 8 Bayesian + 2 for the response cache.
+  const std::string rank0 = readFile(dir.file("rank.0/stderr"));
+  EXPECT_NE(rank0.find("autotune: done after"), std::string::npos) << rank0;
+  EXPECT_LE(changes[0].size(), 11u);
+  // Horovod's columns: the header, one row per scored sample after the warm-up (at most 10),
+  // then the chosen configuration, which is the last one applied.
+  std::istringstream rows(readFile(csv));
+  std::vector<std::vector<double>> table;
+  std::string header;
+  std::getline(rows, header);
+  EXPECT_EQ(header,
+            "hierarchical_allreduce,hierarchical_allgather,torus_allreduce,cache_enabled,"
+            "cycle_time_ms,tensor_fusion_threshold,score");
+  for (std::string row; std::getline(rows, row);) {
+    std::vector<double> fields;
+    std::istringstream in(row);
+    for (std::string field; std::getline(in, field, ',');) fields.push_back(std::stod(field));
+    ASSERT_EQ(fields.size(), 7u) << row;
+    EXPECT_GT(fields[6], 0) << row;
+    table.push_back(fields);
+  }
+  ASSERT_GE(table.size(), 2u);
+  EXPECT_LE(table.size(), 10u + 1);
+  std::ostringstream chosen;
+  chosen << "cycle time " << table.back()[4] << " ms, response cache "
+         << (table.back()[3] == 1 ? "on" : "off");
+  EXPECT_NE(changes[0].back().find(chosen.str()), std::string::npos)
+      << changes[0].back() << " vs " << chosen.str();
+}
+
 }  // namespace

@@ -5,11 +5,15 @@
 //   engine-worker stall   rank 2 never submits 'w' (HVD_STALL_* set by the test): every rank
 //                         waits on a pending op until the stall shutdown fails it
 //   engine-worker die     rank 1 exits abruptly after init; rank 0's pending op must fail
+//   engine-worker autotune STEPS   a synthetic gradient pattern (24 tensors of 256 B to 512 KiB,
+//                         submitted in backward order, then waited on) for STEPS steps, every
+//                         sum checked; run with HVD_AUTOTUNE=1 by the test
 // Exit codes: 0 success, 1 wrong values, 10 PeerError, 11 TimeoutError, 12 other hvd::Error.
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <thread>
@@ -166,6 +170,33 @@ int runStall() {
   return 1;
 }
 
+int runAutotune(int steps) {
+  hvd::init();
+  const int rank = hvd::rank();
+  const int size = hvd::size();
+  constexpr int kTensors = 24;
+  std::vector<std::vector<float>> grads(kTensors);
+  bool ok = true;
+  for (int s = 0; s < steps; ++s) {
+    std::vector<hvd::Handle> handles;
+    for (int k = kTensors - 1; k >= 0; --k) {
+      grads[k].assign(size_t{64} << (k % 12), static_cast<float>((rank + s + k) % 11));
+      handles.push_back(hvd::allreduceAsync("grad." + std::to_string(k), grads[k].data(),
+                                            grads[k].data(),
+                                            {static_cast<int64_t>(grads[k].size())},
+                                            hvd::DataType::kFloat32, {hvd::ReduceOp::kSum}));
+    }
+    for (auto& h : handles) h.wait();
+    for (int k = 0; k < kTensors; ++k) {
+      float want = 0;
+      for (int q = 0; q < size; ++q) want += static_cast<float>((q + s + k) % 11);
+      ok = ok && std::all_of(grads[k].begin(), grads[k].end(), [&](float v) { return v == want; });
+    }
+  }
+  std::printf("rank %d: engine autotune ok=%d steps=%d\n", rank, ok ? 1 : 0, steps);
+  return ok ? 0 : 1;
+}
+
 int runDie() {
   hvd::init();
   const int rank = hvd::rank();
@@ -187,7 +218,8 @@ int main(int argc, char** argv) {
     if (mode == "mixed") return runMixed();
     if (mode == "stall") return runStall();
     if (mode == "die") return runDie();
-    std::fprintf(stderr, "usage: %s mixed|stall|die\n", argv[0]);
+    if (mode == "autotune" && argc > 2) return runAutotune(std::atoi(argv[2]));
+    std::fprintf(stderr, "usage: %s mixed|stall|die|autotune STEPS\n", argv[0]);
     return 2;
   } catch (const hvd::Error& e) {
     std::fprintf(stderr, "rank error (%s): %s\n", hvd::errorKindName(e.kind()), e.what());

@@ -54,6 +54,7 @@ struct Job {
   std::vector<Place> places;
   GpuBackendChoice choice = GpuBackendChoice::kAuto;
   bool hierarchical = false;
+  bool hierarchicalTunable = false;
   bool ncclLoads = true;
   bool driver = true;
   bool agree = false;  // DeviceBackendOptions::agreeOverContext (the blocking API's backend)
@@ -89,6 +90,7 @@ struct Job {
         gpu::DeviceBackendOptions o;
         o.choice = choice;
         o.hierarchical = hierarchical;
+        o.hierarchicalTunable = hierarchicalTunable;
         o.rank = r;
         o.size = np;
         o.localRank = places[r].localRank;
@@ -377,6 +379,38 @@ TEST(DeviceBackend, HierarchicalAllreduceEqualsTheFlatResultForEveryLeftover) {
   }));
   // global, plus local/0, local/1, cross/0, cross/1: one init per rank per communicator.
   EXPECT_EQ(job.world.counters().inits, 4 + 2 * 2 + 2 * 2);
+}
+
+// Autotune turns hierarchical allreduce on and off between calls (every rank at the same point):
+// each call's result is exact either way, and the node communicators exist once it was on.
+TEST(DeviceBackend, AutotuneTurnsHierarchicalAllreduceOnAndOffBetweenCalls) {
+  Job job(4);
+  twoByTwo(job);
+  job.hierarchicalTunable = true;
+  expectNoErrors(job.run([&](int r, DeviceBackend& backend) {
+    EXPECT_FALSE(backend.hierarchicalAvailable());  // nothing learnt before the first call
+    for (bool on : {false, true, false, true}) {
+      backend.setHierarchical(on);
+      EXPECT_EQ(backend.hierarchical(), on);
+      float* buf = job.device(inputOf(r, 1001));
+      backend.route({buf})->allreduce(buf, buf, 1001, DataType::kFloat32, {ReduceOp::kSum});
+      for (size_t i = 0; i < 1001; ++i) ASSERT_EQ(buf[i], sumAt(4, i)) << on << "/" << i;
+      EXPECT_TRUE(backend.hierarchicalAvailable());
+      EXPECT_EQ(backend.describe().find("hierarchical") != std::string::npos, on)
+          << backend.describe();
+    }
+  }));
+  EXPECT_EQ(job.world.counters().inits, 4 + 2 * 2 + 2 * 2);
+
+  // Uneven hosts: never available, so autotune never tries it.
+  Job uneven(3);
+  uneven.places = {{0, 2, 0}, {1, 2, 0}, {0, 1, 1}};
+  uneven.hierarchicalTunable = true;
+  expectNoErrors(uneven.run([&](int r, DeviceBackend& backend) {
+    float* buf = uneven.device(inputOf(r, 9));
+    backend.route({buf})->allreduce(buf, buf, 9, DataType::kFloat32, {ReduceOp::kSum});
+    EXPECT_FALSE(backend.hierarchicalAvailable());
+  }));
 }
 
 TEST(DeviceBackend, HierarchicalWithUnevenHostsRunsOverTheGlobalCommunicator) {
