@@ -436,24 +436,26 @@ inline constexpr WorkerVariable kAutotuneWarmupSamples =
         .withExample("1");
 inline constexpr WorkerVariable kAutotuneStepsPerSample =
     WorkerVariable("HVD_AUTOTUNE_STEPS_PER_SAMPLE", T::kInt,
-                   "engine: training steps (each gradient reduced once) in one autotune sample")
+                   "engine: training steps (each gradient reduced once) in one autotune sample "
+                   "(0 counts as 1)")
         .withAlias("HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE")
-        .withRange(1, 100000)
+        .withRange(0, 100000)
         .withDefault("10")
         .withExample("4");
 inline constexpr WorkerVariable kAutotuneBayesOptMaxSamples =
     WorkerVariable("HVD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", T::kInt,
-                   "engine: samples the Bayesian search of fusion threshold and cycle time takes")
+                   "engine: samples the Bayesian search of fusion threshold and cycle time takes "
+                   "(0: none)")
         .withAlias("HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES")
-        .withRange(1, 1000)
+        .withRange(0, 1000)
         .withDefault("20")
         .withExample("8");
 inline constexpr WorkerVariable kAutotuneGaussianProcessNoise =
     WorkerVariable("HVD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", T::kNumber,
-                   "engine: autotune's noise variance, relative to the spread of the scores")
+                   "engine: autotune's noise variance, relative to the spread of the scores, "
+                   "0 to 1")
         .withAlias("HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE")
-        .withRange(0, 100)
-        .aboveMin()
+        .withRange(0, 1)
         .withDefault("0.8")
         .withExample("0.3");
 

@@ -148,11 +148,27 @@ TEST(EngineAutotune, HvdrunsAutotuneFlagsTuneEveryRankAlikeWithinTheBudgetAndThe
   constexpr int np = 3;
   hvd::test::TempDir dir;
   const std::string csv = dir.file("autotune.csv");
-  const auto r = hvdrun({"-np", std::to_string(np), "--autotune", "--autotune-log-file", csv,
-                         "--autotune-warmup-samples", "1", "--autotune-steps-per-sample", "2",
-                         "--autotune-bayes-opt-max-samples", "8", "--output-filename", dir.path(),
-                         "-x", "HVD_LOG_LEVEL=info", "-x", "HVD_LOG_SUBSYS=engine", "--",
-                         HVD_ENGINE_WORKER_PATH, "autotune", "80"},
+  const auto r = hvdrun({"-np",
+                         std::to_string(np),
+                         "--autotune",
+                         "--autotune-log-file",
+                         csv,
+                         "--autotune-warmup-samples",
+                         "1",
+                         "--autotune-steps-per-sample",
+                         "2",
+                         "--autotune-bayes-opt-max-samples",
+                         "8",
+                         "--output-filename",
+                         dir.path(),
+                         "-x",
+                         "HVD_LOG_LEVEL=info",
+                         "-x",
+                         "HVD_LOG_SUBSYS=engine",
+                         "--",
+                         HVD_ENGINE_WORKER_PATH,
+                         "autotune",
+                         "80"},
                         240s);
   ASSERT_FALSE(r.timedOut) << r.out << r.err;
   ASSERT_EQ(r.status, 0) << r.out << r.err;

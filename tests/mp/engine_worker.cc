@@ -181,10 +181,9 @@ int runAutotune(int steps) {
     std::vector<hvd::Handle> handles;
     for (int k = kTensors - 1; k >= 0; --k) {
       grads[k].assign(size_t{64} << (k % 12), static_cast<float>((rank + s + k) % 11));
-      handles.push_back(hvd::allreduceAsync("grad." + std::to_string(k), grads[k].data(),
-                                            grads[k].data(),
-                                            {static_cast<int64_t>(grads[k].size())},
-                                            hvd::DataType::kFloat32, {hvd::ReduceOp::kSum}));
+      handles.push_back(hvd::allreduceAsync(
+          "grad." + std::to_string(k), grads[k].data(), grads[k].data(),
+          {static_cast<int64_t>(grads[k].size())}, hvd::DataType::kFloat32, {hvd::ReduceOp::kSum}));
     }
     for (auto& h : handles) h.wait();
     for (int k = 0; k < kTensors; ++k) {

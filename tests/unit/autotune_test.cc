@@ -21,8 +21,8 @@
 namespace hvd {
 namespace {
 
-using engine::Autotuner;
 using engine::AutotuneOptions;
+using engine::Autotuner;
 using engine::Clock;
 using engine::GaussianProcess;
 using engine::Point;
@@ -60,6 +60,12 @@ TEST(GaussianProcess, NoiseAveragesRepeatedMeasurementsOfOnePoint) {
   const double m = gp.predict({0.5}).mean;
   EXPECT_GT(m, 9.0);
   EXPECT_LT(m, 12.0);
+  // Noise 0 (Horovod accepts it) with one point measured twice stays finite.
+  GaussianProcess exact(0);
+  exact.fit({{0.5}, {0.5}, {0.0}}, {10, 12, 2});
+  EXPECT_TRUE(std::isfinite(exact.predict({0.5}).mean));
+  EXPECT_NEAR(exact.predict({0.5}).mean, 11, 0.5);
+  EXPECT_TRUE(std::isfinite(exact.expectedImprovement({0.25}, 12)));
 }
 
 TEST(GaussianProcess, ExpectedImprovementIsHighestWhereTheModelPromisesMore) {
@@ -327,8 +333,7 @@ TEST(EngineAutotune, EveryRankAppliesEveryDecisionAfterTheSameCycleAndResultsSta
               grads[k].assign(64 << (k % 6), static_cast<float>(r + s + k));
               handles.push_back(engines[r]->allreduce(
                   "grad." + std::to_string(k), grads[k].data(), grads[k].data(),
-                  {static_cast<int64_t>(grads[k].size())}, DataType::kFloat32,
-                  {ReduceOp::kSum}));
+                  {static_cast<int64_t>(grads[k].size())}, DataType::kFloat32, {ReduceOp::kSum}));
             }
             for (auto& h : handles) h.wait();
             for (int k = 0; k < kTensors; ++k) {

@@ -7,8 +7,8 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <sstream>
 #include <string>
@@ -254,9 +254,9 @@ TEST(HorovodrunCli, AutotuneFlagsBecomeTheRanksAutotuneVariables) {
   ASSERT_EQ(p.code, std::nullopt) << p.stderrText;
   s = settings(p);
   EXPECT_EQ(s.at("HVD_AUTOTUNE"), "1");
-  for (const char* name : {"HVD_AUTOTUNE_LOG", "HVD_AUTOTUNE_WARMUP_SAMPLES",
-                           "HVD_AUTOTUNE_STEPS_PER_SAMPLE", "HVD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES",
-                           "HVD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE"}) {
+  for (const char* name :
+       {"HVD_AUTOTUNE_LOG", "HVD_AUTOTUNE_WARMUP_SAMPLES", "HVD_AUTOTUNE_STEPS_PER_SAMPLE",
+        "HVD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", "HVD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE"}) {
     EXPECT_EQ(s.count(name), 0u) << name;
   }
   p = run({"--no-autotune"});
@@ -268,9 +268,12 @@ TEST(HorovodrunCli, AutotuneFlagsBecomeTheRanksAutotuneVariables) {
   EXPECT_TRUE(says(p, "excludes")) << p.stderrText;
 
   const std::vector<std::vector<std::string>> bad = {
-      {"--autotune-warmup-samples", "1.5"},     {"--autotune-warmup-samples", "-1"},
-      {"--autotune-steps-per-sample", "0"},     {"--autotune-bayes-opt-max-samples", "0"},
-      {"--autotune-gaussian-process-noise", "0"}, {"--autotune-gaussian-process-noise", "x"},
+      {"--autotune-warmup-samples", "1.5"},
+      {"--autotune-warmup-samples", "-1"},
+      {"--autotune-steps-per-sample", "-1"},
+      {"--autotune-bayes-opt-max-samples", "x"},
+      {"--autotune-gaussian-process-noise", "1.5"},
+      {"--autotune-gaussian-process-noise", "-0.1"},
       {"--autotune-log-file", ""},
   };
   for (const std::vector<std::string>& flags : bad) {

@@ -321,8 +321,8 @@ constexpr ConfigField kFields[] = {
      },
      nullptr, [](const Config& c) { return std::to_string(c.autotuneBayesOptMaxSamples); }},
     {worker::kAutotuneGaussianProcessNoise.name,
-     [](Config& c, const WorkerValue& v, const EnvReader&) { c.autotuneNoise = v.number; },
-     nullptr, [](const Config& c) { return decimal(std::llround(c.autotuneNoise * 1e6), 1e6); }},
+     [](Config& c, const WorkerValue& v, const EnvReader&) { c.autotuneNoise = v.number; }, nullptr,
+     [](const Config& c) { return decimal(std::llround(c.autotuneNoise * 1e6), 1e6); }},
 };
 
 }  // namespace

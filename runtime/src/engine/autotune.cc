@@ -14,6 +14,10 @@ constexpr double kMiB = 1024.0 * 1024.0;
 // Where the Bayesian phase looks after the configured point: spread over the square so that the
 // first fit sees both ends of each range (normalised fusion, cycle time).
 const Point kDesign[] = {{0.5, 0.15}, {0.2, 0.4}, {0.8, 0.6}, {0.35, 0.0}};
+// An on/off knob leaves its configured value only when the other value scores this much better:
+// one sample against one sample is noisy, and the configured value is the user's (or hvd's)
+// considered default.
+constexpr double kKnobMargin = 1.03;
 // Candidates per axis on which the acquisition is maximised.
 constexpr size_t kGridPerAxis[] = {0, 129, 33};
 
@@ -94,8 +98,9 @@ bool Autotuner::measure(const std::vector<std::string>& names, uint64_t bytes,
     // `name` ran already in this step: a new step starts with this batch.
     if (stepStarted_) {
       const double us = std::max<double>(
-          1.0, static_cast<double>(
-                   std::chrono::duration_cast<std::chrono::microseconds>(now - stepStart_).count()));
+          1.0,
+          static_cast<double>(
+              std::chrono::duration_cast<std::chrono::microseconds>(now - stepStart_).count()));
       stepScores_.push_back(static_cast<double>(stepBytes_) / us);
     }
     stepStarted_ = true;
@@ -112,8 +117,8 @@ bool Autotuner::measure(const std::vector<std::string>& names, uint64_t bytes,
   return true;
 }
 
-std::optional<TunedParams> Autotuner::observe(const std::vector<std::string>& names,
-                                              uint64_t bytes, Clock::time_point now) {
+std::optional<TunedParams> Autotuner::observe(const std::vector<std::string>& names, uint64_t bytes,
+                                              Clock::time_point now) {
   if (pending_ || phase_ == Phase::kDone) return std::nullopt;
   double score = 0;
   if (!measure(names, bytes, now, &score)) return std::nullopt;
@@ -184,7 +189,7 @@ TunedParams Autotuner::next(double score) {
         flipped.*(knobs_[knob_].field) = !(best_.*(knobs_[knob_].field));
         return flipped;
       }
-      if (score > knobBaseline_) {
+      if (score > knobBaseline_ * kKnobMargin) {
         best_ = current_;
         bestScore_ = score;
       } else {
@@ -221,10 +226,10 @@ TunedParams Autotuner::nextKnob() {
 Point Autotuner::toPoint(const TunedParams& p) const {
   Point x;
   for (int d : dims_) {
-    double v = d == 0 ? std::log2(1 + static_cast<double>(p.fusionThreshold) / kMiB) / kFusionSpan
-                      : std::log(static_cast<double>(p.cycleTime.count()) / 1000.0 /
-                                 kTuneCycleMinMs) /
-                            kCycleSpan;
+    double v = d == 0
+                   ? std::log2(1 + static_cast<double>(p.fusionThreshold) / kMiB) / kFusionSpan
+                   : std::log(static_cast<double>(p.cycleTime.count()) / 1000.0 / kTuneCycleMinMs) /
+                         kCycleSpan;
     x.push_back(std::clamp(v, 0.0, 1.0));
   }
   return x;

@@ -28,7 +28,8 @@
 //     noise-aware Gaussian process does and a grid or a hill climb does not. The winner is the
 //     sampled point with the best posterior mean (not the luckiest single score);
 //  3. each on/off knob in turn (response cache; hierarchical allreduce, only where the job can
-//     use it), at the winner: one sample as it is and one flipped, keep the better;
+//     use it), at the winner: one sample as it is and one flipped; the flipped value stays only
+//     when it scores 3% better (one sample against one is noisy: the configured value wins ties);
 //  4. the best configuration is applied for the rest of the job, and tuning stops.
 // A knob set explicitly (HVD_FUSION_THRESHOLD, HVD_CYCLE_TIME, HVD_CACHE_CAPACITY,
 // HVD_HIERARCHICAL_ALLREDUCE or their HOROVOD_* names) is fixed, as in Horovod.
@@ -71,11 +72,11 @@ std::string describe(const TunedParams& p);
 
 struct AutotuneOptions {
   bool enabled = false;
-  std::string logPath;         // HVD_AUTOTUNE_LOG: rank 0 writes the CSV there; "" none
-  int warmupSamples = 3;       // HVD_AUTOTUNE_WARMUP_SAMPLES
-  int stepsPerSample = 10;     // HVD_AUTOTUNE_STEPS_PER_SAMPLE
-  int bayesOptMaxSamples = 20; // HVD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES
-  double noise = 0.8;          // HVD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE
+  std::string logPath;          // HVD_AUTOTUNE_LOG: rank 0 writes the CSV there; "" none
+  int warmupSamples = 3;        // HVD_AUTOTUNE_WARMUP_SAMPLES
+  int stepsPerSample = 10;      // HVD_AUTOTUNE_STEPS_PER_SAMPLE
+  int bayesOptMaxSamples = 20;  // HVD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES
+  double noise = 0.8;           // HVD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE
   // Knobs the user set explicitly: kept as configured.
   bool fusionFixed = false;
   bool cycleFixed = false;
@@ -160,8 +161,8 @@ class Autotuner {
   // On/off knobs still to try, and the trial under way.
   std::vector<Knob> knobs_;
   size_t knob_ = 0;
-  int knobTrial_ = 0;       // 0: as it is, 1: flipped
-  double knobBaseline_ = 0; // trial 0's score
+  int knobTrial_ = 0;        // 0: as it is, 1: flipped
+  double knobBaseline_ = 0;  // trial 0's score
 
   std::unique_ptr<std::ofstream> log_;
 };

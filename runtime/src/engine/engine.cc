@@ -654,7 +654,7 @@ void Engine::execute(const std::vector<Response>& responses) {
     }
     const uint64_t before = counters_.bytes.load();
     executor_.run(responses, begin, end, locals);
-    if (tuner_) {
+    if (tuner_ && !tuner_->done()) {
       std::vector<std::string> names;
       for (size_t i = begin; i < end; ++i) names.push_back(responses[i].request.name);
       observeForTuning(names, counters_.bytes.load() - before);

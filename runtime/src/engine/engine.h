@@ -218,9 +218,9 @@ class Engine {
   bool stallShutdownDue_ = false;
   std::string stopReasonMine_;  // this rank's reason, once it asked to stop
   std::chrono::microseconds cycleTime_;
-  size_t cacheCapacityOn_;               // the response cache's capacity when autotune turns it on
-  std::unique_ptr<Autotuner> tuner_;     // rank 0 of the job's engine, with autotune on
-  std::optional<TunedParams> retune_;    // rank 0: decided, to be broadcast in the next cycle
+  size_t cacheCapacityOn_;             // the response cache's capacity when autotune turns it on
+  std::unique_ptr<Autotuner> tuner_;   // rank 0 of the job's engine, with autotune on
+  std::optional<TunedParams> retune_;  // rank 0: decided, to be broadcast in the next cycle
 
   std::thread thread_;
 };

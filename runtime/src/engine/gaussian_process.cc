@@ -29,7 +29,7 @@ bool GaussianProcess::factor() {
   chol_.assign(n * n, 0.0);
   for (size_t i = 0; i < n; ++i) {
     for (size_t j = 0; j <= i; ++j) {
-      double s = kernel(points_[i], points_[j]) + (i == j ? noise_ + 1e-9 : 0.0);
+      double s = kernel(points_[i], points_[j]) + (i == j ? noise_ + 1e-6 : 0.0);
       for (size_t k = 0; k < j; ++k) s -= chol_[i * n + k] * chol_[j * n + k];
       if (i == j) {
         if (s <= 0) return false;

@@ -45,10 +45,10 @@ class GaussianProcess {
   double noise_;
   double lengthScale_ = 0.3;
   std::vector<Point> points_;
-  std::vector<double> y_;      // standardised scores
+  std::vector<double> y_;        // standardised scores
   double mean_ = 0, scale_ = 1;  // score = mean_ + scale_ * standardised
-  std::vector<double> chol_;   // lower triangular, row-major n x n
-  std::vector<double> alpha_;  // (K + noise I)^-1 y
+  std::vector<double> chol_;     // lower triangular, row-major n x n
+  std::vector<double> alpha_;    // (K + noise I)^-1 y
 };
 
 // The n-th point of a regular grid of `perAxis` points per axis over [0, 1]^dims (perAxis >= 2),
