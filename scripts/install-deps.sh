@@ -13,6 +13,8 @@ PACKAGES=(
   openmpi-bin libopenmpi-dev
   libssl-dev
   iproute2 procps psmisc
+  # Debian packages with CPack (scripts/package.sh, tests/packaging): dpkg-shlibdeps, lintian
+  dpkg-dev lintian
   # torch.distributed under hvdrun (tests/e2e/e2e_torch_test.cc), the peer of bench/fusion.sh,
   # and hvd.torch with its pytest suite (tests/python)
   python3-torch python3-pytest
