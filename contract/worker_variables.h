@@ -458,6 +458,13 @@ inline constexpr WorkerVariable kAutotuneGaussianProcessNoise =
         .withRange(0, 1)
         .withDefault("0.8")
         .withExample("0.3");
+inline constexpr WorkerVariable kStragglerWindow =
+    WorkerVariable("HVD_STRAGGLER_WINDOW", T::kSize,
+                   "engine: ops per straggler check (the ranks compare how long each waited for "
+                   "the others; 0 disables)")
+        .withRange(0, 1 << 20)
+        .withDefault("256")
+        .withExample("64");
 
 // --- Read outside the configuration --------------------------------------------------------
 inline constexpr WorkerVariable kLogLevel =
@@ -525,6 +532,7 @@ inline constexpr WorkerVariable kAll[] = {
     kAutotuneStepsPerSample,
     kAutotuneBayesOptMaxSamples,
     kAutotuneGaussianProcessNoise,
+    kStragglerWindow,
     kLogLevel,
     kLogSubsystems,
     kNcclLibrary,

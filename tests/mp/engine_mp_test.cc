@@ -2,6 +2,7 @@
 // the stall scenario end to end (a warning naming the rank and the tensor, then every rank
 // fails and hvdrun exits non-zero in time), and a rank dying under a pending op.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <fstream>
@@ -209,6 +210,35 @@ TEST(EngineAutotune, HvdrunsAutotuneFlagsTuneEveryRankAlikeWithinTheBudgetAndThe
          << (table.back()[3] == 1 ? "on" : "off");
   EXPECT_NE(changes[0].back().find(chosen.str()), std::string::npos)
       << changes[0].back() << " vs " << chosen.str();
+}
+
+// A rank that sleeps before each step is named once, with its host, in rank 0's log; ranks that
+// keep pace, or the check turned off, give no report.
+TEST(EngineStragglers, TheRankThatSleepsBeforeEachStepIsNamedOnceInRankZerosLog) {
+  const auto slow = hvdrun({"-np", "3", "-x", "HVD_STRAGGLER_WINDOW=32", "--",
+                            HVD_ENGINE_WORKER_PATH, "straggler", "40", "16"},
+                           120s);
+  ASSERT_FALSE(slow.timedOut) << slow.out << slow.err;
+  ASSERT_EQ(slow.status, 0) << slow.out << slow.err;
+  EXPECT_EQ(count(slow.out, "engine straggler ok=1"), 3u) << slow.out;
+  const std::string all = slow.out + slow.err;
+  EXPECT_EQ(count(all, "straggler: "), 1u) << all;
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  const size_t at =
+      all.find("straggler: rank 2 on " + std::string(host) + " was the last to submit ");
+  ASSERT_NE(at, std::string::npos) << all;
+  EXPECT_EQ(all.rfind("[0]<stderr>:", at), all.rfind('\n', at) + 1)
+      << "reported by rank 0: " << all;
+
+  for (const char* window : {"32", "0"}) {
+    const std::string sleep = std::string(window) == "0" ? "40" : "0";
+    const auto r = hvdrun({"-np", "3", "-x", std::string("HVD_STRAGGLER_WINDOW=") + window, "--",
+                           HVD_ENGINE_WORKER_PATH, "straggler", sleep, "16"},
+                          120s);
+    ASSERT_EQ(r.status, 0) << r.out << r.err;
+    EXPECT_EQ(count(r.out + r.err, "straggler: "), 0u) << window << ": " << r.out << r.err;
+  }
 }
 
 }  // namespace

@@ -8,10 +8,12 @@
 //   engine-worker autotune STEPS   a synthetic gradient pattern (24 tensors of 256 B to 512 KiB,
 //                         submitted in backward order, then waited on) for STEPS steps, every
 //                         sum checked; run with HVD_AUTOTUNE=1 by the test
+//   engine-worker straggler MS STEPS   the last rank sleeps MS before each step's 8 allreduces
 // Exit codes: 0 success, 1 wrong values, 10 PeerError, 11 TimeoutError, 12 other hvd::Error.
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
@@ -196,6 +198,27 @@ int runAutotune(int steps) {
   return ok ? 0 : 1;
 }
 
+int runStraggler(int sleepMs, int steps) {
+  hvd::init();
+  const int rank = hvd::rank();
+  const int size = hvd::size();
+  bool ok = true;
+  for (int s = 0; s < steps; ++s) {
+    if (rank == size - 1) std::this_thread::sleep_for(std::chrono::milliseconds(sleepMs));
+    std::vector<std::vector<float>> grads(8, std::vector<float>(1024, 1.0f));
+    std::vector<hvd::Handle> handles;
+    for (int k = 0; k < 8; ++k) {
+      handles.push_back(hvd::allreduceAsync("grad." + std::to_string(k), grads[k].data(),
+                                            grads[k].data(), {1024}, hvd::DataType::kFloat32,
+                                            {hvd::ReduceOp::kSum}));
+    }
+    for (auto& h : handles) h.wait();
+    for (const auto& g : grads) ok = ok && g[0] == static_cast<float>(size);
+  }
+  std::printf("rank %d: engine straggler ok=%d\n", rank, ok ? 1 : 0);
+  return ok ? 0 : 1;
+}
+
 int runDie() {
   hvd::init();
   const int rank = hvd::rank();
@@ -218,7 +241,9 @@ int main(int argc, char** argv) {
     if (mode == "stall") return runStall();
     if (mode == "die") return runDie();
     if (mode == "autotune" && argc > 2) return runAutotune(std::atoi(argv[2]));
-    std::fprintf(stderr, "usage: %s mixed|stall|die|autotune STEPS\n", argv[0]);
+    if (mode == "straggler" && argc > 3)
+      return runStraggler(std::atoi(argv[2]), std::atoi(argv[3]));
+    std::fprintf(stderr, "usage: %s mixed|stall|die|autotune STEPS|straggler MS STEPS\n", argv[0]);
     return 2;
   } catch (const hvd::Error& e) {
     std::fprintf(stderr, "rank error (%s): %s\n", hvd::errorKindName(e.kind()), e.what());

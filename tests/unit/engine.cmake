@@ -9,3 +9,5 @@ hvd_test(NAME process_sets_test LABEL unit TIMEOUT 120
          SOURCES ${CMAKE_CURRENT_LIST_DIR}/process_sets_test.cc)
 hvd_test(NAME autotune_test LABEL unit TIMEOUT 180
          SOURCES ${CMAKE_CURRENT_LIST_DIR}/autotune_test.cc)
+hvd_test(NAME straggler_test LABEL unit TIMEOUT 120
+         SOURCES ${CMAKE_CURRENT_LIST_DIR}/straggler_test.cc)

@@ -100,6 +100,7 @@ struct Config {
   int autotuneStepsPerSample = 10;
   int autotuneBayesOptMaxSamples = 20;
   double autotuneNoise = 0.8;
+  size_t stragglerWindow = 256;  // HVD_STRAGGLER_WINDOW (0: no straggler check)
 
   // Process sets (core/process_sets.h) fixed at init: HVD_PROCESS_SETS ("0,1;2,3"), or the
   // list hvd.init(process_sets=...) passes; every rank must give the same list.

@@ -323,6 +323,11 @@ constexpr ConfigField kFields[] = {
     {worker::kAutotuneGaussianProcessNoise.name,
      [](Config& c, const WorkerValue& v, const EnvReader&) { c.autotuneNoise = v.number; }, nullptr,
      [](const Config& c) { return decimal(std::llround(c.autotuneNoise * 1e6), 1e6); }},
+    {worker::kStragglerWindow.name,
+     [](Config& c, const WorkerValue& v, const EnvReader&) {
+       c.stragglerWindow = static_cast<size_t>(v.integer);
+     },
+     nullptr, [](const Config& c) { return std::to_string(c.stragglerWindow); }},
 };
 
 }  // namespace

@@ -456,6 +456,11 @@ engine::EngineOptions engineOptions(const Config& config) {
   o.autotune.cycleFixed = config.cycleTimeSet;
   o.autotune.cacheFixed = config.cacheCapacitySet;
   o.autotune.hierarchicalFixed = config.hierarchicalSet;
+  o.stragglers.window = config.stragglerWindow;
+  // A rank counts as last only by more than the jitter of the cycles that negotiate its ops.
+  o.stragglers.minLag =
+      std::max<std::chrono::microseconds>(std::chrono::milliseconds(2), 2 * config.cycleTime);
+  o.hostName = localHostName();
   return o;
 }
 

@@ -128,6 +128,9 @@ Engine::Engine(transport::Context& context, EngineOptions options,
     }
     tuner_ = std::make_unique<Autotuner>(options_.autotune, initial, hierarchicalApplies);
   }
+  if (options_.stragglers.window > 0 && options_.jobRanks.empty() && size_ > 1) {
+    stragglers_ = std::make_unique<StragglerDetector>(options_.stragglers);
+  }
   if (timeline_) timelinePath_ = timeline_->path();
   thread_ = std::thread([this] { loop(); });
 }
@@ -269,7 +272,11 @@ std::unique_ptr<LocalOp> Engine::makeOp(const std::string& name, OpType type, co
 }
 
 Handle Engine::submit(std::vector<std::unique_ptr<LocalOp>> ops, std::shared_ptr<OpState> state) {
-  for (auto& op : ops) op->state = state;
+  const Clock::time_point submitted = now();
+  for (auto& op : ops) {
+    op->state = state;
+    op->submitted = submitted;
+  }
   std::vector<const std::string*> names;
   for (const auto& op : ops) names.push_back(&op->request.name);
   {
@@ -567,8 +574,48 @@ bool Engine::cycle(bool stop, bool joined) {
     return false;
   }
   if (tuned) applyTuned(*tuned);
+  // Every rank ran the same responses, so every rank reaches a full window in the same cycle.
+  if (stragglers_ && windowWaits_.size() >= options_.stragglers.window) exchangeWaits();
   if (rank_ == 0 && stall_.enabled()) checkStalls(t);
   return true;
+}
+
+// --- stragglers ----------------------------------------------------------------------------
+
+void Engine::exchangeWaits() {
+  const size_t n = windowWaits_.size();
+  if (hosts_.empty()) {
+    // Once: every rank's host, for rank 0's reports.
+    const std::string& mine = options_.hostName;
+    const std::vector<size_t> counts = coll::allgatherCounts(context_, mine.size());
+    size_t total = 0;
+    for (size_t c : counts) total += c;
+    std::vector<char> all(total + 1);
+    coll::allgather(context_, mine.data(), mine.size(), all.data(), counts, DataType::kUInt8);
+    size_t offset = 0;
+    for (size_t c : counts) {
+      hosts_.emplace_back(all.data() + offset, c);
+      offset += c;
+    }
+  }
+  std::vector<float> all(n * static_cast<size_t>(size_));
+  coll::allgather(context_, windowWaits_.data(), n, all.data(),
+                  std::vector<size_t>(static_cast<size_t>(size_), n), DataType::kFloat32);
+  windowWaits_.clear();
+  if (rank_ != 0) return;
+  std::vector<std::vector<float>> waits(static_cast<size_t>(size_));
+  for (int r = 0; r < size_; ++r) {
+    waits[r].assign(all.begin() + static_cast<std::ptrdiff_t>(r * n),
+                    all.begin() + static_cast<std::ptrdiff_t>((r + 1) * n));
+  }
+  std::optional<StragglerReport> report = stragglers_->analyze(waits);
+  if (!report) return;
+  report->host = hosts_[report->rank];
+  ++counters_.stragglers;
+  const std::string text = "straggler: " + report->describe();
+  logging::get("engine")->warn("{}", text);
+  if (timeline_) timeline_->marker("STRAGGLER rank " + std::to_string(report->rank));
+  if (options_.onStraggler) options_.onStraggler(*report);
 }
 
 // --- autotune -------------------------------------------------------------------------------
@@ -634,6 +681,7 @@ LocalOp* Engine::localOp(const std::string& name) {
 }
 
 void Engine::execute(const std::vector<Response>& responses) {
+  const Clock::time_point ready = now();  // every rank had submitted these by now
   for (const auto& [begin, end] : executor_.plan(responses)) {
     if (responses[begin].kind == Response::Kind::kError) {
       ++counters_.errors;
@@ -660,6 +708,14 @@ void Engine::execute(const std::vector<Response>& responses) {
       observeForTuning(names, counters_.bytes.load() - before);
     }
     for (size_t i = begin; i < end; ++i) {
+      if (const LocalOp* op = locals[i - begin]) {
+        const auto waited =
+            std::chrono::duration_cast<std::chrono::microseconds>(ready - op->submitted).count();
+        counters_.waitMicros += static_cast<uint64_t>(std::max<int64_t>(0, waited));
+        if (stragglers_) windowWaits_.push_back(static_cast<float>(std::max<int64_t>(0, waited)));
+      } else if (stragglers_) {
+        windowWaits_.push_back(-1);  // this rank had joined: it did not submit the op
+      }
       controller_.recordSuccess(responses[i]);
       ++counters_.responses;
       if (responses[i].cacheSlot >= 0) ++counters_.cacheHits;

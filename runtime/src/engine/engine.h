@@ -51,6 +51,7 @@
 #include "engine/in_flight_names.h"
 #include "engine/op_state.h"
 #include "engine/stall.h"
+#include "engine/straggler.h"
 #include "gpu/device_backend.h"
 #include "hvd/engine.hpp"
 #include "transport/context.h"
@@ -88,6 +89,12 @@ struct EngineOptions {
   // Called on every rank when tuned parameters take effect, with the cycle they take effect
   // after (the same cycle on every rank); besides the log (tests capture it here).
   std::function<void(const TunedParams&, uint64_t cycle)> onTuned;
+  // Stragglers (engine/straggler.h): every `window` ops the ranks gather their waits and rank 0
+  // reports a rank that is consistently last. The job's engine only; window 0: off.
+  StragglerOptions stragglers;
+  std::string hostName;  // this rank's host, named in straggler reports
+  // Called on rank 0 with each straggler found, besides the log and the timeline.
+  std::function<void(const StragglerReport&)> onStraggler;
 };
 
 // Why a rank's engine stops (Engine::setStopReason), as the other ranks' errors say it after
@@ -166,6 +173,8 @@ class Engine {
   void observeForTuning(const std::vector<std::string>& names, uint64_t bytes);
   TunedParams receiveTuned();
   void applyTuned(const TunedParams& params);
+  // Stragglers: every rank's waits for the window's ops, gathered; rank 0 analyses them.
+  void exchangeWaits();
   Clock::time_point now() const;
   // Posts a timeline change and waits until it took effect; returns the timeline it replaced.
   // `replace` false: only markCycles changes. Under timelineControl_, not mutex_.
@@ -221,6 +230,9 @@ class Engine {
   size_t cacheCapacityOn_;             // the response cache's capacity when autotune turns it on
   std::unique_ptr<Autotuner> tuner_;   // rank 0 of the job's engine, with autotune on
   std::optional<TunedParams> retune_;  // rank 0: decided, to be broadcast in the next cycle
+  std::unique_ptr<StragglerDetector> stragglers_;  // the job's engine with a window, else null
+  std::vector<float> windowWaits_;  // this rank's wait (us) per op of the window; -1: none here
+  std::vector<std::string> hosts_;  // rank 0: each rank's host, from the first exchange
 
   std::thread thread_;
 };

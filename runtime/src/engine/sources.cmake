@@ -11,4 +11,5 @@ target_sources(hvd PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/mismatch.cc
   ${CMAKE_CURRENT_LIST_DIR}/request.cc
   ${CMAKE_CURRENT_LIST_DIR}/response_cache.cc
-  ${CMAKE_CURRENT_LIST_DIR}/stall.cc)
+  ${CMAKE_CURRENT_LIST_DIR}/stall.cc
+  ${CMAKE_CURRENT_LIST_DIR}/straggler.cc)
