@@ -20,6 +20,8 @@ PACKAGES=(
   python3-torch python3-pytest
   # a throw-away Slurm cluster in network namespaces for the e2e tests (scripts/slurm-cluster.sh)
   slurm-wlm munge
+  # a real Prometheus server scraping hvdagent --metrics-listen (tests/e2e/e2e_metrics_test.py)
+  prometheus
 )
 
 missing=()

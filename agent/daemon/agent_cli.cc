@@ -7,8 +7,10 @@
 #include <string>
 
 #include "agent/common/cli_checks.h"
+#include "agent/metrics/metrics_listen.h"
 #include "agent/records/job_records.h"
 #include "agent/rpc/defaults.h"
+#include "hvd/error.hpp"
 
 namespace hvd::agent::daemon {
 
@@ -80,6 +82,16 @@ std::optional<int> parseAgentCommandLine(int argc, char** argv, AgentCliOptions*
                "started by hvdrun in a Slurm allocation: key on stdin, listen on this node's "
                "address toward the launching host (port 0), temporary state dir, print "
                "'hvdagent-ready NODE ADDRESS' when serving, exit when stdin closes");
+  std::string metricsListen;
+  app.add_option("--metrics-listen", metricsListen,
+                 "serve Prometheus metrics at http://ADDR/metrics: PORT or :PORT (loopback), "
+                 "IP:PORT or [IPv6]:PORT (a wider bind, e.g. 0.0.0.0:9100, must be asked for; "
+                 "port 0: ephemeral); default: not served")
+      ->check(nonEmpty());
+  app.add_option("--metrics-port-file", options->metricsPortFile,
+                 "write the metrics' bound port to this file once serving (for "
+                 "--metrics-listen ...:0)")
+      ->check(nonEmpty());
   app.add_flag("--version", options->version, "print hvdagent's version and exit");
   try {
     app.parse(argc, argv);
@@ -94,6 +106,17 @@ std::optional<int> parseAgentCommandLine(int argc, char** argv, AgentCliOptions*
   options->stateDirGiven = app.count("--state-dir") > 0;
   if (options->slurmStep && app.count("--key-file") > 0) {
     std::fprintf(stderr, "hvdagent: --slurm-step takes its key on stdin, not --key-file\n");
+    return 2;
+  }
+  if (app.count("--metrics-listen") > 0) {
+    try {
+      options->metricsListen = metrics::parseMetricsListen(metricsListen);
+    } catch (const InvalidArgumentError& e) {
+      std::fprintf(stderr, "hvdagent: %s\n", e.what());
+      return 2;
+    }
+  } else if (app.count("--metrics-port-file") > 0) {
+    std::fprintf(stderr, "hvdagent: --metrics-port-file needs --metrics-listen\n");
     return 2;
   }
   if (app.count("--key-file") == 0) options->keyFile = rpc::defaultKeyFile();

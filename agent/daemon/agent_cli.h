@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 
+#include "agent/common/net.h"
 #include "agent/rpc/credentials.h"
 
 namespace hvd::agent::daemon {
@@ -31,6 +32,10 @@ struct AgentCliOptions {
   // (removed at exit), "hvdagent-ready NODE ADDRESS" goes to stdout once serving, and stdin's
   // end (hvdrun is done, or gone) shuts the agent down as SIGTERM does.
   bool slurmStep = false;
+  // --metrics-listen: Prometheus metrics at GET /metrics (agent/metrics), parsed and checked
+  // here; unset: not served. --metrics-port-file: the bound port, as --port-file for --listen.
+  std::optional<common::ListenAddress> metricsListen;
+  std::string metricsPortFile;
   bool listenGiven = false;
   bool stateDirGiven = false;
 };

@@ -27,6 +27,9 @@
 #include "agent/daemon/slurm_step.h"
 #include "agent/jobs/environment.h"
 #include "agent/jobs/local_host.h"
+#include "agent/metrics/collect.h"
+#include "agent/metrics/exposition.h"
+#include "agent/metrics/metrics_server.h"
 #include "agent/node/gpu_discovery.h"
 #include "agent/node/node_facts.h"
 #include "agent/process/posix_spawner.h"
@@ -53,6 +56,7 @@ namespace node = hvd::agent::node;
 namespace jobs = hvd::agent::jobs;
 namespace records = hvd::agent::records;
 namespace daemon = hvd::agent::daemon;
+namespace metrics = hvd::agent::metrics;
 
 // Blocks until SIGTERM or SIGINT arrives; returns it. Meanwhile, every second, writes again the
 // job records a full or failing disk refused.
@@ -68,12 +72,27 @@ int waitForSignal(int pipeRead, records::JobHistory* history) {
   }
 }
 
-// Atomically, so a test polling for the file never reads half of it.
-void writePortFile(const std::string& path, int port) {
+// Atomically, so a test polling for the file never reads half of it. `option` names it in the
+// error.
+void writePortFile(const std::string& path, int port, const char* option = "--port-file") {
   if (!records::writeFileAtomically(path, std::to_string(port) + "\n", 0644)) {
-    throw hvd::InvalidArgumentError("cannot write --port-file " + path + ": " +
+    throw hvd::InvalidArgumentError("cannot write " + std::string(option) + " " + path + ": " +
                                     std::strerror(errno));
   }
+}
+
+// --metrics-listen: the metrics server, on a thread of its own, reading the agent's parts at
+// each scrape (agent/metrics). Null when not asked for.
+std::unique_ptr<metrics::MetricsServer> serveMetrics(const daemon::AgentCliOptions& options,
+                                                     const metrics::AgentParts& parts) {
+  if (!options.metricsListen) return nullptr;
+  auto server = std::make_unique<metrics::MetricsServer>(*options.metricsListen, [parts] {
+    return metrics::renderMetrics(metrics::collectSnapshot(parts));
+  });
+  if (!options.metricsPortFile.empty()) {
+    writePortFile(options.metricsPortFile, server->port(), "--metrics-port-file");
+  }
+  return server;
 }
 
 int serve(const daemon::AgentCliOptions& options, const hvd::agent::common::ListenAddress& listen,
@@ -152,6 +171,16 @@ int serve(const daemon::AgentCliOptions& options, const hvd::agent::common::List
   };
   svc::AgentService service(serviceOptions, &guard, &local, &gpus, &store, &history);
 
+  // Before the gRPC server: an address it cannot bind stops the agent before it serves, and
+  // the metrics' port file is there once --port-file is.
+  metrics::AgentParts metricsParts;
+  metricsParts.version = node::agentVersion();
+  metricsParts.led = &service.ledJobs();
+  metricsParts.local = &local;
+  metricsParts.ledger = &ledger;
+  metricsParts.history = &history;
+  std::unique_ptr<metrics::MetricsServer> metricsServer = serveMetrics(options, metricsParts);
+
   const int signalPipe = hvd::agent::process::installSignalPipe();
 
   grpc::ServerBuilder builder;
@@ -188,6 +217,11 @@ int serve(const daemon::AgentCliOptions& options, const hvd::agent::common::List
       node::agentVersion(), hvd::agent::common::joinHostPort(listen.host, port), key.fingerprint(),
       options.tls.enabled() ? "on (client certificates required)" : "off", store.port(),
       records.dir(), loaded.loaded);
+  if (metricsServer) {
+    hvd::logging::program("daemon")->info(
+        "metrics at http://{}/metrics",
+        hvd::agent::common::joinHostPort(options.metricsListen->host, metricsServer->port()));
+  }
   if (const int resumed = service.resumeQueued(); resumed > 0) {
     hvd::logging::program("daemon")->info(
         "{} queued job(s) of the previous agent are waiting again", resumed);
@@ -196,6 +230,7 @@ int serve(const daemon::AgentCliOptions& options, const hvd::agent::common::List
   const int signo = waitForSignal(signalPipe, &history);
   hvd::logging::program("daemon")->info("got {}, stopping running jobs and shutting down",
                                         signo == SIGINT ? "SIGINT" : "SIGTERM");
+  if (metricsServer) metricsServer->stop();
   service.shutdown();
   server->Shutdown(std::chrono::system_clock::now() + serviceOptions.shutdownGrace +
                    std::chrono::seconds(5));

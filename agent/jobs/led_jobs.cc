@@ -203,6 +203,7 @@ class LedJobs::Steps final : public AttemptSteps {
     hvd::logging::program("jobs")->warn("job {}: restarting (restart {} of {}) after: {}", job_->id,
                                         attempt, job_->spec.restart.maxRestarts, after.summary);
     led_->records_.restarting(job_->id, attempt);
+    ++led_->restarts_;
     job_->changed->bump();
   }
 
@@ -472,8 +473,13 @@ void LedJobs::runElastic(Job* job) {
     job->changed->bump();
     hvd::logging::program("jobs")->info("job {}: elastic, discovery started", id);
     std::vector<records::RoundEntry> recorded;  // the rounds as the record has them
+    size_t counted = 0;                         // of those, in elasticRounds_ (only grows)
     ended = elastic.run([job] { job->elasticSink->waitEnded(std::chrono::milliseconds(150)); },
                         [&](const std::vector<RoundRecord>& rounds) {
+                          if (rounds.size() > counted) {
+                            elasticRounds_ += rounds.size() - counted;
+                            counted = rounds.size();
+                          }
                           std::vector<records::RoundEntry> now = roundEntries(rounds);
                           if (now == recorded) return;
                           records_.roundsChanged(id, now);
@@ -551,6 +557,15 @@ void LedJobs::abandon(Job* job, const std::string& what) {
   });
   job->done = true;
   job->changed->bump();
+}
+
+LedJobs::Counts LedJobs::counts() const {
+  Counts counts;
+  counts.restarts = restarts_;
+  counts.elasticRounds = elasticRounds_;
+  std::lock_guard<std::mutex> lock(mutex_);
+  counts.queued = queue_.size();
+  return counts;
 }
 
 std::shared_ptr<const ChangeSignal> LedJobs::changedOf(const std::string& jobId) const {

@@ -21,6 +21,7 @@
 // one loses nothing.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -115,6 +116,15 @@ class LedJobs {
   // The jobs' records (job_history.h), for the readers that answer with them (agent/service).
   records::JobHistory* history() const { return records_.history(); }
 
+  // What the agent's metrics read of the led jobs: the queue now, and counts since this agent
+  // started.
+  struct Counts {
+    size_t queued = 0;      // jobs in the queue now (waiting, or deciding whether they can start)
+    uint64_t restarts = 0;  // attempts started again after a failure (restart policy)
+    uint64_t elasticRounds = 0;  // rounds elastic jobs began, each job's first included
+  };
+  Counts counts() const;
+
  private:
   struct Job;
   class Steps;
@@ -154,6 +164,9 @@ class LedJobs {
   store::TcpStoreServer* const store_;
   records::LedJobRecords records_;
   relay::DetachedTrees detached_;  // finished attempts' hosts, until their last calls are answered
+
+  std::atomic<uint64_t> restarts_{0};
+  std::atomic<uint64_t> elasticRounds_{0};
 
   mutable std::mutex mutex_;
   bool shuttingDown_ = false;

@@ -106,6 +106,19 @@ std::vector<std::string> LocalHost::runningJobs() const {
   return ids;
 }
 
+std::map<std::string, int> LocalHost::runningRanksByJob() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::map<std::string, int> ranks;
+  for (const auto& [id, job] : jobs_) {
+    if (!job.group) continue;
+    // The group takes only its own lock here and never calls out under it: no lock order issue.
+    int running = 0;
+    for (int i = 0; i < job.group->size(); ++i) running += job.group->exitStatus(i) ? 0 : 1;
+    if (running > 0) ranks[job.job.empty() ? id : job.job] += running;
+  }
+  return ranks;
+}
+
 coord::ReserveResult LocalHost::reserve(const ledger::Request& request) {
   coord::ReserveResult result;
   if (options_.ledger == nullptr) {
@@ -210,6 +223,7 @@ coord::LaunchStatus LocalHost::spawn(const coord::LaunchRequest& request,
     Job& job = jobs_[request.jobId];  // reserves the id, so a stop during spawn() is remembered
     job.stopSignal = request.stopSignal;
     job.grace = request.grace;
+    job.job = request.environment ? request.environment->jobId : request.jobId;
   }
   if (request.reserved && ledger != nullptr && !ledger->bind(request.jobId)) {
     std::lock_guard<std::mutex> lock(mutex_);

@@ -91,6 +91,11 @@ class LocalHost : public coordinator::NodeAgent {
   // (agent shutdown).
   void stopAll(std::chrono::milliseconds maxGrace, const std::set<std::string>& except = {});
   std::vector<std::string> runningJobs() const;
+  // The ranks on this node that have not exited, by the id of their job (the leader's id, not
+  // the launch's: an attempt or an elastic round is one more launch of the same job, and they
+  // add up). Jobs still being spawned, or whose ranks have all exited, are not listed. For the
+  // agent's metrics.
+  std::map<std::string, int> runningRanksByJob() const;
   // Destroys every job's group: whatever still runs is SIGKILLed and reaped, and no event is
   // delivered after it returns. Call it before the JobEvents given to launch() go away.
   void shutdown();
@@ -141,6 +146,7 @@ class LocalHost : public coordinator::NodeAgent {
     int stopSignal = 0;
     std::chrono::milliseconds grace{0};
     bool recorded = false;
+    std::string job;  // the job's id (the launch's own when the request has no environment)
   };
 
   coordinator::LaunchStatus spawn(const coordinator::LaunchRequest& request,

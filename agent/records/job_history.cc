@@ -267,6 +267,13 @@ std::optional<v1::JobInfo> JobHistory::get(const std::string& jobId) const {
   return it->second;
 }
 
+std::map<v1::JobState, size_t> JobHistory::stateCounts() const {
+  std::map<v1::JobState, size_t> counts;
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const auto& [id, info] : jobs_) ++counts[info.state()];
+  return counts;
+}
+
 std::vector<v1::JobInfo> JobHistory::list() const {
   std::vector<v1::JobInfo> out;
   {

@@ -88,6 +88,9 @@ class JobHistory {
   std::optional<v1::JobInfo> get(const std::string& jobId) const;
   // Every record, oldest submission first.
   std::vector<v1::JobInfo> list() const;
+  // How many records are in each state (states without one are absent): the agent's metrics,
+  // read every scrape, so without copying the records.
+  std::map<v1::JobState, size_t> stateCounts() const;
   // Where the job's output goes; for known ids only (never built from a caller's string).
   std::optional<std::string> logPath(const std::string& jobId) const;
 

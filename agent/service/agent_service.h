@@ -93,6 +93,8 @@ class AgentService final : public v1::Agent::Service {
   void join();
   // At start-up: queued submitted jobs of the previous agent wait in this one's queue again.
   int resumeQueued() { return led_->resumeQueued(); }
+  // The jobs this agent leads, for readers beside the service (the daemon's metrics).
+  const jobs::LedJobs& ledJobs() const { return *led_; }
 
   grpc::Status Describe(grpc::ServerContext* context, const v1::DescribeRequest* request,
                         v1::DescribeResponse* response) override;

@@ -92,3 +92,13 @@ set_tests_properties(e2e_slurm_down PROPERTIES LABELS e2e TIMEOUT 60 SKIP_RETURN
                      FIXTURES_CLEANUP e2e_slurm RESOURCE_LOCK e2e_slurm)
 gtest_discover_tests(e2e_slurm_test DISCOVERY_TIMEOUT 60
   PROPERTIES LABELS e2e TIMEOUT 240 FIXTURES_REQUIRED e2e_slurm RESOURCE_LOCK e2e_slurm)
+
+# hvdagent --metrics-listen scraped by a real Prometheus server (Debian's prometheus): one agent
+# on loopback with two fake GPUs and no netns cluster, jobs run, queued, restarted and cancelled
+# through it with hvdrun, every figure read back through Prometheus' query API. Skipped (77)
+# without prometheus.
+add_test(NAME e2e_metrics_prometheus
+         COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/e2e_metrics_test.py
+                 --hvdagent $<TARGET_FILE:hvdagent> --hvdrun $<TARGET_FILE:hvdrun>)
+set_tests_properties(e2e_metrics_prometheus PROPERTIES LABELS e2e TIMEOUT 240
+                     SKIP_RETURN_CODE 77)

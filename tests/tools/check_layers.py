@@ -16,7 +16,8 @@ import sys
 # needs nothing of the runtime but the public error types (hvd/error.hpp).
 ORDER = ['contract', 'runtime', 'agent/common', 'agent/auth', 'agent/process', 'agent/node',
          'agent/ledger', 'agent/elastic', 'agent/coordinator', 'agent/relay', 'agent/rpc',
-         'agent/client', 'agent/records', 'agent/jobs', 'agent/service', 'agent/daemon',
+         'agent/client', 'agent/records', 'agent/jobs', 'agent/service', 'agent/metrics',
+         'agent/daemon',
          'launcher']
 # The first folder of an include that means libhvd's insides (runtime/src/<folder>/...).
 RUNTIME_SRC = None  # filled from the tree
