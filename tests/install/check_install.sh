@@ -13,22 +13,9 @@ SOURCE="$2"
 TMP="$(mktemp -d)"
 trap 'rm -rf "$TMP"' EXIT
 
-fail() {
-  echo "install check failed: $1" >&2
-  [[ $# -gt 1 ]] && printf '%s\n' "$2" | sed 's/^/  | /' >&2
-  exit 1
-}
-# expect STEP PATTERN OUTPUT: OUTPUT must contain a line matching PATTERN (extended regex).
-expect() {
-  grep -Eq -- "$2" <<<"$3" || fail "$1: no line matches '$2'" "$3"
-}
-# run STEP CMD...: runs CMD, fails the check with its output if it fails; prints its output.
-run() {
-  local step="$1" out
-  shift
-  out="$("$@" 2>&1)" || fail "$step: exit status $?" "$out"
-  printf '%s' "$out"
-}
+CHECK_NAME="install check"
+# shellcheck source=../common/check_steps.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../common/check_steps.sh"
 # The real path libhvd.so resolves to for a program, as the dynamic loader reports it.
 libhvd_of() {
   local out

@@ -21,22 +21,9 @@ TMP="$(mktemp -d)"
 trap 'rm -rf "$TMP"' EXIT
 ROOT="$TMP/root"
 
-fail() {
-  echo "packaging check failed: $1" >&2
-  [[ $# -gt 1 ]] && printf '%s\n' "$2" | sed 's/^/  | /' >&2
-  exit 1
-}
-# expect STEP PATTERN OUTPUT: OUTPUT must contain a line matching PATTERN (extended regex).
-expect() {
-  grep -Eq -- "$2" <<<"$3" || fail "$1: no line matches '$2'" "$3"
-}
-# run STEP CMD...: runs CMD, fails the check with its output if it fails; prints its output.
-run() {
-  local step="$1" out
-  shift
-  out="$("$@" 2>&1)" || fail "$step: exit status $?" "$out"
-  printf '%s' "$out"
-}
+CHECK_NAME="packaging check"
+# shellcheck source=../common/check_steps.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../common/check_steps.sh"
 
 # 1. Build the packages. gzip instead of xz: the test checks contents, not compression ratios.
 mkdir -p "$TMP/debs"
