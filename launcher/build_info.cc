@@ -55,7 +55,9 @@ std::string cudaLine() {
 
 }  // namespace
 
-std::string versionText() { return std::string("hvdrun ") + HVD_VERSION_STRING + "\n"; }
+std::string hvdrunVersion() { return HVD_VERSION_STRING; }
+
+std::string versionText() { return "hvdrun " + hvdrunVersion() + "\n"; }
 
 std::string checkBuildText() {
   std::string text = versionText();

@@ -8,6 +8,9 @@
 
 namespace hvd::launcher {
 
+// "0.1.0": the version of this build, which every agent should report too (hvdrun doctor).
+std::string hvdrunVersion();
+
 // "hvdrun 0.1.0\n".
 std::string versionText();
 

@@ -39,6 +39,7 @@ constexpr char kDescription[] =
     "       hvdrun submit -np N [options] [--] PROGRAM [ARGS...]\n"
     "       hvdrun ps | status JOB | logs JOB | attach JOB | cancel JOB  (see hvdrun ps --help)\n"
     "       hvdrun keygen [--key-file F]\n"
+    "       hvdrun doctor [-H HOSTS | --hostfile F] [--json]  (see hvdrun doctor --help)\n"
     "       hvdrun --version | --check-build\n"
     "\n"
     "Runs PROGRAM as N ranks of one hvd job and waits for it. `hvdrun submit` hands the job to\n"
@@ -118,6 +119,32 @@ constexpr char kJobsDescription[] =
     "Exit status: 0; 1 no such job on those agents; 2 usage error; 69 agent unreachable;\n"
     "70 internal error (a bug in hvdrun); 77 authentication failed; 124 cancel: the job did\n"
     "not end in its grace plus a margin; attach: the job's exit status.";
+
+constexpr char kDoctorDescription[] =
+    "Usage: hvdrun doctor [-H HOSTS | --hostfile F] [--json] [agent options]\n"
+    "\n"
+    "Checks the agents of a cluster before a job, and starts none. Asks the agents of the\n"
+    "hosts given by -H or --hostfile (slots are ignored), else of $HVD_AGENT_HOSTS, else the\n"
+    "agent on this machine, all at once, each within --start-timeout, whether:\n"
+    "  * it answers (UNREACHABLE: the host, the address asked and why not);\n"
+    "  * it accepts hvdrun's key (AUTH FAILED: a different --key-file, or this host's clock\n"
+    "    outside the agents' 30 s signature window);\n"
+    "  * it runs hvdrun's own version (VERSION MISMATCH: a job needs one build everywhere);\n"
+    "  * its clock is within 1 s of this host's (CLOCK): offset = the agent's clock as it\n"
+    "    answers minus the midpoint of the call here, +- half the round trip. Log lines, job\n"
+    "    records and timed-out waits are compared across hosts by wall-clock time, and the\n"
+    "    agents' timeouts and leases are seconds long: beyond a second they mislead.\n"
+    "It also lists each host's CPUs, its GPUs (model, memory) and which jobs hold them in the\n"
+    "agent's ledger. It does not check the GPUs' driver, CUDA or NCCL versions, nor the links\n"
+    "between the hosts.\n"
+    "\n"
+    "Prints one row per host (HOST, ADDRESS, STATUS, VERSION, CLOCK (ms), CPUS, GPUS), then\n"
+    "one line per problem saying what is wrong and what to do. --json prints one JSON object\n"
+    "instead: \"ok\", \"hvdrun_version\", \"clock_limit_us\", \"hosts\" (every field of each\n"
+    "host; null where its agent did not say) and \"problems\" (host, address, kind, message).\n"
+    "\n"
+    "Exit status: 0 every agent is fine; 1 a problem was found; 2 usage error (also a\n"
+    "missing or unsafe key file).";
 
 constexpr char kKeygenDescription[] =
     "Usage: hvdrun keygen [--key-file F]\n"
@@ -350,6 +377,23 @@ std::optional<int> parseJobCommand(int argc, char** argv, Options* options) {
                     : command == "logs"   ? Action::kLogs
                     : command == "attach" ? Action::kAttach
                                           : Action::kCancel;
+  return std::nullopt;
+}
+
+// `hvdrun doctor [-H ... | --hostfile F] [--json] [agent options]`: argv[1] is "doctor".
+std::optional<int> parseDoctor(int argc, char** argv, Options* options) {
+  CLI::App app(kDoctorDescription, "hvdrun doctor");
+  agent::common::prefixErrorsWithName(&app);
+  addAgentOptions(&app, options);
+  options->startTimeoutSeconds = kDefaultAgentAnswerSeconds;
+  app.add_option("--start-timeout", options->startTimeoutSeconds,
+                 "seconds each agent may take to answer")
+      ->check(finiteRange(0.001, 86400, "seconds"))
+      ->capture_default_str();
+  app.add_flag("--json", options->json, "print one JSON object instead of the table");
+  if (std::optional<int> code = parseAfterCommand(app, argc, argv)) return code;
+  setAgentDefaults(app, options);
+  options->action = Action::kDoctor;
   return std::nullopt;
 }
 
@@ -826,6 +870,7 @@ std::optional<int> parseRunCommandLine(int argc, char** argv, Options* options) 
 std::optional<int> parseCommandLine(int argc, char** argv, Options* options) {
   const std::string first = argc > 1 ? argv[1] : "";
   if (first == "keygen") return parseKeygen(argc, argv, options);
+  if (first == "doctor") return parseDoctor(argc, argv, options);
   if (first == "ps" || first == "status" || first == "logs" || first == "attach" ||
       first == "cancel") {
     return parseJobCommand(argc, argv, options);

@@ -5,7 +5,8 @@
 //     which runs the same coordinator and streams the output back (launcher/remote_client.h).
 //   * in a Slurm allocation with no -H: remote mode through agents hvdrun starts on the
 //     allocation's nodes itself (launcher/slurm_agents.h).
-// Plus the commands that run no job: --version, --check-build and `hvdrun keygen`.
+// Plus the commands that run no job: --version, --check-build, `hvdrun keygen` and
+// `hvdrun doctor` (launcher/doctor.h).
 #include <netinet/in.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
@@ -40,6 +41,7 @@
 #include "hvd_support/tcp_store_server.h"
 #include "launcher/build_info.h"
 #include "launcher/cli.h"
+#include "launcher/doctor.h"
 #include "launcher/hosts.h"
 #include "launcher/job_commands.h"
 #include "launcher/job_environment.h"
@@ -379,6 +381,8 @@ int runAction(int argc, char** argv) {
       return 0;
     case launcher::Action::kKeygen:
       return launcher::runKeygen(options.keyFile, stdout, stderr);
+    case launcher::Action::kDoctor:
+      return launcher::runDoctor(options);
     case launcher::Action::kRun:
     case launcher::Action::kSubmit:
       return runJob(options);

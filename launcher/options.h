@@ -12,7 +12,8 @@ namespace hvd::launcher {
 
 // What the command line asks for: run a job (the usual case, `hvdrun [run]`), submit one that
 // outlives hvdrun (`hvdrun submit`), one of the commands about submitted jobs (ps, status, logs,
-// attach, cancel), or one that touches no job (`--version`, `--check-build`, `hvdrun keygen`).
+// attach, cancel), the agents' health check (`hvdrun doctor`), or one that touches no agent
+// (`--version`, `--check-build`, `hvdrun keygen`).
 enum class Action {
   kRun,
   kSubmit,
@@ -21,6 +22,7 @@ enum class Action {
   kLogs,
   kAttach,
   kCancel,
+  kDoctor,
   kVersion,
   kCheckBuild,
   kKeygen
@@ -104,6 +106,8 @@ struct Options {
   long long tailLines = 0;                      // logs/attach --tail N; 0: everything
   bool stderrOnly = false;                      // logs --stderr
   std::optional<double> cancelGraceSeconds;     // cancel --grace S
+
+  bool json = false;  // doctor --json: one JSON object instead of the table
 };
 
 }  // namespace hvd::launcher

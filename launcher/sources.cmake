@@ -1,5 +1,5 @@
 # Everything of hvdrun but main(): CLI, output rendering, job building, keygen, build facts, the
-# signal loop and the SubmitJob client. A library so the unit tests link exactly what ships.
+# signal loop, the SubmitJob client and doctor. A library so the unit tests link exactly what ships.
 find_package(CLI11 CONFIG REQUIRED)
 # horovodrun's --config-file is YAML (Debian: libyaml-cpp-dev). 0.8 names its target
 # yaml-cpp::yaml-cpp; 0.7 (Debian 12) only yaml-cpp.
@@ -12,6 +12,9 @@ endif()
 add_library(hvd_launcher STATIC
   ${CMAKE_CURRENT_LIST_DIR}/cli.cc
   ${CMAKE_CURRENT_LIST_DIR}/config_file.cc
+  ${CMAKE_CURRENT_LIST_DIR}/doctor.cc
+  ${CMAKE_CURRENT_LIST_DIR}/doctor_render.cc
+  ${CMAKE_CURRENT_LIST_DIR}/doctor_report.cc
   ${CMAKE_CURRENT_LIST_DIR}/engine_options.cc
   ${CMAKE_CURRENT_LIST_DIR}/horovodrun_flags.cc
   ${CMAKE_CURRENT_LIST_DIR}/hosts.cc

@@ -308,6 +308,10 @@ void RemoteNodeAgent::describeTree(
             status, timeout, subtree, response,
             [](const v1::DescribeResponse& own, coordinator::DescribeResult* r) {
               r->description = rpc::fromProto(own);
+              r->agentUnixTimeUs = own.unix_time_us();
+              for (const v1::GpuHolding& h : own.gpu_holdings()) {
+                r->gpuHolders.push_back({h.gpu_index(), h.job_id()});
+              }
             },
             [](const v1::RelayedDescribe& relayed, coordinator::DescribeResult* r) {
               r->description = rpc::fromProto(relayed.description());

@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <csignal>
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -47,10 +48,27 @@ struct AgentError {
   }
 };
 
+// A GPU of the node and a job that holds it in the agent's ledger.
+struct GpuHolder {
+  int gpu = 0;
+  std::string job;
+};
+
 // describe(): exactly one of `description` / `error` is meaningful.
 struct DescribeResult {
+  DescribeResult() = default;
+  // {description, {}} or {std::nullopt, error}, as callers spell them, leaving the facts below
+  // unset.
+  DescribeResult(std::optional<NodeDescription> described, AgentError failure)
+      : description(std::move(described)), error(std::move(failure)) {}
+
   std::optional<NodeDescription> description;
   AgentError error;
+  // What only `hvdrun doctor` reads, from a remote agent's own answer (not a relayed one): its
+  // wall clock as it answered, in microseconds since the Unix epoch (0: not said), and which
+  // jobs hold its GPUs (a shared GPU once per job).
+  int64_t agentUnixTimeUs = 0;
+  std::vector<GpuHolder> gpuHolders;
 
   bool ok() const { return description.has_value(); }
 };

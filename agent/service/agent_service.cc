@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <atomic>
+#include <chrono>
 #include <csignal>
 #include <exception>
 #include <optional>
@@ -20,6 +21,18 @@
 
 namespace hvd::agent::service {
 namespace {
+
+// Describe's view of the ledger: one entry per GPU and the job holding it (a shared GPU has one
+// per job), for `hvdrun doctor`.
+void addGpuHoldings(const std::vector<ledger::Holding>& holdings, v1::DescribeResponse* response) {
+  for (const ledger::Holding& holding : holdings) {
+    for (int gpu : holding.gpus) {
+      v1::GpuHolding* out = response->add_gpu_holdings();
+      out->set_gpu_index(gpu);
+      out->set_job_id(holding.job);
+    }
+  }
+}
 
 // One Launch's caller: the gRPC stream its events are written to, in proto form.
 class LaunchStream final : public jobs::LaunchCaller {
@@ -173,7 +186,13 @@ grpc::Status AgentService::Describe(grpc::ServerContext* context,
   if (grpc::Status s = guard_->check(*context, rpc::kDescribeMethod, *request); !s.ok()) return s;
   return guarded([&] {
     *response = rpc::toProto(describeNode());
+    if (options_.ledger != nullptr) addGpuHoldings(options_.ledger->holdings(), response);
     relayDescribe(*request, response);
+    // Last, so that it is as close as it can be to the answer leaving: hvdrun doctor takes the
+    // clock offset as this minus the midpoint of its call.
+    response->set_unix_time_us(std::chrono::duration_cast<std::chrono::microseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count());
     return grpc::Status::OK;
   });
 }

@@ -102,3 +102,26 @@ add_test(NAME e2e_metrics_prometheus
                  --hvdagent $<TARGET_FILE:hvdagent> --hvdrun $<TARGET_FILE:hvdrun>)
 set_tests_properties(e2e_metrics_prometheus PROPERTIES LABELS e2e TIMEOUT 240
                      SKIP_RETURN_CODE 77)
+
+# hvdrun doctor against three namespace hosts, each test with a cluster of its own (prefix
+# "e2e<pid>dr"). hvdagent-e2e-other-version is hvdagent with another version compiled in, for the
+# version check only: node_facts.cc (where the version is) compiled into the executable with
+# another HVD_AGENT_VERSION, so the linker never takes the library's copy. The product hvdagent
+# has no way to claim another version.
+set(HVD_E2E_OTHER_AGENT_VERSION "0.0.0-e2e-other")
+add_executable(hvdagent-e2e-other-version ${PROJECT_SOURCE_DIR}/agent/daemon/hvdagent_main.cc
+                                          ${PROJECT_SOURCE_DIR}/agent/node/node_facts.cc)
+target_link_libraries(hvdagent-e2e-other-version PRIVATE
+  hvd_agent_daemon hvd_agent_service hvd_agent_jobs hvd_agent_metrics hvd_agent_client
+  hvd_agent_common hvd_support hvd_contract_env spdlog::spdlog hvd_warnings)
+target_compile_definitions(hvdagent-e2e-other-version PRIVATE
+  HVD_AGENT_VERSION="${HVD_E2E_OTHER_AGENT_VERSION}")
+add_executable(e2e_doctor_test ${CMAKE_CURRENT_LIST_DIR}/e2e_doctor_test.cc)
+target_link_libraries(e2e_doctor_test PRIVATE hvd_e2e_support GTest::gtest_main hvd_warnings)
+target_compile_definitions(e2e_doctor_test PRIVATE
+  HVD_E2E_OTHER_AGENT_PATH="$<TARGET_FILE:hvdagent-e2e-other-version>"
+  HVD_E2E_OTHER_AGENT_VERSION="${HVD_E2E_OTHER_AGENT_VERSION}"
+  HVD_E2E_PROJECT_VERSION="${PROJECT_VERSION}")
+add_dependencies(e2e_doctor_test hvdrun hvdagent hvdagent-e2e-other-version)
+gtest_discover_tests(e2e_doctor_test DISCOVERY_TIMEOUT 60
+  PROPERTIES LABELS e2e TIMEOUT 120 RESOURCE_LOCK e2e_cluster)

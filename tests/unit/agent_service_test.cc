@@ -403,6 +403,37 @@ TEST_F(LedgerServiceTest, ReserveGrantsDisjointGpusAndSaysWhoHoldsABusyNode) {
   EXPECT_EQ(reserve("hvd-b", 4, &status).verdict(), v1::RESERVE_GRANTED);
 }
 
+// hvdrun doctor's facts, through the client as hvdrun reads them: which jobs hold which GPUs,
+// and the agent's wall clock as it answered.
+TEST_F(LedgerServiceTest, DescribeSaysWhichJobsHoldTheGpusAndTheAgentsClock) {
+  grpc::Status status;
+  ASSERT_EQ(reserve("hvd-a", 2, &status).verdict(), v1::RESERVE_GRANTED);
+  ASSERT_EQ(reserve("hvd-b", 1, &status).verdict(), v1::RESERVE_GRANTED);
+  client::RemoteAgentOptions remote;
+  remote.host = "localhost";
+  remote.address = test::loopbackAddress(port_);
+  client::RemoteNodeAgent agent(remote, signer_.get());
+  const auto unixUs = [] {
+    return std::chrono::duration_cast<std::chrono::microseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  };
+  const int64_t before = unixUs();
+  const coordinator::DescribeResult result = agent.describe();
+  const int64_t after = unixUs();
+  ASSERT_TRUE(result.ok()) << result.error.reason;
+  EXPECT_GE(result.agentUnixTimeUs, before);
+  EXPECT_LE(result.agentUnixTimeUs, after);
+  ASSERT_EQ(result.gpuHolders.size(), 3u);
+  EXPECT_EQ(result.gpuHolders[0].gpu, 0);
+  EXPECT_EQ(result.gpuHolders[0].job, "hvd-a");
+  EXPECT_EQ(result.gpuHolders[1].gpu, 1);
+  EXPECT_EQ(result.gpuHolders[1].job, "hvd-a");
+  EXPECT_EQ(result.gpuHolders[2].gpu, 2);
+  EXPECT_EQ(result.gpuHolders[2].job, "hvd-b");
+  agent.shutdown();
+}
+
 TEST_F(LedgerServiceTest, AReservedLaunchBindsItsReservationAndTheEndReleasesIt) {
   grpc::Status status;
   ASSERT_EQ(reserve("hvd-a", 1, &status).verdict(), v1::RESERVE_GRANTED);

@@ -30,3 +30,9 @@ target_link_libraries(hvdrun_jobs_cli_test PRIVATE hvd_launcher hvd_test_support
 hvd_test(NAME host_launch_test LABEL unit TIMEOUT 60
          SOURCES ${CMAKE_CURRENT_LIST_DIR}/host_launch_test.cc)
 target_link_libraries(host_launch_test PRIVATE hvd_agent_jobs hvd_agent_process)
+
+# hvdrun doctor: the rules from the agents' answers to findings (the clock rule's boundary
+# included), the table and the JSON for fixed answers, and its command line.
+hvd_test(NAME hvdrun_doctor_test LABEL unit TIMEOUT 60
+         SOURCES ${CMAKE_CURRENT_LIST_DIR}/hvdrun_doctor_test.cc)
+target_link_libraries(hvdrun_doctor_test PRIVATE hvd_launcher)
