@@ -19,7 +19,7 @@ TSAN_BUILD="${HVD_TSAN_BUILD_DIR:-$ROOT/build-tsan}"
 # The engine's unit tests (ranks as threads, each with an engine thread and submitters) and
 # the mesh's (a listener thread per rank hands connections to the channels' threads).
 TSAN_TESTS=(engine_logic_test engine_test engine_negotiation_test timeline_test engine_device_test
-  device_backend_test c_engine_api_test mesh_test process_sets_test)
+  device_backend_test c_engine_api_test mesh_test process_sets_test autotune_test straggler_test)
 JOBS="$(nproc)"
 
 "$ROOT/scripts/install-deps.sh"
