@@ -48,7 +48,7 @@ latency() {
   shift
   timeout 300 "$BUILD/bin/hvdrun" -np "$NP" "$@" --no-tag-output -x "HVD_STRAGGLER_WINDOW=$window" \
     -- "$BUILD/bin/hvd-bench" --engine --coll allreduce -b 8 -e 8 -n 2000 -w 200 2>&1 |
-    awk '$1 == 8 && $9 == 0 { print $6 }' | tail -1
+    awk '$1 == 8 && $8 == 0 { print $5 }' | tail -1
 }
 # step WINDOW [hvdrun options]: the ResNet-50 gradient step's median in ms.
 step() {
@@ -73,7 +73,7 @@ done
 KEY="$WORK/cluster.key"
 "$BUILD/bin/hvdrun" keygen --key-file "$KEY" >/dev/null
 start_agent() {  # [--metrics-listen ...]
-  "$BUILD/bin/hvdagent" --listen 127.0.0.1:0 --port-file "$WORK/port" --key-file "$KEY" \
+  HVD_ALLOW_RUN_AS_ROOT_CONFIRM=1 "$BUILD/bin/hvdagent" --listen 127.0.0.1:0 --port-file "$WORK/port" --key-file "$KEY" \
     --state-dir "$WORK/state" --allow-run-as-root --log-level warn "$@" >"$WORK/agent.log" 2>&1 &
   AGENT_PID=$!
   for _ in $(seq 100); do [[ -s "$WORK/port" ]] && break; sleep 0.1; done
