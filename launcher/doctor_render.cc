@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "hvd_support/json_text.h"
+
 namespace hvd::launcher {
 namespace {
 
@@ -39,36 +41,6 @@ std::string gib(uint64_t bytes) {
 
 std::string rowGpus(const HostRow& row) {
   return row.node ? gpuSummary(row.node->gpus, row.gpuHolders) : kUnknown;
-}
-
-// Decodes one UTF-8 sequence at text[i]; its length, or 0 when it is not valid UTF-8 (overlong
-// forms, surrogates and code points past U+10FFFF included).
-size_t utf8Length(std::string_view text, size_t i) {
-  const auto byte = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
-  const unsigned char lead = byte(i);
-  size_t length = 0;
-  uint32_t code = 0;
-  if (lead >= 0xC2 && lead <= 0xDF) {
-    length = 2;
-    code = lead & 0x1F;
-  } else if (lead >= 0xE0 && lead <= 0xEF) {
-    length = 3;
-    code = lead & 0x0F;
-  } else if (lead >= 0xF0 && lead <= 0xF4) {
-    length = 4;
-    code = lead & 0x07;
-  } else {
-    return 0;
-  }
-  if (i + length > text.size()) return 0;
-  for (size_t k = 1; k < length; ++k) {
-    if ((byte(i + k) & 0xC0) != 0x80) return 0;
-    code = (code << 6) | (byte(i + k) & 0x3F);
-  }
-  const bool overlong = (length == 3 && code < 0x800) || (length == 4 && code < 0x10000);
-  const bool surrogate = code >= 0xD800 && code <= 0xDFFF;
-  if (overlong || surrogate || code > 0x10FFFF) return 0;
-  return length;
 }
 
 std::string jsonOrNull(bool known, const std::string& json) { return known ? json : "null"; }
@@ -164,52 +136,7 @@ std::string gpuSummary(const std::vector<GpuInfo>& gpus, const std::vector<GpuHo
 
 std::string jsonString(std::string_view text) {
   std::string out = "\"";
-  for (size_t i = 0; i < text.size();) {
-    const unsigned char c = static_cast<unsigned char>(text[i]);
-    if (c >= 0x80) {
-      const size_t length = utf8Length(text, i);
-      if (length == 0) {
-        out += "\\ufffd";
-        ++i;
-      } else {
-        out.append(text.substr(i, length));
-        i += length;
-      }
-      continue;
-    }
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\b':
-        out += "\\b";
-        break;
-      case '\f':
-        out += "\\f";
-        break;
-      default:
-        if (c < 0x20 || c == 0x7F) {
-          char escaped[8];
-          std::snprintf(escaped, sizeof(escaped), "\\u%04x", c);
-          out += escaped;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-    ++i;
-  }
+  appendJsonEscaped(out, text, InvalidUtf8::kReplacement);
   return out + "\"";
 }
 

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cctype>
 #include <limits>
-#include <tuple>
 #include <utility>
 
 #include "agent/common/cli_checks.h"
@@ -59,6 +58,21 @@ CLI::Validator interfaceList() {
       },
       "NIC[,NIC...]");
 }
+
+// horovodrun's whole-number autotune flags: each one's variable and where it is parsed to.
+struct AutotuneCount {
+  const char* flag;
+  const contract::WorkerVariable& variable;
+  int HorovodrunFlags::*value;
+};
+const AutotuneCount kAutotuneCounts[] = {
+    {"--autotune-warmup-samples", worker::kAutotuneWarmupSamples,
+     &HorovodrunFlags::autotuneWarmupSamples},
+    {"--autotune-steps-per-sample", worker::kAutotuneStepsPerSample,
+     &HorovodrunFlags::autotuneStepsPerSample},
+    {"--autotune-bayes-opt-max-samples", worker::kAutotuneBayesOptMaxSamples,
+     &HorovodrunFlags::autotuneBayesOptMaxSamples},
+};
 
 // The flags hvd has nothing to do with, by the reason it has none; each given one is named in
 // its reason's one warning line.
@@ -173,16 +187,10 @@ void addEngineFlags(CLI::App* app, HorovodrunFlags* flags) {
                   workerOptionHelp(worker::kAutotuneLog))
       ->check(nonEmpty())
       ->group(kGroup);
-  for (auto [name, variable, value] :
-       {std::tuple{"--autotune-warmup-samples", &worker::kAutotuneWarmupSamples,
-                   &flags->autotuneWarmupSamples},
-        std::tuple{"--autotune-steps-per-sample", &worker::kAutotuneStepsPerSample,
-                   &flags->autotuneStepsPerSample},
-        std::tuple{"--autotune-bayes-opt-max-samples", &worker::kAutotuneBayesOptMaxSamples,
-                   &flags->autotuneBayesOptMaxSamples}}) {
-    app->add_option(name, *value, workerOptionHelp(*variable))
-        ->check(integerRange(static_cast<long long>(variable->min),
-                             static_cast<long long>(variable->max)))
+  for (const AutotuneCount& count : kAutotuneCounts) {
+    app->add_option(count.flag, flags->*count.value, workerOptionHelp(count.variable))
+        ->check(integerRange(static_cast<long long>(count.variable.min),
+                             static_cast<long long>(count.variable.max)))
         ->group(kGroup);
   }
   app->add_option("--autotune-gaussian-process-noise", flags->autotuneNoise,
@@ -310,14 +318,10 @@ std::vector<std::string> horovodrunSettings(const CLI::App& app, const Horovodru
     }
     settings->push_back(workerSetting(worker::kAutotuneLog, path));
   }
-  for (auto [name, variable, value] :
-       {std::tuple{"--autotune-warmup-samples", &worker::kAutotuneWarmupSamples,
-                   flags.autotuneWarmupSamples},
-        std::tuple{"--autotune-steps-per-sample", &worker::kAutotuneStepsPerSample,
-                   flags.autotuneStepsPerSample},
-        std::tuple{"--autotune-bayes-opt-max-samples", &worker::kAutotuneBayesOptMaxSamples,
-                   flags.autotuneBayesOptMaxSamples}}) {
-    if (app.count(name) > 0) settings->push_back(workerSetting(*variable, std::to_string(value)));
+  for (const AutotuneCount& count : kAutotuneCounts) {
+    if (app.count(count.flag) > 0) {
+      settings->push_back(workerSetting(count.variable, std::to_string(flags.*count.value)));
+    }
   }
   if (app.count("--autotune-gaussian-process-noise") > 0) {
     settings->push_back(

@@ -298,68 +298,48 @@ TEST(Autotuner, AStepIsTheRunBetweenTwoUsesOfOneNameAndThePartialStepAfterAChang
 TEST(EngineAutotune, EveryRankAppliesEveryDecisionAfterTheSameCycleAndResultsStayExact) {
   for (int np : {2, 3}) {
     SCOPED_TRACE("np " + std::to_string(np));
-    auto contexts = transport::makeLocalContexts(np, transport::LocalLinkKind::kShm,
-                                                 enginetest::contextOptions(), 64 << 10);
     std::mutex mutex;
     std::vector<std::vector<std::pair<uint64_t, TunedParams>>> seen(np);
-    std::vector<std::unique_ptr<engine::Engine>> engines;
     const std::string log = tempPath("engine-autotune-" + std::to_string(np) + ".csv");
-    for (int r = 0; r < np; ++r) {
-      engine::EngineOptions o;
-      o.autotune.enabled = true;
-      o.autotune.logPath = log;
-      o.autotune.warmupSamples = 1;
-      o.autotune.stepsPerSample = 1;
-      o.autotune.bayesOptMaxSamples = 12;
-      o.onTuned = [&, r](const TunedParams& p, uint64_t cycle) {
-        std::lock_guard<std::mutex> lock(mutex);
-        seen[r].emplace_back(cycle, p);
-      };
-      engines.push_back(std::make_unique<engine::Engine>(*contexts[r], o));
-    }
-    // A synthetic gradient pattern: 12 tensors of different sizes, each step in backward order,
-    // waited on together, for many more steps than the search takes.
-    constexpr int kTensors = 12;
-    constexpr int kSteps = 80;
-    std::vector<std::exception_ptr> errors(np);
-    std::vector<std::thread> threads;
-    for (int r = 0; r < np; ++r) {
-      threads.emplace_back([&, r] {
-        try {
-          for (int s = 0; s < kSteps; ++s) {
-            std::vector<std::vector<float>> grads(kTensors);
-            std::vector<Handle> handles;
-            for (int k = kTensors - 1; k >= 0; --k) {
-              grads[k].assign(64 << (k % 6), static_cast<float>(r + s + k));
-              handles.push_back(engines[r]->allreduce(
-                  "grad." + std::to_string(k), grads[k].data(), grads[k].data(),
-                  {static_cast<int64_t>(grads[k].size())}, DataType::kFloat32, {ReduceOp::kSum}));
-            }
-            for (auto& h : handles) h.wait();
-            for (int k = 0; k < kTensors; ++k) {
-              float want = 0;
-              for (int q = 0; q < np; ++q) want += static_cast<float>(q + s + k);
-              for (float v : grads[k]) {
-                if (v != want) throw std::runtime_error("wrong sum at step " + std::to_string(s));
-              }
+    {
+      enginetest::Cluster cluster(np, [&](int r) {
+        engine::EngineOptions o;
+        o.autotune.enabled = true;
+        o.autotune.logPath = log;
+        o.autotune.warmupSamples = 1;
+        o.autotune.stepsPerSample = 1;
+        o.autotune.bayesOptMaxSamples = 12;
+        o.onTuned = [&mutex, &seen, r](const TunedParams& p, uint64_t cycle) {
+          std::lock_guard<std::mutex> lock(mutex);
+          seen[r].emplace_back(cycle, p);
+        };
+        return o;
+      });
+      // A synthetic gradient pattern: 12 tensors of different sizes, each step in backward
+      // order, waited on together, for many more steps than the search takes.
+      constexpr int kTensors = 12;
+      constexpr int kSteps = 80;
+      cluster.run([&](int r, engine::Engine& engine) {
+        for (int s = 0; s < kSteps; ++s) {
+          std::vector<std::vector<float>> grads(kTensors);
+          std::vector<Handle> handles;
+          for (int k = kTensors - 1; k >= 0; --k) {
+            grads[k].assign(64 << (k % 6), static_cast<float>(r + s + k));
+            handles.push_back(engine.allreduce(
+                "grad." + std::to_string(k), grads[k].data(), grads[k].data(),
+                {static_cast<int64_t>(grads[k].size())}, DataType::kFloat32, {ReduceOp::kSum}));
+          }
+          for (auto& h : handles) h.wait();
+          for (int k = 0; k < kTensors; ++k) {
+            float want = 0;
+            for (int q = 0; q < np; ++q) want += static_cast<float>(q + s + k);
+            for (float v : grads[k]) {
+              if (v != want) throw std::runtime_error("wrong sum at step " + std::to_string(s));
             }
           }
-        } catch (...) {
-          errors[r] = std::current_exception();
         }
       });
-    }
-    for (auto& t : threads) t.join();
-    engines.clear();
-    for (int r = 0; r < np; ++r) {
-      if (errors[r]) {
-        try {
-          std::rethrow_exception(errors[r]);
-        } catch (const std::exception& e) {
-          ADD_FAILURE() << "rank " << r << ": " << e.what();
-        }
-      }
-    }
+    }  // every engine stopped: the changes and the log are complete
     ASSERT_GE(seen[0].size(), 3u) << "the search hardly moved";
     for (int r = 1; r < np; ++r) {
       ASSERT_EQ(seen[r].size(), seen[0].size()) << "rank " << r;

@@ -51,11 +51,14 @@ class FakeClock {
 // np engines over in-process links. Destroying the cluster stops every engine (in step).
 class Cluster {
  public:
-  explicit Cluster(int np, EngineOptions options = {}) {
+  explicit Cluster(int np, EngineOptions options = {})
+      : Cluster(np, [&options](int) { return options; }) {}
+  // Each rank's engine with options of its own (a callback that knows its rank, say).
+  Cluster(int np, const std::function<EngineOptions(int rank)>& optionsOf) {
     contexts_ = transport::makeLocalContexts(np, transport::LocalLinkKind::kShm, contextOptions(),
                                              64 << 10);
-    for (auto& context : contexts_) {
-      engines_.push_back(std::make_unique<Engine>(*context, options));
+    for (int r = 0; r < np; ++r) {
+      engines_.push_back(std::make_unique<Engine>(*contexts_[r], optionsOf(r)));
     }
   }
   ~Cluster() { engines_.clear(); }  // (a destroyed rank's slot is null: clear skips nothing)

@@ -75,41 +75,34 @@ TEST(StragglerDetector, OpsARankDidNotSubmitItselfAreLeftOut) {
 
 // Three engines; rank `slow` sleeps `sleep` before each step's submits. Returns rank 0's reports.
 std::vector<StragglerReport> stragglersOf(int slow, std::chrono::milliseconds sleep) {
-  constexpr int np = 3;
-  auto contexts = transport::makeLocalContexts(np, transport::LocalLinkKind::kShm,
-                                               enginetest::contextOptions(), 64 << 10);
   std::mutex mutex;
   std::vector<StragglerReport> reports;
-  std::vector<std::unique_ptr<engine::Engine>> engines;
-  for (int r = 0; r < np; ++r) {
-    engine::EngineOptions o;
-    o.stragglers.window = 48;  // 12 steps of 4 ops: one rank late by chance is not 6 of them
-    o.hostName = "host" + std::to_string(r);
-    o.onStraggler = [&](const StragglerReport& report) {
-      std::lock_guard<std::mutex> lock(mutex);
-      reports.push_back(report);
-    };
-    engines.push_back(std::make_unique<engine::Engine>(*contexts[r], o));
-  }
-  std::vector<std::thread> threads;
-  for (int r = 0; r < np; ++r) {
-    threads.emplace_back([&, r] {
+  {
+    enginetest::Cluster cluster(3, [&](int r) {
+      engine::EngineOptions o;
+      o.stragglers.window = 48;  // 12 steps of 4 ops: one rank late by chance is not 6 of them
+      o.hostName = "host" + std::to_string(r);
+      o.onStraggler = [&](const StragglerReport& report) {
+        std::lock_guard<std::mutex> lock(mutex);
+        reports.push_back(report);
+      };
+      return o;
+    });
+    cluster.run([&](int r, engine::Engine& engine) {
       for (int step = 0; step < 24; ++step) {
         if (r == slow) std::this_thread::sleep_for(sleep);
         std::vector<std::vector<float>> grads(4, std::vector<float>(256, 1.0f));
         std::vector<Handle> handles;
         for (int k = 0; k < 4; ++k) {
-          handles.push_back(engines[r]->allreduce("g." + std::to_string(k), grads[k].data(),
-                                                  grads[k].data(), {256}, DataType::kFloat32,
-                                                  {ReduceOp::kSum}));
+          handles.push_back(engine.allreduce("g." + std::to_string(k), grads[k].data(),
+                                             grads[k].data(), {256}, DataType::kFloat32,
+                                             {ReduceOp::kSum}));
         }
         for (auto& h : handles) h.wait();
         for (const auto& g : grads) EXPECT_EQ(g[0], 3.0f);
       }
     });
   }
-  for (auto& t : threads) t.join();
-  engines.clear();
   return reports;
 }
 

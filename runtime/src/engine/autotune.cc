@@ -1,7 +1,9 @@
 #include "engine/autotune.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <iomanip>
 #include <sstream>
 
@@ -59,8 +61,10 @@ Autotuner::Autotuner(AutotuneOptions options, TunedParams initial,
   if (!options_.logPath.empty()) {
     log_ = std::make_unique<std::ofstream>(options_.logPath, std::ios::out | std::ios::trunc);
     if (!*log_) {
-      logging::get("engine")->warn("autotune: cannot write the log file '{}'; tuning goes on",
-                                   options_.logPath);
+      logging::get("engine")->warn(
+          "autotune: cannot write the log file '{}' ({}); tuning goes on without it (give "
+          "--autotune-log-file a path in an existing directory rank 0 may write to)",
+          options_.logPath, std::strerror(errno));
       log_.reset();
     } else {
       *log_ << "hierarchical_allreduce,hierarchical_allgather,torus_allreduce,cache_enabled,"
@@ -186,7 +190,7 @@ TunedParams Autotuner::next(double score) {
         knobBaseline_ = score;
         knobTrial_ = 1;
         TunedParams flipped = best_;
-        flipped.*(knobs_[knob_].field) = !(best_.*(knobs_[knob_].field));
+        flipped.*knobs_[knob_] = !(best_.*knobs_[knob_]);
         return flipped;
       }
       if (score > knobBaseline_ * kKnobMargin) {
@@ -208,9 +212,9 @@ TunedParams Autotuner::next(double score) {
 void Autotuner::startKnobs() {
   phase_ = Phase::kKnobs;
   knobs_.clear();
-  if (!options_.cacheFixed) knobs_.push_back({"response cache", &TunedParams::cache});
+  if (!options_.cacheFixed) knobs_.push_back(&TunedParams::cache);
   if (!options_.hierarchicalFixed && hierarchicalApplies_ && hierarchicalApplies_()) {
-    knobs_.push_back({"hierarchical allreduce", &TunedParams::hierarchical});
+    knobs_.push_back(&TunedParams::hierarchical);
   }
   knob_ = 0;
   knobTrial_ = 0;

@@ -119,10 +119,7 @@ class Autotuner {
 
  private:
   enum class Phase { kWarmup, kBayes, kKnobs, kDone };
-  struct Knob {
-    const char* name;
-    bool TunedParams::*field;
-  };
+  using Knob = bool TunedParams::*;  // an on/off knob
 
   // Step and sample accounting; true when a sample's score is ready in `score`.
   bool measure(const std::vector<std::string>& names, uint64_t bytes, Clock::time_point now,

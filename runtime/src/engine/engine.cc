@@ -272,7 +272,7 @@ std::unique_ptr<LocalOp> Engine::makeOp(const std::string& name, OpType type, co
 }
 
 Handle Engine::submit(std::vector<std::unique_ptr<LocalOp>> ops, std::shared_ptr<OpState> state) {
-  const Clock::time_point submitted = now();
+  const Clock::time_point submitted = stragglers_ ? now() : Clock::time_point{};
   for (auto& op : ops) {
     op->state = state;
     op->submitted = submitted;
@@ -530,7 +530,7 @@ bool Engine::cycle(bool stop, bool joined) {
   flags.stop = stop;
   flags.stallShutdown = rank_ == 0 && stallShutdownDue_;
   flags.joined = joined;
-  flags.retune = rank_ == 0 && retune_.has_value();
+  flags.retune = tuner_ != nullptr && tuner_->pending();  // rank 0's only
   std::vector<uint8_t> bits = controller_.makeBits(hits, flags);
   AllreduceOptions min;
   min.op = ReduceOp::kMin;
@@ -611,7 +611,6 @@ void Engine::exchangeWaits() {
   std::optional<StragglerReport> report = stragglers_->analyze(waits);
   if (!report) return;
   report->host = hosts_[report->rank];
-  ++counters_.stragglers;
   const std::string text = "straggler: " + report->describe();
   logging::get("engine")->warn("{}", text);
   if (timeline_) timeline_->marker("STRAGGLER rank " + std::to_string(report->rank));
@@ -620,18 +619,14 @@ void Engine::exchangeWaits() {
 
 // --- autotune -------------------------------------------------------------------------------
 
-void Engine::observeForTuning(const std::vector<std::string>& names, uint64_t bytes) {
-  if (!tuner_ || retune_) return;
-  if (std::optional<TunedParams> next = tuner_->observe(names, bytes, now())) retune_ = next;
-}
-
 TunedParams Engine::receiveTuned() {
   int64_t block[4] = {0, 0, 0, 0};
   if (rank_ == 0) {
-    block[0] = static_cast<int64_t>(retune_->fusionThreshold);
-    block[1] = retune_->cycleTime.count();
-    block[2] = retune_->cache ? 1 : 0;
-    block[3] = retune_->hierarchical ? 1 : 0;
+    const TunedParams& next = tuner_->current();  // pending: what every rank applies next
+    block[0] = static_cast<int64_t>(next.fusionThreshold);
+    block[1] = next.cycleTime.count();
+    block[2] = next.cache ? 1 : 0;
+    block[3] = next.hierarchical ? 1 : 0;
   }
   coll::broadcast(context_, block, 4, DataType::kInt64, BroadcastOptions{0});
   TunedParams p;
@@ -652,10 +647,7 @@ void Engine::applyTuned(const TunedParams& params) {
   if (options_.devices != nullptr) options_.devices->setHierarchical(params.hierarchical);
   logging::get("engine")->info("autotune: after cycle {}: {}", cycle, describe(params));
   if (options_.onTuned) options_.onTuned(params, cycle);
-  if (rank_ == 0 && tuner_) {
-    retune_.reset();
-    tuner_->applied(now());
-  }
+  if (tuner_) tuner_->applied(now());
 }
 
 void Engine::negotiate(const std::vector<Request>& fresh) {
@@ -681,7 +673,8 @@ LocalOp* Engine::localOp(const std::string& name) {
 }
 
 void Engine::execute(const std::vector<Response>& responses) {
-  const Clock::time_point ready = now();  // every rank had submitted these by now
+  // Every rank had submitted these by now (what the straggler check measures waits against).
+  const Clock::time_point ready = stragglers_ ? now() : Clock::time_point{};
   for (const auto& [begin, end] : executor_.plan(responses)) {
     if (responses[begin].kind == Response::Kind::kError) {
       ++counters_.errors;
@@ -702,19 +695,23 @@ void Engine::execute(const std::vector<Response>& responses) {
     }
     const uint64_t before = counters_.bytes.load();
     executor_.run(responses, begin, end, locals);
-    if (tuner_ && !tuner_->done()) {
+    // Rank 0's tuner counts steps by the names that ran (a change it decides waits in it until
+    // the next cycle broadcasts it).
+    if (tuner_ && !tuner_->done() && !tuner_->pending()) {
       std::vector<std::string> names;
       for (size_t i = begin; i < end; ++i) names.push_back(responses[i].request.name);
-      observeForTuning(names, counters_.bytes.load() - before);
+      tuner_->observe(names, counters_.bytes.load() - before, now());
     }
     for (size_t i = begin; i < end; ++i) {
-      if (const LocalOp* op = locals[i - begin]) {
-        const auto waited =
-            std::chrono::duration_cast<std::chrono::microseconds>(ready - op->submitted).count();
-        counters_.waitMicros += static_cast<uint64_t>(std::max<int64_t>(0, waited));
-        if (stragglers_) windowWaits_.push_back(static_cast<float>(std::max<int64_t>(0, waited)));
-      } else if (stragglers_) {
-        windowWaits_.push_back(-1);  // this rank had joined: it did not submit the op
+      if (stragglers_) {
+        // -1: this rank had joined, so it did not submit the op.
+        const LocalOp* op = locals[i - begin];
+        windowWaits_.push_back(op == nullptr
+                                   ? -1.0f
+                                   : static_cast<float>(std::max<int64_t>(
+                                         0, std::chrono::duration_cast<std::chrono::microseconds>(
+                                                ready - op->submitted)
+                                                .count())));
       }
       controller_.recordSuccess(responses[i]);
       ++counters_.responses;

@@ -169,8 +169,7 @@ class Engine {
   // The stop cycle: gathers every rank's reason and builds the error the pending ops get.
   std::exception_ptr stopError(bool stopping);
   void checkStalls(Clock::time_point now);
-  // Autotune: rank 0 feeds its tuner what ran; every rank applies what rank 0 broadcast.
-  void observeForTuning(const std::vector<std::string>& names, uint64_t bytes);
+  // Autotune: every rank applies what rank 0's tuner decided, broadcast in the flagged cycle.
   TunedParams receiveTuned();
   void applyTuned(const TunedParams& params);
   // Stragglers: every rank's waits for the window's ops, gathered; rank 0 analyses them.
@@ -227,9 +226,8 @@ class Engine {
   bool stallShutdownDue_ = false;
   std::string stopReasonMine_;  // this rank's reason, once it asked to stop
   std::chrono::microseconds cycleTime_;
-  size_t cacheCapacityOn_;             // the response cache's capacity when autotune turns it on
-  std::unique_ptr<Autotuner> tuner_;   // rank 0 of the job's engine, with autotune on
-  std::optional<TunedParams> retune_;  // rank 0: decided, to be broadcast in the next cycle
+  size_t cacheCapacityOn_;            // the response cache's capacity when autotune turns it on
+  std::unique_ptr<Autotuner> tuner_;  // rank 0 of the job's engine, with autotune on
   std::unique_ptr<StragglerDetector> stragglers_;  // the job's engine with a window, else null
   std::vector<float> windowWaits_;  // this rank's wait (us) per op of the window; -1: none here
   std::vector<std::string> hosts_;  // rank 0: each rank's host, from the first exchange

@@ -57,7 +57,7 @@ struct LocalOp {
   // Negotiation bookkeeping of the engine thread.
   enum class Phase { kNew, kCached, kSent } phase = Phase::kNew;
   Clock::time_point cachedSince;
-  Clock::time_point submitted;  // when the caller submitted it (its wait for the other ranks)
+  Clock::time_point submitted;  // when the caller submitted it (with a straggler check only)
 };
 
 // Counters of what the engine did; the engine thread writes them, anyone may read.
@@ -70,9 +70,6 @@ struct EngineCounters {
   std::atomic<uint64_t> responses{0};     // ops run
   std::atomic<uint64_t> errors{0};        // error responses (mismatches, joined ranks)
   std::atomic<uint64_t> bytes{0};         // payload of the data collectives, as sent (EngineStats)
-  // Microseconds this rank's ops waited from their submit until every rank had submitted them.
-  std::atomic<uint64_t> waitMicros{0};
-  std::atomic<uint64_t> stragglers{0};  // rank 0: stragglers reported
 };
 
 // Batches of consecutive responses [begin, end): pure logic (see above), for tests.

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "common/syscall_error.h"
+#include "hvd_support/json_text.h"
 #include "hvd_support/logging.h"
 
 namespace hvd::engine {
@@ -40,83 +41,9 @@ struct Record {
   Kind kind;
 };
 
-// Appends `s` as the contents of a JSON string (without the quotes). Valid UTF-8 passes
-// through; control characters, quotes and backslashes are escaped; a byte that is not part of
-// a valid UTF-8 sequence becomes the six visible characters \\xHH, so nothing a caller passes
-// can make the file invalid JSON.
+// Tensor and activity names in the file: a byte that is not UTF-8 stays readable as \xHH.
 void appendEscaped(std::string& out, std::string_view s) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
-  const size_t n = s.size();
-  size_t i = 0;
-  while (i < n) {
-    const unsigned char c = p[i];
-    if (c < 0x80) {
-      switch (c) {
-        case '"':
-          out += "\\\"";
-          break;
-        case '\\':
-          out += "\\\\";
-          break;
-        case '\n':
-          out += "\\n";
-          break;
-        case '\r':
-          out += "\\r";
-          break;
-        case '\t':
-          out += "\\t";
-          break;
-        case '\b':
-          out += "\\b";
-          break;
-        case '\f':
-          out += "\\f";
-          break;
-        default:
-          if (c < 0x20) {
-            out += "\\u00";
-            out += kHex[c >> 4];
-            out += kHex[c & 0xf];
-          } else {
-            out += static_cast<char>(c);
-          }
-      }
-      ++i;
-      continue;
-    }
-    // The length of a well-formed UTF-8 sequence starting here (RFC 3629: no overlong forms,
-    // no surrogates, nothing above U+10FFFF), or 0.
-    size_t len = 0;
-    if (c >= 0xc2 && c <= 0xdf) {
-      len = 2;
-    } else if (c >= 0xe0 && c <= 0xef) {
-      len = 3;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-      len = 4;
-    }
-    if (len != 0 && i + len <= n) {
-      const unsigned char c1 = p[i + 1];
-      unsigned char lo = 0x80;
-      unsigned char hi = 0xbf;
-      if (c == 0xe0) lo = 0xa0;
-      if (c == 0xed) hi = 0x9f;
-      if (c == 0xf0) lo = 0x90;
-      if (c == 0xf4) hi = 0x8f;
-      bool ok = c1 >= lo && c1 <= hi;
-      for (size_t k = 2; ok && k < len; ++k) ok = (p[i + k] & 0xc0) == 0x80;
-      if (ok) {
-        out.append(s.data() + i, len);
-        i += len;
-        continue;
-      }
-    }
-    out += "\\\\x";
-    out += kHex[c >> 4];
-    out += kHex[c & 0xf];
-    ++i;
-  }
+  appendJsonEscaped(out, s, InvalidUtf8::kHexEscape);
 }
 
 // Nanoseconds as microseconds with three decimals ("ts" is in microseconds).
